@@ -1,0 +1,155 @@
+"""Text generation: the book's ``generate_text_simple`` and a step-by-step generator for the
+explorer that reports, for every new token, what the model considered."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .model import GPTModel, KVCache, model_device
+from .tokenizer import EOT_ID, get_tokenizer
+
+
+def generate_text_simple(model, idx, max_new_tokens, context_size):
+    """The book's greedy decoding (listing 4.8): no cache, the context cropped each step."""
+    # idx is (batch, n_tokens) array of indices in the current context
+    for _ in range(max_new_tokens):
+        # Crop current context if it exceeds the supported context size
+        idx_cond = idx[:, -context_size:]
+        with torch.no_grad():
+            logits = model(idx_cond)
+        # Focus only on the last time step: (batch, n_token, vocab_size) -> (batch, vocab_size)
+        logits = logits[:, -1, :]
+        probas = torch.softmax(logits, dim=-1)
+        idx_next = torch.argmax(probas, dim=-1, keepdim=True)  # (batch, 1)
+        idx = torch.cat((idx, idx_next), dim=1)                # (batch, n_tokens+1)
+    return idx
+
+
+@dataclass
+class Step:
+    """One generated token and the distribution it was chosen from."""
+
+    index: int                 # 0 for the first new token
+    token_id: int
+    text: str                  # this token's piece of text
+    prob: float                # probability of the chosen token
+    rank: int                  # 1 = the most likely token
+    entropy_bits: float        # entropy of the next-token distribution
+    top_ids: list[int] = field(default_factory=list)      # the top-k candidates, most likely first
+    top_texts: list[str] = field(default_factory=list)
+    top_probs: list[float] = field(default_factory=list)
+    seconds: float = 0.0       # model forward + choice for this token
+    cached: bool = True        # False when the window slid and everything was recomputed
+
+
+def check_generation_args(max_new_tokens, temperature=0.0, top_k=None, seed=None,
+                          vocab_size=None, show_top=10):
+    """Raise a ValueError a student can act on for any unusable argument."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
+            or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be a whole number ≥ 0 (got {max_new_tokens!r}).")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a number ≥ 0; 0 means greedy decoding "
+                         f"(got {temperature!r}).")
+    if top_k is not None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be a whole number ≥ 1, or empty for no limit "
+                             f"(got {top_k!r}).")
+        if vocab_size is not None and top_k > vocab_size:
+            raise ValueError(f"top_k ({top_k}) is larger than the vocabulary ({vocab_size} "
+                             f"tokens); use at most {vocab_size}, or leave it empty.")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                             or not 0 <= seed < 2 ** 63):
+        raise ValueError(f"seed must be a whole number ≥ 0 (got {seed!r}).")
+    if isinstance(show_top, bool) or not isinstance(show_top, int) or show_top < 1:
+        raise ValueError(f"show_top must be a whole number ≥ 1 (got {show_top!r}).")
+
+
+def generate_steps(model: GPTModel, token_ids, max_new_tokens: int, *, temperature=0.0,
+                   top_k=None, seed=None, stop_at_eot=False, show_top=10, use_cache=True,
+                   tokenizer=None):
+    """Generate up to ``max_new_tokens`` tokens after ``token_ids``, yielding a ``Step`` each.
+
+    Greedy by default (the book); ``temperature > 0`` samples, optionally from the ``top_k``
+    most likely tokens, with ``seed`` making it repeatable. The KV cache serves every token
+    until the context window is full; after that the window slides as in the book (the last
+    ``context_length`` tokens are recomputed each step). Arguments are checked here, before
+    the first token, so a bad one fails at once.
+    """
+    cfg = model.cfg
+    token_ids = [int(t) for t in token_ids]
+    if not token_ids:
+        raise ValueError("The prompt has no tokens: type some text first.")
+    bad = [t for t in token_ids if not 0 <= t < cfg.vocab_size]
+    if bad:
+        raise ValueError(f"Token id {bad[0]} is outside this model's vocabulary "
+                         f"(0 ... {cfg.vocab_size - 1}).")
+    check_generation_args(max_new_tokens, temperature, top_k, seed, cfg.vocab_size, show_top)
+    tokenizer = tokenizer or get_tokenizer()
+    return _generate(model, token_ids, max_new_tokens, float(temperature), top_k, seed,
+                     stop_at_eot, min(show_top, cfg.vocab_size), use_cache, tokenizer)
+
+
+def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_at_eot,
+              show_top, use_cache, tokenizer):
+    device = model_device(model)
+    context_length = model.cfg.context_length
+    generator = None
+    if temperature > 0:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed if seed is not None else 123)
+    ids = list(token_ids)
+    cache = None
+    for index in range(max_new_tokens):
+        started = time.perf_counter()
+        with torch.inference_mode():
+            if index == 0 or cache is None or cache.pos >= cache.capacity:
+                # Prefill, or the window is full: recompute the last context_length tokens.
+                window = torch.tensor([ids[-context_length:]], device=device)
+                cache = KVCache(model) if use_cache and len(ids) < context_length else None
+                logits = model(window, cache=cache, last_only=True)
+            else:
+                logits = model(torch.tensor([[ids[-1]]], device=device), cache=cache,
+                               last_only=True)
+            step = _choose(logits[0, -1].float(), temperature, top_k, generator, show_top)
+        token_id, prob, rank, entropy, top_ids, top_probs = step
+        ids.append(token_id)
+        yield Step(index=index, token_id=token_id, text=_piece(tokenizer, token_id),
+                   prob=prob, rank=rank, entropy_bits=entropy, top_ids=top_ids,
+                   top_texts=[_piece(tokenizer, t) for t in top_ids], top_probs=top_probs,
+                   seconds=time.perf_counter() - started, cached=cache is not None)
+        if stop_at_eot and token_id == EOT_ID:
+            return
+
+
+def _choose(logits, temperature, top_k, generator, show_top):
+    """Pick the next token; return it with what the views show, in one device->host copy."""
+    if temperature > 0:
+        logits = logits / temperature
+        if top_k is not None and top_k < logits.shape[-1]:
+            kth = torch.topk(logits, top_k).values[-1]
+            logits = torch.where(logits < kth, torch.full_like(logits, -torch.inf), logits)
+        probs = torch.softmax(logits, dim=-1)
+        token = torch.multinomial(probs, 1, generator=generator)[0]
+    else:
+        probs = torch.softmax(logits, dim=-1)
+        token = torch.argmax(probs)
+    top = torch.topk(probs, show_top)
+    chosen_prob = probs[token]
+    rank = (probs > chosen_prob).sum() + 1
+    entropy = torch.special.entr(probs).sum() / math.log(2)  # in bits
+    summary = torch.stack([token.double(), chosen_prob.double(), rank.double(), entropy.double()])
+    token_id, prob, rank_f, entropy_bits = summary.tolist()
+    return (int(token_id), prob, int(rank_f), entropy_bits, top.indices.tolist(),
+            top.values.tolist())
+
+
+def _piece(tokenizer, token_id):
+    # A model may have a larger vocabulary than GPT-2's tokenizer knows (a teaching config).
+    if token_id < tokenizer.n_vocab:
+        return tokenizer.token_text(token_id)
+    return f"<id {token_id}>"

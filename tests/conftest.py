@@ -1,0 +1,19 @@
+"""Test-wide environment, set at import time so it is in place before gradio is imported."""
+
+import atexit
+import os
+import shutil
+import tempfile
+
+# No usage reports to Gradio's servers (there is no network in CI anyway).
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+# Uploaded/cached files go to a throwaway dir, not the user's ~/.gradio or /tmp/gradio.
+_gradio_tmp = tempfile.mkdtemp(prefix="gpt-explorer-tests-gradio-")
+os.environ["GRADIO_TEMP_DIR"] = _gradio_tmp
+atexit.register(shutil.rmtree, _gradio_tmp, ignore_errors=True)
+
+# A proxy in the environment must not intercept requests to the local test server.
+for _var in ("NO_PROXY", "no_proxy"):
+    _hosts = [h for h in os.environ.get(_var, "").split(",") if h]
+    os.environ[_var] = ",".join(dict.fromkeys(["127.0.0.1", "localhost", *_hosts]))
