@@ -122,7 +122,7 @@ class Tokenizer:
     def token_text(self, token_id: int) -> str:
         """The piece of text one token stands for, for display."""
         (token_id,) = self._checked([token_id])
-        return self.encoding.decode([token_id])
+        return _show_bytes(self.encoding.decode_single_token_bytes(token_id))
 
     def token_texts(self, ids) -> list[str]:
         return [_show_bytes(self.encoding.decode_single_token_bytes(i)) for i in self._checked(ids)]

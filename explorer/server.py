@@ -1,0 +1,39 @@
+"""Launching the app: safe defaults (loopback only, no share link, small uploads)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+import gradio as gr
+
+from .ui import CSS, build_app
+
+QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
+
+
+def launch_options(host=None, port=None, share=False) -> dict:
+    return dict(
+        server_name=host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1",
+        server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        share=share,
+        theme=gr.themes.Default(text_size=gr.themes.sizes.text_lg),
+        css=CSS,
+        max_file_size="1mb",   # the app takes no uploads; refuse large ones outright
+        ssr_mode=False,
+    )
+
+
+def create_demo() -> gr.Blocks:
+    demo = build_app()
+    demo.queue(max_size=QUEUE_MAX_SIZE, default_concurrency_limit=2)
+    return demo
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="GPT Explorer")
+    parser.add_argument("--host", help="address to bind (default 127.0.0.1, or "
+                                       "GRADIO_SERVER_NAME)")
+    parser.add_argument("--port", type=int, help="port (default 7860, or GRADIO_SERVER_PORT)")
+    parser.add_argument("--share", action="store_true", help="ask Gradio for a public link")
+    args = parser.parse_args(argv)
+    create_demo().launch(**launch_options(args.host, args.port, args.share))

@@ -1,0 +1,191 @@
+"""The app's API through gradio_client, against the app launched in-process."""
+import json
+import os
+import urllib.error
+import urllib.request
+
+import pytest
+import torch
+from gradio_client import Client
+
+from explorer.config import PRESETS
+from explorer.generate import generate_text_simple
+from explorer.model import build_model
+from explorer.server import create_demo
+from explorer.tokenizer import get_tokenizer
+from explorer.ui import DEFAULT_PROMPT, MAX_NEW_TOKENS
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    demo = create_demo()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
+                            server_port=None, max_file_size="1mb")
+    yield url
+    demo.close()
+
+
+def client(url):
+    return Client(url, verbose=False)
+
+
+def build_args(preset="teach-tiny", seed=123, **changes):
+    cfg = {**PRESETS[preset].to_dict(), **changes}
+    return dict(preset=preset, vocab_size=cfg["vocab_size"],
+                context_length=cfg["context_length"], emb_dim=cfg["emb_dim"],
+                n_heads=cfg["n_heads"], n_layers=cfg["n_layers"], drop_rate=cfg["drop_rate"],
+                qkv_bias=cfg["qkv_bias"], norm_placement=cfg["norm_placement"],
+                shortcut=cfg["shortcut"], activation=cfg["activation"],
+                ff_expansion=cfg["ff_expansion"], tie_weights=cfg["tie_weights"],
+                pos_encoding=cfg["pos_encoding"], seed=seed, device="cpu", dtype="float32",
+                api_name="/build")
+
+
+def plotly_json(value):
+    assert value["type"] == "plotly"
+    return json.loads(value["plot"])
+
+
+def test_build_reports_the_books_parameter_figures(app_url):
+    c = client(app_url)
+    status, arch, table, plot, memory = c.predict(**build_args("teach-tiny"))
+    total = f"{sum(p.numel() for p in build_model(PRESETS['teach-tiny'], device='cpu').parameters()):,}"
+    assert total in status and "cpu" in status
+    assert "TransformerBlock" in arch or "block" in arch.lower()
+    assert table["data"][-1][:2] == ["total", total]
+    assert plotly_json(plot)["data"]
+    assert "float32" in memory and "bfloat16" in memory
+
+
+def test_rebuilding_a_built_config_comes_from_the_cache(app_url):
+    c = client(app_url)
+    c.predict(**build_args("teach-small", seed=5))
+    status = c.predict(**build_args("teach-small", seed=5))[0]
+    assert "from the shared cache" in status
+
+
+def test_bad_config_gets_a_readable_message(app_url):
+    c = client(app_url)
+    with pytest.raises(Exception, match="divisible by n_heads"):
+        c.predict(**build_args("teach-tiny", emb_dim=70))
+    with pytest.raises(Exception, match="drop_rate"):
+        c.predict(**build_args("teach-tiny", drop_rate=1.0))
+    # the session still works after an error
+    assert "Model ready" in c.predict(**build_args("teach-tiny"))[0]
+
+
+def test_endpoints_before_a_build_ask_for_one(app_url):
+    c = client(app_url)
+    with pytest.raises(Exception, match="No model yet"):
+        c.predict(DEFAULT_PROMPT, 0, "norm1: before vs after LayerNorm", "resid_pre", "std",
+                  api_name="/trace")
+
+
+def test_trace_attention_and_views_answer(app_url):
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    chips, info, stats, hist, heat = c.predict(
+        DEFAULT_PROMPT, 1, "norm1: before vs after LayerNorm", "resid_pre", "std",
+        api_name="/trace")
+    for piece in ("Every", "effort", "moves", "you"):
+        assert piece in chips
+    assert "4 tokens" in info
+    for fig in (stats, hist, heat):
+        assert plotly_json(fig)["data"]
+    hist2, heat2 = c.predict(0, "feed-forward hidden: before vs after activation", "ff_post",
+                             "zero_frac", api_name="/inside_views")
+    assert plotly_json(hist2)["data"] and plotly_json(heat2)["data"]
+    att, grid, entropy = c.predict(1, "mean", api_name="/attention")
+    assert all(plotly_json(f)["data"] for f in (att, grid, entropy))
+    path = c.predict(1, "0", api_name="/export_attention")
+    rows = open(path, encoding="utf-8").read().splitlines()
+    assert len(rows) == 5  # header + one row per query token
+    stats_csv = c.predict("CSV", api_name="/export_stats")
+    assert "ln1_out" in open(stats_csv, encoding="utf-8").read()
+    stats_json = json.load(open(c.predict("JSON", api_name="/export_stats"), encoding="utf-8"))
+    assert stats_json["token_ids"] == get_tokenizer().encode(DEFAULT_PROMPT)
+
+
+def test_layer_out_of_range_is_refused(app_url):
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    c.predict(DEFAULT_PROMPT, 0, "norm1: before vs after LayerNorm", "resid_pre", "std",
+              api_name="/trace")
+    with pytest.raises(Exception, match="does not exist"):
+        c.predict(7, "mean", api_name="/attention")
+
+
+def test_activation_curves_and_gradients_answer(app_url):
+    c = client(app_url)
+    fig = plotly_json(c.predict(-3, 3, ["gelu", "relu", "silu"], True, 0,
+                                api_name="/activation_curves"))
+    assert len(fig["data"]) >= 3
+    book, gpt = c.predict(api_name="/gradients")
+    assert plotly_json(book)["data"]
+
+
+def _greedy_reference(preset, prompt, n, seed=123):
+    model = build_model(PRESETS[preset], seed=seed, device="cpu")
+    ids = torch.tensor([get_tokenizer().encode(prompt)])
+    out = generate_text_simple(model, ids, n, PRESETS[preset].context_length)
+    return get_tokenizer().decode(out[0].tolist())
+
+
+def test_generation_streams_the_engines_greedy_tokens(app_url):
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    job = c.submit(DEFAULT_PROMPT, 12, "greedy", 1.0, 50, 123, False, api_name="/generate")
+    outputs = list(job)
+    texts = [o[0] for o in outputs if isinstance(o[0], str) and o[0]]
+    assert len(texts) >= 5, "generation must stream partial results"
+    final = job.result()
+    assert final[0] == _greedy_reference("teach-tiny", DEFAULT_PROMPT, 12)
+    assert len(final[2]["data"]) == 12
+    assert "tokens/s" in final[3]
+
+
+def test_next_token_advances_exactly_one_step(app_url):
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    text = DEFAULT_PROMPT
+    history = {"headers": [], "data": []}
+    for n in range(1, 4):
+        text, bars, history, speed = c.predict(DEFAULT_PROMPT, text, history, "greedy", 1.0, 50,
+                                               123, api_name="/next_token")
+        assert len(history["data"]) == n
+    assert text == _greedy_reference("teach-tiny", DEFAULT_PROMPT, 3)
+
+
+def test_generation_arguments_out_of_range_are_refused(app_url):
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    with pytest.raises(Exception, match="max new tokens"):
+        c.predict(DEFAULT_PROMPT, MAX_NEW_TOKENS + 1, "greedy", 1.0, 50, 123, False,
+                  api_name="/generate")
+    with pytest.raises(Exception, match="temperature"):
+        c.predict(DEFAULT_PROMPT, 5, "sample", -1.0, 50, 123, False, api_name="/generate")
+    with pytest.raises(Exception, match="vocabulary"):
+        c.predict(DEFAULT_PROMPT, 5, "sample", 1.0, 60000, 123, False, api_name="/generate")
+    with pytest.raises(Exception, match="empty"):
+        c.predict("   ", 5, "greedy", 1.0, 50, 123, False, api_name="/generate")
+
+
+def test_two_clients_hold_different_models(app_url):
+    a, b = client(app_url), client(app_url)
+    a.predict(**build_args("teach-tiny"))
+    b.predict(**build_args("teach-small"))
+    ref_a = _greedy_reference("teach-tiny", DEFAULT_PROMPT, 6)
+    ref_b = _greedy_reference("teach-small", DEFAULT_PROMPT, 6)
+    assert ref_a != ref_b
+    assert a.predict(DEFAULT_PROMPT, 6, "greedy", 1.0, 50, 123, False,
+                     api_name="/generate")[0] == ref_a
+    assert b.predict(DEFAULT_PROMPT, 6, "greedy", 1.0, 50, 123, False,
+                     api_name="/generate")[0] == ref_b
+
+
+def test_server_serves_no_file_outside_the_app(app_url):
+    for target in ("/etc/passwd", os.path.abspath(__file__)):
+        url = f"{app_url.rstrip('/')}/gradio_api/file={target}"
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(url, timeout=10)
+        assert err.value.code in (403, 404)
