@@ -27,6 +27,13 @@ NORM_PLACEMENTS = ("pre", "post", "none")
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "silu")
 POS_ENCODINGS = ("learned", "rope")
 
+# Names other codebases use for the book's keys (nanoGPT, Hugging Face, the book's comments).
+KEY_ALIASES = {"emb_size": "emb_dim", "n_embd": "emb_dim", "d_model": "emb_dim",
+               "hidden_size": "emb_dim", "n_head": "n_heads", "num_heads": "n_heads",
+               "n_layer": "n_layers", "num_layers": "n_layers", "block_size": "context_length",
+               "n_positions": "context_length", "n_ctx": "context_length",
+               "dropout": "drop_rate", "bias": "qkv_bias"}
+
 _INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "ff_expansion")
 _BOOL_FIELDS = ("qkv_bias", "shortcut", "tie_weights")
 _CHOICES = {"norm_placement": NORM_PLACEMENTS, "activation": ACTIVATIONS,
@@ -92,7 +99,8 @@ class GPTConfig:
         known = [f.name for f in fields(cls)]
         for key in d:
             if key not in known:
-                hint = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
+                hint = ([KEY_ALIASES[key]] if key in KEY_ALIASES
+                        else difflib.get_close_matches(str(key), known, n=1, cutoff=0.5))
                 did_you_mean = f" Did you mean '{hint[0]}'?" if hint else ""
                 raise ValueError(f"Unknown config key '{key}'.{did_you_mean} "
                                  f"Known keys: {', '.join(known)}.")

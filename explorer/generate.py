@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .model import GPTModel, KVCache, model_device
-from .tokenizer import EOT_ID, get_tokenizer
+from .tokenizer import EOT_ID, as_token_ids, get_tokenizer
 
 
 def generate_text_simple(model, idx, max_new_tokens, context_size):
@@ -81,7 +81,7 @@ def generate_steps(model: GPTModel, token_ids, max_new_tokens: int, *, temperatu
     the first token, so a bad one fails at once.
     """
     cfg = model.cfg
-    token_ids = [int(t) for t in token_ids]
+    token_ids = as_token_ids(token_ids)
     if not token_ids:
         raise ValueError("The prompt has no tokens: type some text first.")
     bad = [t for t in token_ids if not 0 <= t < cfg.vocab_size]

@@ -354,6 +354,11 @@ class KVCache:
                                 torch.empty(shape, dtype=weight.dtype, device=weight.device))
                        for _ in range(cfg.n_layers)]
 
+    @property
+    def start(self):
+        """Position of the next token to be fed in."""
+        return self.pos
+
     def advance(self, num_tokens):
         self.pos += num_tokens
 

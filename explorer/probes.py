@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from .model import BLOCK_PROBE_POINTS, GPTModel, model_device, recording
-from .tokenizer import get_tokenizer
+from .tokenizer import as_token_ids, get_tokenizer
 
 HIST_BINS = 48
 STAT_NAMES = ("mean", "std", "rms", "min", "max", "abs_mean", "zero_frac", "nonfinite")
@@ -322,8 +322,8 @@ def _logit_lens(model, lens_inputs, positions, final_logits):
 
 def _check_ids(token_ids, cfg) -> list[int]:
     if isinstance(token_ids, torch.Tensor):
-        token_ids = token_ids.flatten().tolist()
-    ids = [int(t) for t in token_ids]
+        token_ids = token_ids.flatten()
+    ids = as_token_ids(token_ids)
     if not ids:
         raise ValueError("The prompt has no tokens: type some text first.")
     if len(ids) > cfg.context_length:

@@ -52,7 +52,7 @@ def load_ranks(path: str | os.PathLike = GPT2_TIKTOKEN_PATH) -> dict[bytes, int]
     return ranks
 
 
-def _as_id_list(ids) -> list[int]:
+def as_token_ids(ids) -> list[int]:
     """Accept a list/tuple/iterable of ints or a 1-D torch tensor / numpy array."""
     if hasattr(ids, "tolist"):  # torch.Tensor, numpy.ndarray: avoids a slow per-element loop
         ids = ids.tolist()
@@ -106,7 +106,7 @@ class Tokenizer:
         return self.encoding.encode_ordinary(text)
 
     def _checked(self, ids) -> list[int]:
-        ids = _as_id_list(ids)
+        ids = as_token_ids(ids)
         bad = [i for i in ids if not 0 <= i < self.n_vocab]
         if bad:
             raise ValueError(

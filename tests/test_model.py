@@ -50,16 +50,16 @@ def variant_model(request):
 # ---------------------------------------------------------------------------------------------
 # Building blocks
 def test_layer_norm_equals_torch_layer_norm_and_formula():
-    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
     ours = LayerNorm(24)
     with torch.no_grad():
-        ours.scale.copy_(torch.randn(24))
-        ours.shift.copy_(torch.randn(24))
+        ours.scale.copy_(torch.randn(24, generator=g))
+        ours.shift.copy_(torch.randn(24, generator=g))
     reference = torch.nn.LayerNorm(24, eps=ours.eps)
     with torch.no_grad():
         reference.weight.copy_(ours.scale)
         reference.bias.copy_(ours.shift)
-    x = torch.randn(3, 5, 24) * 4 + 2
+    x = torch.randn(3, 5, 24, generator=g) * 4 + 2
     expected = reference(x)
     assert ours.eps == 1e-5  # the book's value, which is also torch's default
     torch.testing.assert_close(ours(x), expected, atol=1e-5, rtol=1e-5)
@@ -68,13 +68,14 @@ def test_layer_norm_equals_torch_layer_norm_and_formula():
 
 def test_layer_norm_output_has_zero_mean_and_unit_variance_before_scale_and_shift():
     ln = LayerNorm(16)
-    out = ln(torch.randn(4, 16) * 10 + 3)
+    out = ln(torch.randn(4, 16, generator=torch.Generator().manual_seed(1)) * 10 + 3)
     torch.testing.assert_close(out.mean(dim=-1), torch.zeros(4), atol=1e-5, rtol=0)
     torch.testing.assert_close(out.var(dim=-1, unbiased=False), torch.ones(4), atol=1e-3, rtol=0)
 
 
 def test_gelu_equals_torch_tanh_approximation_and_formula():
-    x = torch.cat([torch.linspace(-8, 8, 401), torch.randn(200) * 3])
+    g = torch.Generator().manual_seed(2)
+    x = torch.cat([torch.linspace(-8, 8, 401), torch.randn(200, generator=g) * 3])
     expected = F.gelu(x, approximate="tanh")
     torch.testing.assert_close(GELU()(x), expected, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(GELU().formula(x), expected, atol=1e-6, rtol=1e-5)
@@ -268,8 +269,9 @@ def test_tied_weights_share_storage_and_count_once():
 @pytest.mark.parametrize("variant", VARIANT_IDS)
 def test_gradients_reach_every_parameter(variant):
     cfg = VARIANTS[variant].replace(drop_rate=0.0)
-    torch.manual_seed(3)
-    model = GPTModel(cfg)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        model = GPTModel(cfg)
     assert model.training
     ids = random_ids(cfg, seed=4)
     targets = random_ids(cfg, seed=5)

@@ -1,0 +1,456 @@
+"""The traced forward pass (explorer.probes.trace): where each statistic is measured, that the
+numbers are right, that every variant traces, and that recording leaves the model untouched."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import explorer.model as model_module
+from explorer.config import GPTConfig
+from explorer.model import BLOCK_PROBE_POINTS, build_model, recording
+from explorer.probes import (
+    ATTENTION_ALL_LAYERS_MAX_TOKENS,
+    HIST_BINS,
+    POINT_LABELS,
+    STAT_NAMES,
+    trace,
+)
+
+from engine_variants import VARIANT_IDS, VARIANTS
+
+# Teaching-size model: every trace below takes milliseconds.
+CFG = GPTConfig(vocab_size=101, context_length=32, emb_dim=32, n_heads=4, n_layers=3,
+                drop_rate=0.0)
+PROMPT = [7, 3, 99, 0, 42, 42, 5, 17, 63, 8, 1, 100]
+T = len(PROMPT)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model(CFG, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def full_trace(model):
+    return trace(model, PROMPT, lens="all", keep_logits=True)
+
+
+def plain_logits(model, ids):
+    with torch.inference_mode():
+        return model(torch.tensor([ids]))[0]
+
+
+class KeepEverything:
+    """A recorder that keeps a copy of every probe point of every layer: the raw activations
+    that the Trace summarises."""
+
+    def __init__(self):
+        self.layers = []
+        self.final = {}
+
+    def wants_attention(self):
+        return True
+
+    def record(self, name, x):
+        if name == "resid_pre":
+            self.layers.append({})
+        target = self.final if name.startswith("final_norm") else self.layers[-1]
+        target[name] = x[0].detach().clone().float().numpy()
+
+
+def record_everything(model, ids):
+    rec = KeepEverything()
+    with torch.inference_mode(), recording(rec):
+        model(torch.tensor([ids]))
+    return rec
+
+
+def direct_stats(x):
+    """The Trace's statistics of one (T, width) array, computed the obvious way in float64."""
+    x = x.astype(np.float64)
+    per_token = {
+        "mean": x.mean(-1), "std": x.std(-1), "rms": np.sqrt((x ** 2).mean(-1)),
+        "min": x.min(-1), "max": x.max(-1), "abs_mean": np.abs(x).mean(-1),
+        "zero_frac": (x == 0).mean(-1), "nonfinite": (~np.isfinite(x)).sum(-1),
+    }
+    overall = {
+        "mean": x.mean(), "std": x.std(), "rms": np.sqrt((x ** 2).mean()), "min": x.min(),
+        "max": x.max(), "abs_mean": np.abs(x).mean(), "zero_frac": (x == 0).mean(),
+        "nonfinite": (~np.isfinite(x)).sum(),
+    }
+    return per_token, overall
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the statistics are measured, and that they are right
+def test_after_pre_ln_norm1_every_token_has_mean_zero_and_variance_one(model, full_trace):
+    # Default scale 1 and shift 0, so the output is the normalised vector itself.
+    assert torch.equal(model.trf_blocks[0].norm1.scale, torch.ones(CFG.emb_dim))
+    assert torch.equal(model.trf_blocks[0].norm1.shift, torch.zeros(CFG.emb_dim))
+    ln1_out = full_trace.points["ln1_out"]
+    assert ln1_out.per_token["mean"].shape == (CFG.n_layers, T)
+    np.testing.assert_allclose(ln1_out.per_token["mean"], 0.0, atol=1e-5)
+    np.testing.assert_allclose(ln1_out.per_token["std"] ** 2, 1.0, atol=1e-4)
+    np.testing.assert_allclose(ln1_out.overall["mean"], 0.0, atol=1e-5)
+    np.testing.assert_allclose(ln1_out.overall["std"], 1.0, atol=1e-4)
+    # ... while the residual stream entering it is not normalised (so the check can fail).
+    assert np.abs(full_trace.points["ln1_in"].per_token["std"] - 1.0).max() > 0.05
+
+
+def test_after_post_ln_norm1_every_token_has_mean_zero_and_variance_one():
+    post = build_model(CFG.replace(norm_placement="post"), device="cpu")
+    ln1_out = trace(post, PROMPT).points["ln1_out"]
+    np.testing.assert_allclose(ln1_out.per_token["mean"], 0.0, atol=1e-5)
+    np.testing.assert_allclose(ln1_out.per_token["std"] ** 2, 1.0, atol=1e-4)
+
+
+def test_before_norm1_statistics_equal_those_of_the_residual_stream(model, full_trace):
+    raw = record_everything(model, PROMPT)
+    for layer in range(CFG.n_layers):
+        resid = raw.layers[layer]["resid_pre"]                                 # (T, emb_dim)
+        per_token, overall = direct_stats(resid)
+        for point in ("resid_pre", "ln1_in"):   # pre-LN: the input of norm1 is the stream itself
+            stats = full_trace.points[point]
+            for s in STAT_NAMES:
+                np.testing.assert_allclose(stats.per_token[s][layer], per_token[s],
+                                           rtol=1e-5, atol=1e-6, err_msg=f"{point} {s}")
+                np.testing.assert_allclose(stats.overall[s][layer], overall[s],
+                                           rtol=1e-5, atol=1e-6, err_msg=f"{point} {s}")
+
+
+def test_residual_stream_entering_block_0_is_token_plus_position_embedding(model, full_trace):
+    ids = torch.tensor(PROMPT)
+    with torch.inference_mode():
+        x = (model.tok_emb(ids) + model.pos_emb(torch.arange(T))).numpy()
+    per_token, overall = direct_stats(x)
+    stats = full_trace.points["resid_pre"]
+    for s in ("mean", "std", "rms", "min", "max", "abs_mean"):
+        np.testing.assert_allclose(stats.per_token[s][0], per_token[s], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(stats.overall[s][0], overall[s], rtol=1e-5, atol=1e-6)
+
+
+def test_every_probe_point_matches_its_raw_activation(model, full_trace):
+    raw = record_everything(model, PROMPT)
+    for point in BLOCK_PROBE_POINTS:
+        for layer in range(CFG.n_layers):
+            per_token, _ = direct_stats(raw.layers[layer][point])
+            for s in ("mean", "std", "max", "zero_frac"):
+                np.testing.assert_allclose(full_trace.points[point].per_token[s][layer],
+                                           per_token[s], rtol=1e-5, atol=1e-5,
+                                           err_msg=f"layer {layer} {point} {s}")
+    for point in ("final_norm_in", "final_norm_out"):
+        _, overall = direct_stats(raw.final[point])
+        np.testing.assert_allclose(full_trace.final[point].overall["std"][0], overall["std"],
+                                   rtol=1e-5)
+
+
+def test_every_point_has_a_label_and_all_statistics(full_trace):
+    assert list(full_trace.points) == list(BLOCK_PROBE_POINTS)
+    assert list(full_trace.final) == ["final_norm_in", "final_norm_out"]
+    for stats in [*full_trace.points.values(), *full_trace.final.values()]:
+        assert stats.label == POINT_LABELS[stats.point]
+        assert set(stats.overall) == set(STAT_NAMES) == set(stats.per_token)
+
+
+def test_histogram_counts_sum_to_all_values_and_edges_span_min_to_max(model, full_trace):
+    widths = {p: CFG.emb_dim for p in BLOCK_PROBE_POINTS}
+    widths["ff_pre"] = widths["ff_post"] = CFG.ff_hidden_dim
+    raw = record_everything(model, PROMPT)
+    for point, stats in full_trace.points.items():
+        assert stats.hist_counts.shape == (CFG.n_layers, HIST_BINS)
+        assert stats.hist_edges.shape == (CFG.n_layers, HIST_BINS + 1)
+        np.testing.assert_array_equal(stats.hist_counts.sum(-1), T * widths[point])
+        np.testing.assert_allclose(stats.hist_edges[:, 0], stats.overall["min"], rtol=1e-6)
+        np.testing.assert_allclose(stats.hist_edges[:, -1], stats.overall["max"], rtol=1e-5)
+        assert (np.diff(stats.hist_edges, axis=-1) > 0).all()
+        for layer in range(CFG.n_layers):  # the counts are those of the raw values
+            expected, _ = np.histogram(raw.layers[layer][point], bins=stats.hist_edges[layer])
+            # A value that sits on an edge may fall on either side of it in float32.
+            assert np.abs(stats.hist_counts[layer] - expected).sum() <= 2, (point, layer)
+    for stats in full_trace.final.values():
+        assert stats.hist_counts.sum() == T * CFG.emb_dim
+
+
+def test_attention_rows_sum_to_one_and_the_upper_triangle_is_exactly_zero(full_trace):
+    assert sorted(full_trace.attention) == list(range(CFG.n_layers))
+    for weights in full_trace.attention.values():
+        assert weights.shape == (CFG.n_heads, T, T)
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+        assert (np.triu(weights, k=1) == 0).all()
+        allowed = np.tril(np.ones((T, T), dtype=bool))
+        assert (weights[:, allowed] > 0).all()   # a causal softmax leaves no allowed weight at 0
+    entropy = full_trace.attention_entropy
+    assert entropy.shape == (CFG.n_layers, CFG.n_heads, T)
+    np.testing.assert_allclose(entropy[:, :, 0], 0.0, atol=1e-6)   # token 0 sees only itself
+    assert (entropy <= np.log2(np.arange(1, T + 1)) + 1e-5).all()  # at most uniform
+
+
+def test_attention_entropy_is_that_of_the_attention_rows(full_trace):
+    for layer, weights in full_trace.attention.items():
+        w = weights.astype(np.float64)
+        expected = -(np.where(w > 0, w * np.log2(np.where(w > 0, w, 1)), 0)).sum(-1)
+        np.testing.assert_allclose(full_trace.attention_entropy[layer], expected, atol=1e-5)
+
+
+def test_traced_logits_equal_a_plain_forward(model, full_trace):
+    expected = plain_logits(model, PROMPT)
+    assert full_trace.logits.shape == (T, CFG.vocab_size)
+    torch.testing.assert_close(torch.from_numpy(full_trace.logits), expected)
+
+
+def test_logit_lens_at_the_last_block_is_the_models_own_prediction(model, full_trace):
+    logits = plain_logits(model, PROMPT)
+    probs = torch.softmax(logits, dim=-1)
+    assert full_trace.lens_positions == list(range(T))
+    assert full_trace.lens_ids.shape == (CFG.n_layers, T)
+    np.testing.assert_array_equal(full_trace.lens_ids[-1], logits.argmax(-1).numpy())
+    np.testing.assert_allclose(full_trace.lens_probs[-1], probs.max(-1).values.numpy(),
+                               rtol=1e-5)
+    np.testing.assert_allclose(full_trace.lens_final_probs[-1], full_trace.lens_probs[-1],
+                               rtol=1e-5)
+    # Earlier layers make their own guesses, each at most as likely as the top one.
+    assert (full_trace.lens_final_probs <= full_trace.lens_probs + 1e-6).all()
+    assert len(full_trace.lens_texts) == CFG.n_layers and len(full_trace.lens_texts[0]) == T
+
+
+def test_logit_lens_of_an_earlier_block_is_final_norm_and_head_on_its_output(model, full_trace):
+    raw = record_everything(model, PROMPT)
+    with torch.inference_mode():
+        x = torch.from_numpy(raw.layers[0]["resid_post"])
+        probs = torch.softmax(model.out_head(model.final_norm(x)), dim=-1)
+    np.testing.assert_array_equal(full_trace.lens_ids[0], probs.argmax(-1).numpy())
+    np.testing.assert_allclose(full_trace.lens_probs[0], probs.max(-1).values.numpy(), rtol=1e-5)
+
+
+def test_logit_lens_by_default_is_read_at_the_last_position_only(model, full_trace):
+    last = trace(model, PROMPT)
+    assert last.lens_positions == [T - 1]
+    assert last.lens_ids.shape == (CFG.n_layers, 1)
+    np.testing.assert_array_equal(last.lens_ids[:, 0], full_trace.lens_ids[:, -1])
+    np.testing.assert_allclose(last.lens_probs[:, 0], full_trace.lens_probs[:, -1], rtol=1e-5)
+    assert trace(model, PROMPT, lens=None).lens_ids.shape == (CFG.n_layers, 0)
+
+
+@pytest.mark.parametrize("top_k", [1, 5])
+def test_next_token_top_k_is_topk_of_the_softmax(model, top_k):
+    traced = trace(model, PROMPT, top_k=top_k)
+    expected = torch.topk(torch.softmax(plain_logits(model, PROMPT), dim=-1), top_k, dim=-1)
+    assert traced.next_ids.shape == traced.next_probs.shape == (T, top_k)
+    np.testing.assert_array_equal(traced.next_ids, expected.indices.numpy())
+    np.testing.assert_allclose(traced.next_probs, expected.values.numpy(), rtol=1e-5)
+    assert len(traced.next_texts) == T and all(len(row) == top_k for row in traced.next_texts)
+
+
+def test_tokens_are_the_prompt_and_its_text_pieces(model, full_trace):
+    assert full_trace.token_ids == PROMPT
+    assert len(full_trace.tokens) == T and all(isinstance(t, str) for t in full_trace.tokens)
+    assert full_trace.config == CFG.to_dict() and full_trace.n_layers == CFG.n_layers
+    np.testing.assert_array_equal(full_trace.series("ln1_out", "std"),
+                                  full_trace.points["ln1_out"].overall["std"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants
+@pytest.mark.parametrize("name", VARIANT_IDS)
+def test_a_trace_of_each_variant_builds(name):
+    cfg = VARIANTS[name]
+    model = build_model(cfg, device="cpu")
+    ids = [i % cfg.vocab_size for i in range(3, 3 + cfg.context_length)]
+    traced = trace(model, ids, lens="all", keep_logits=True)
+    n = len(ids)
+    expected = [p for p in BLOCK_PROBE_POINTS
+                if cfg.norm_placement != "none" or not p.startswith("ln")]
+    assert list(traced.points) == expected
+    assert list(traced.final) == ["final_norm_in", "final_norm_out"]
+    for point, stats in traced.points.items():
+        width = cfg.ff_hidden_dim if point.startswith("ff_p") else cfg.emb_dim
+        for s in STAT_NAMES:
+            assert stats.per_token[s].shape == (cfg.n_layers, n)
+            assert np.isfinite(stats.per_token[s]).all()
+        np.testing.assert_array_equal(stats.hist_counts.sum(-1), n * width)
+    for weights in traced.attention.values():
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+        assert (np.triu(weights, k=1) == 0).all()
+    torch.testing.assert_close(torch.from_numpy(traced.logits), plain_logits(model, ids))
+    np.testing.assert_array_equal(traced.lens_ids[-1], traced.logits.argmax(-1))
+    assert traced.notes == []
+
+
+def test_without_normalisation_there_are_no_layernorm_points():
+    model = build_model(CFG.replace(norm_placement="none"), device="cpu")
+    traced = trace(model, PROMPT)
+    assert not [p for p in traced.points if p.startswith("ln")]
+    # final_norm is an identity then: its input and output are the same values.
+    for s in STAT_NAMES:
+        np.testing.assert_array_equal(traced.final["final_norm_in"].overall[s],
+                                      traced.final["final_norm_out"].overall[s])
+
+
+def test_relu_leaves_many_exact_zeros_after_the_activation_gelu_almost_none(model):
+    relu = build_model(CFG.replace(activation="relu"), device="cpu")
+    zero_frac = trace(relu, PROMPT).points["ff_post"].overall["zero_frac"]
+    assert (zero_frac > 0.3).all()
+    assert (trace(relu, PROMPT).points["ff_pre"].overall["zero_frac"] < 0.01).all()
+    assert (trace(model, PROMPT).points["ff_post"].overall["zero_frac"] < 0.01).all()
+
+
+def test_an_overflowing_variant_reports_inf_and_nan_instead_of_raising():
+    cfg = GPTConfig(vocab_size=101, context_length=32, emb_dim=32, n_heads=4, n_layers=8,
+                    norm_placement="none", shortcut=False)
+    model = build_model(cfg, device="cpu")
+    with torch.no_grad():
+        for p in model.trf_blocks.parameters():
+            p.mul_(1000.0)
+    raw = record_everything(model, PROMPT)
+    assert not np.isfinite(raw.final["final_norm_in"]).any()   # it really overflows
+
+    traced = trace(model, PROMPT, lens="all", keep_logits=True)
+    nonfinite = {p: s.overall["nonfinite"] for p, s in traced.points.items()}
+    assert nonfinite["resid_post"][-1] == T * cfg.emb_dim
+    assert nonfinite["resid_pre"][0] == 0          # the embeddings are still finite
+    assert traced.final["final_norm_in"].overall["nonfinite"][0] == T * cfg.emb_dim
+    for point, stats in traced.points.items():
+        np.testing.assert_array_equal(stats.per_token["nonfinite"].sum(-1),
+                                      stats.overall["nonfinite"])
+        width = cfg.ff_hidden_dim if point.startswith("ff_p") else cfg.emb_dim
+        # Histograms count the finite values only.
+        np.testing.assert_array_equal(stats.hist_counts.sum(-1) + stats.overall["nonfinite"],
+                                      T * width)
+        assert np.isfinite(stats.hist_edges).all()
+    assert any("inf" in note.lower() or "nan" in note.lower() for note in traced.notes)
+    assert not np.isfinite(traced.logits).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# What is kept, and what is refused
+def test_auto_attention_keeps_no_layer_beyond_the_limit_and_a_chosen_layer_on_demand():
+    n = ATTENTION_ALL_LAYERS_MAX_TOKENS + 1
+    cfg = GPTConfig(vocab_size=101, context_length=n, emb_dim=16, n_heads=2, n_layers=2)
+    model = build_model(cfg, device="cpu")
+    ids = [i % 101 for i in range(n)]
+    auto = trace(model, ids)
+    assert auto.attention == {}
+    assert auto.notes and str(ATTENTION_ALL_LAYERS_MAX_TOKENS) in auto.notes[0]
+    assert auto.attention_entropy.shape == (2, 2, n)   # entropy is kept for every layer
+    chosen = trace(model, ids, attention_layers=[1])
+    assert list(chosen.attention) == [1] and chosen.attention[1].shape == (2, n, n)
+    assert list(trace(model, ids, attention_layers=0).attention) == [0]
+    at_limit = trace(model, ids[:ATTENTION_ALL_LAYERS_MAX_TOKENS])
+    assert sorted(at_limit.attention) == [0, 1] and at_limit.notes == []
+    assert trace(model, ids[:10], attention_layers=None).attention == {}
+
+
+@pytest.mark.parametrize("kwargs, ids, message", [
+    ({"attention_layers": [CFG.n_layers]}, PROMPT, "Layer"),
+    ({"attention_layers": [-1]}, PROMPT, "Layer"),
+    ({"attention_layers": ["0"]}, PROMPT, "Layer"),
+    ({"lens": [T]}, PROMPT, "Position"),
+    ({"lens": [-1]}, PROMPT, "Position"),
+    ({}, [], "no tokens"),
+    ({}, [1] * (CFG.context_length + 1), "context_length"),
+    ({}, [CFG.vocab_size], "vocabulary"),
+    ({"top_k": 0}, PROMPT, "top_k"),
+], ids=["layer-too-high", "layer-negative", "layer-not-int", "position-too-high",
+        "position-negative", "empty-prompt", "too-long-prompt", "unknown-token", "top-k-zero"])
+def test_bad_requests_raise_value_error_with_a_message(model, kwargs, ids, message):
+    with pytest.raises(ValueError, match=message):
+        trace(model, ids, **kwargs)
+
+
+def test_trace_memory_stays_bounded_at_the_full_context():
+    n = 1024
+    cfg = GPTConfig(vocab_size=101, context_length=n, emb_dim=32, n_heads=4, n_layers=2)
+    model = build_model(cfg, device="cpu")
+    ids = [(7 * i) % 101 for i in range(n)]
+
+    class CountBytes:   # what a cache of every probe point (attention included) would hold
+        raw = 0
+
+        def wants_attention(self):
+            return True
+
+        def record(self, name, x):
+            CountBytes.raw += x.nelement() * x.element_size()
+
+    with torch.inference_mode(), recording(CountBytes()):
+        model(torch.tensor([ids]))
+    raw = CountBytes.raw
+    n_points = len(BLOCK_PROBE_POINTS)
+    attention = cfg.n_layers * cfg.n_heads * n * n * 4
+    activations = cfg.n_layers * n * 4 * ((n_points - 2) * cfg.emb_dim + 2 * cfg.ff_hidden_dim)
+    assert raw == attention + activations + 2 * n * cfg.emb_dim * 4
+
+    traced = trace(model, ids, attention_layers=None)
+    assert traced.attention == {}
+    assert traced.nbytes() < raw / 20
+    assert traced.nbytes() < cfg.n_heads * n * n * 4   # smaller than one layer's attention
+    with_layer = trace(model, ids, attention_layers=[0])
+    assert with_layer.nbytes() - traced.nbytes() == cfg.n_heads * n * n * 4
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording is inert outside a trace, and private to each trace
+def test_a_plain_forward_after_a_trace_is_unchanged_and_records_nothing(model):
+    before = plain_logits(model, PROMPT)
+    trace(model, PROMPT, lens="all")
+    assert model_module._ACTIVE_RECORDER.get() is None
+    assert not model_module._recorder_wants_attention()
+    torch.testing.assert_close(plain_logits(model, PROMPT), before, rtol=0, atol=0)
+
+
+def test_a_trace_that_fails_midway_leaves_no_recorder_behind(model, monkeypatch):
+    from explorer import probes
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(probes, "_reduce", broken)
+    with pytest.raises(RuntimeError):
+        trace(model, PROMPT)
+    assert model_module._ACTIVE_RECORDER.get() is None
+
+
+def test_concurrent_traces_on_one_shared_model_each_get_their_own_results():
+    cfg = GPTConfig(vocab_size=101, context_length=64, emb_dim=64, n_heads=4, n_layers=4)
+    model = build_model(cfg, device="cpu")
+    prompts = [[(3 * i + 1) % 101 for i in range(40)], [(5 * i + 2) % 101 for i in range(23)]]
+    expected = [trace(model, p, lens="all", keep_logits=True) for p in prompts]
+
+    rounds = 4
+    results = [[None] * rounds for _ in prompts]
+    errors = []
+    barrier = threading.Barrier(len(prompts))
+
+    def run(which):
+        try:
+            barrier.wait()
+            for r in range(rounds):
+                results[which][r] = trace(model, prompts[which], lens="all", keep_logits=True)
+        except Exception as exc:   # surfaced below; a thread's exception is otherwise lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for which, exp in enumerate(expected):
+        for got in results[which]:
+            assert got.token_ids == exp.token_ids
+            np.testing.assert_allclose(got.logits, exp.logits, rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(got.lens_ids, exp.lens_ids)
+            assert sorted(got.attention) == sorted(exp.attention)
+            for layer in exp.attention:
+                np.testing.assert_allclose(got.attention[layer], exp.attention[layer],
+                                           rtol=1e-5, atol=1e-7)
+            for point, stats in exp.points.items():
+                for s in STAT_NAMES:
+                    np.testing.assert_allclose(got.points[point].per_token[s],
+                                               stats.per_token[s], rtol=1e-5, atol=1e-6)
+                np.testing.assert_array_equal(got.points[point].hist_counts.sum(-1),
+                                              stats.hist_counts.sum(-1))
+    assert model_module._ACTIVE_RECORDER.get() is None
+
