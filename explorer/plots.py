@@ -263,7 +263,7 @@ def _lighter(color: str, amount: float = 0.78) -> str:
 def layer_stats_figure(trace, points=("ln1_in", "ln1_out")) -> go.Figure:
     """Mean (solid) and std (dashed) of each probe point across layers, with the min-max
     range as a light band behind them."""
-    notes, missing, nonfinite = [], [], set()
+    notes, missing, nonfinite = [], [], []
     n_layers = trace.n_layers
     found = []
     for point in points:
@@ -272,11 +272,14 @@ def layer_stats_figure(trace, points=("ln1_in", "ln1_out")) -> go.Figure:
             missing.append(point)
             continue
         series = {}
+        bad_layers = set(np.flatnonzero(stats.overall["nonfinite"]).tolist())
         for stat in ("mean", "std", "min", "max"):
             series[stat], bad = _clean(stats.overall[stat])
             if bad:
-                nonfinite.update(np.flatnonzero(np.isnan(series[stat])).tolist())
-        nonfinite.update(np.flatnonzero(stats.overall["nonfinite"]).tolist())
+                bad_layers.update(np.flatnonzero(np.isnan(series[stat])).tolist())
+        if bad_layers:
+            where = [n_layers - 1] if is_final else sorted(bad_layers)
+            nonfinite.append(f"{POINT_LABELS[point]}: inf/NaN in {_layers_text(where)}")
         x = np.array([n_layers - 1]) if is_final else np.arange(n_layers)
         color = PALETTE[len(found) % len(PALETTE)]
         found.append((point, x, series, color))
@@ -316,7 +319,7 @@ def layer_stats_figure(trace, points=("ln1_in", "ln1_out")) -> go.Figure:
     notes.insert(0, "solid line: mean · dashed line: standard deviation · light band: "
                     "min to max")
     if nonfinite:
-        notes.append(f"inf/NaN values in {_layers_text(sorted(nonfinite))}: shown as gaps")
+        notes += nonfinite + ["(inf/NaN values are shown as gaps)"]
     fig.update_xaxes(dtick=1 if n_layers <= 30 else None, tickformat="d",
                      range=[-0.3, n_layers - 0.7])
     return _finish(fig, title, 540, notes=notes, x_title="layer (transformer block)",
@@ -346,7 +349,7 @@ def histogram_figure(trace, layer, points=("ln1_in", "ln1_out")) -> go.Figure:
         density = counts / (total * widths)
         color = PALETTE[shown % len(PALETTE)]
         shown += 1
-        name = POINT_LABELS[point] + (" (final)" if is_final else "")
+        name = POINT_LABELS[point]
         fig.add_trace(go.Bar(
             x=((edges[:-1] + edges[1:]) / 2).astype(np.float32),
             y=density.astype(np.float32), width=widths.astype(np.float32), name=name,
@@ -358,7 +361,8 @@ def histogram_figure(trace, layer, points=("ln1_in", "ln1_out")) -> go.Figure:
     if missing:
         notes.append(_missing_note(missing))
     final_only = all(p in trace.final for p in points)
-    title = "Distribution of values" + ("" if final_only else f" in layer {layer}")
+    title = "Distribution of values " + ("at the final norm" if final_only
+                                         else f"in layer {layer}")
     if not shown:
         return _empty(title, "Nothing to show for these probe points.", notes=notes)
     fig.update_layout(barmode="overlay", bargap=0)
@@ -651,9 +655,13 @@ def next_token_figure(texts: list[str], probs: list[float], chosen: int | None =
         labels.append(lab)
     probs = [float(f"{float(p):.3g}") for p in probs]
     colors = [ORANGE if i == chosen else BLUE for i in range(len(texts))]
-    fig = go.Figure(go.Bar(x=probs, y=labels, orientation="h", marker_color=colors,
-                           texttemplate="%{x:.3~p}", textposition="outside",
-                           cliponaxis=False, hoverinfo="skip"))
+    bar = dict(x=probs, y=labels, orientation="h", marker_color=colors,
+               texttemplate="%{x:.3~p}", textposition="outside", cliponaxis=False,
+               hoverinfo="skip")
+    if chosen is not None:
+        bar["text"] = ["◀ chosen" if i == chosen else "" for i in range(len(texts))]
+        bar["texttemplate"] = "%{x:.3~p} %{text}"
+    fig = go.Figure(go.Bar(**bar))
     top = max(probs, default=0.0)
     fig.update_layout(
         template="none", height=110 + 32 * len(texts),
@@ -661,9 +669,10 @@ def next_token_figure(texts: list[str], probs: list[float], chosen: int | None =
                    xanchor="left", pad=dict(l=14), font=dict(size=TITLE_SIZE)),
         font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=TEXT_COLOR),
         margin=dict(l=130, r=30, t=60, b=50),
-        xaxis=dict(range=[0, max(top * 1.3, 1e-9)], tickformat=".2~p",
+        xaxis=dict(range=[0, max(top * 1.45, 1e-9)], tickformat=".2~p",
                    tickfont=dict(size=TICK_SIZE), gridcolor=GRID_COLOR),
-        yaxis=dict(autorange="reversed", type="category", tickfont=dict(size=TICK_SIZE)),
+        yaxis=dict(autorange="reversed", type="category", tickfont=dict(size=TICK_SIZE),
+                   ticksuffix=" "),
         showlegend=False)
     return fig
 
@@ -687,8 +696,13 @@ def logit_lens_figure(trace) -> go.Figure:
         notes.append("inf/NaN probabilities shown as gaps (grey)")
     # the last layer's lens is the model's own output: its guess is the final prediction
     final_text = [token_label(t) for t in trace.lens_texts[-1][keep]]
-    chars = max(4, min(TOKEN_CHARS, int(1000 / max(n_pos, 1) / 9.5)))
-    cell_text = [[token_label(t, chars) for t in row[keep]] for row in trace.lens_texts]
+    # ~1000 px of plot width, ~8.5 px per character at 15 px: print guesses that fit
+    chars = min(TOKEN_CHARS, int(1000 / n_pos / 8.5))
+    if chars < 4:
+        notes.append("too many positions to print the guesses in the cells: hover over a "
+                     "cell to read it")
+    cell_text = [[token_label(t, chars) if chars >= 4 and np.isfinite(probs[i, j]) else ""
+                  for j, t in enumerate(row[keep])] for i, row in enumerate(trace.lens_texts)]
     full_text = [[token_label(t) for t in row[keep]] for row in trace.lens_texts]
     custom = [[[full_text[layer][j], float(np.nan_to_num(final_probs[layer, j])),
                 final_text[j]] for j in range(n_pos)] for layer in range(n_layers)]
@@ -696,7 +710,8 @@ def logit_lens_figure(trace) -> go.Figure:
     labels = [token_label(t) for t in input_tokens]
     cats = [f"#{p} {lab}" for p, lab in zip(positions, labels)]
     fig = go.Figure(go.Heatmap(
-        z=probs, x=cats, y=np.arange(n_layers), text=cell_text, texttemplate="%{text}",
+        z=probs, x=cats, y=np.arange(n_layers), text=cell_text,
+        texttemplate="%{text}" if chars >= 4 else None,
         textfont=dict(size=TICK_SIZE), customdata=custom, colorscale=LIGHT_SCALE, zmin=0,
         zmax=1, hoverongaps=False,
         colorbar=dict(title=dict(text="probability", side="right"),
@@ -716,6 +731,15 @@ def logit_lens_figure(trace) -> go.Figure:
 
 # ---------------------------------------------------------------------------------------------
 # Gradients (the book's section 4.4)
+def _log_axis(fig, values) -> None:
+    """Log-scale y axis, one labelled tick per power of ten when the data span two or more
+    (plotly's in-between labels '2' and '5' are too small for a projector)."""
+    good = [v for v in values if v > 0 and math.isfinite(v)]
+    fig.update_yaxes(type="log", exponentformat="power")
+    if good and math.log10(max(good) / min(good)) >= 2:
+        fig.update_yaxes(dtick=1)
+
+
 def gradient_figure(without: dict, with_: dict) -> go.Figure:
     """Mean |gradient| per layer of the book's 5-layer network, without and with shortcuts
     (``explorer.gradients.shortcut_demo``); log scale, so the vanishing shows."""
@@ -734,7 +758,7 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
                              texttemplate="%{y:.2g}", textposition="outside",
                              cliponaxis=False, textfont=dict(size=TICK_SIZE),
                              hovertemplate="%{x}: %{y:.3g}<extra>" + name + "</extra>"))
-    fig.update_yaxes(type="log", exponentformat="power")
+    _log_axis(fig, [v for data in (without, with_) for v in data.values()])
     fig.update_layout(barmode="group", bargap=0.25)
     return _finish(fig, "Mean |gradient| per layer (book, section 4.4)", 500,
                    notes=notes or ["first layer on the left: gradients flow back from the "
@@ -766,7 +790,8 @@ def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.F
                                      str(label)) + "</extra>"))
     n = max(len(grads_a.blocks), len(grads_b.blocks))
     fig.update_xaxes(type="category", tickangle=0 if n <= 12 else -90)
-    fig.update_yaxes(type="log", exponentformat="power")
+    _log_axis(fig, [grads_a.embedding, *grads_a.blocks, grads_a.output_head,
+                    grads_b.embedding, *grads_b.blocks, grads_b.output_head])
     return _finish(fig, "Mean |gradient| from input to output", 500, notes=notes,
                    x_title="where in the model (input → output)",
                    y_title="mean |gradient| (log scale)", legend=True)
@@ -776,30 +801,35 @@ def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.F
 # Architecture diagram (HTML)
 _BOX_COLORS = {
     "embed": ("#ede7f6", "#7e57c2"),
-    "drop": ("#f1f1f1", "#9e9e9e"),
-    "norm": ("#fff4d6", "#d4a017"),
+    "drop": ("#f3f3f3", "#a0a0a0"),
+    "norm": ("#fff4d6", "#c9971a"),
     "att": ("#e0ecfb", "#3b78c4"),
     "ff": ("#def5e6", "#2e9d5b"),
     "add": ("#fde3e3", "#c94a4a"),
     "out": ("#e6f4f4", "#2a8c8c"),
 }
+_SMALL = "font-size:15px;color:#444444"
 
 
 def _box(kind, name, detail="", params=None, code=None) -> str:
+    """One step of the diagram: bold name, the attribute name as code, details, and the
+    parameter count on the right. Every text is escaped."""
     bg, border = _BOX_COLORS[kind]
     code_html = (f" <code style=\"font-size:15px;background:#ffffff;padding:0 4px;"
                  f"border-radius:4px\">{html.escape(code)}</code>" if code else "")
-    params_html = (f"<span style=\"float:right;font-size:15px;color:#444444;margin-left:12px\">"
+    params_html = (f"<span style=\"float:right;{_SMALL};margin-left:12px\">"
                    f"{html.escape(params)}</span>" if params else "")
-    detail_html = (f"<div style=\"font-size:15px;color:#333333\">{html.escape(detail)}</div>"
+    detail_html = (f"<span style=\"color:#333333\"> · {html.escape(detail)}</span>"
                    if detail else "")
     return (f"<div style=\"background:{bg};border:2px solid {border};border-radius:8px;"
-            f"padding:6px 12px;margin:0\">{params_html}<b>{html.escape(name)}</b>{code_html}"
+            f"padding:5px 12px\">{params_html}<b>{html.escape(name)}</b>{code_html}"
             f"{detail_html}</div>")
 
 
-_ARROW = ("<div style=\"text-align:center;font-size:18px;line-height:1.3;color:#666666\">"
-          "↓</div>")
+def _arrow(label: str = "") -> str:
+    text = f" <span style=\"{_SMALL}\">{html.escape(label)}</span>" if label else ""
+    return (f"<div style=\"text-align:center;font-size:18px;line-height:1.5;"
+            f"color:#666666\">↓{text}</div>")
 
 
 def _params(counts, n) -> str | None:
@@ -807,80 +837,89 @@ def _params(counts, n) -> str | None:
 
 
 def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
-    """A block diagram of the built model (pure HTML with inline styles): embeddings, the
-    N transformer blocks in the order the chosen variant computes them, final norm, head."""
+    """A block diagram of the model a config builds (pure HTML with inline styles, no
+    scripts): embeddings, the N transformer blocks with their steps in the order the chosen
+    variant computes them, final norm and output head, with shapes and (if ``counts`` is
+    given) parameter counts."""
     cfg = GPTConfig.from_dict(cfg)
     d, v, h = cfg.emb_dim, cfg.vocab_size, cfg.ff_hidden_dim
     c = counts
-    parts = []
-    parts.append(_box("embed", "Token embedding", f"{v:,} token ids → vectors of {d}",
+    drop = f"p = {cfg.drop_rate:g}"
+    parts = [f"<div style=\"{_SMALL};text-align:center\">input: token ids, shape "
+             f"(batch, T), T ≤ {cfg.context_length:,}</div>", _arrow()]
+    parts.append(_box("embed", "Token embedding", f"{v:,} ids → {d}",
                       _params(c, c.token_embedding) if c else None, "tok_emb"))
     if cfg.pos_encoding == "learned":
         parts.append("<div style=\"text-align:center;font-size:18px;color:#666666\">+</div>")
         parts.append(_box("embed", "Positional embedding",
-                          f"{cfg.context_length:,} positions → vectors of {d}",
+                          f"{cfg.context_length:,} positions → {d}",
                           _params(c, c.position_embedding) if c else None, "pos_emb"))
     else:
-        parts.append("<div style=\"font-size:15px;color:#555555;text-align:center\">"
-                     "no positional embedding: RoPE inside attention</div>")
-    parts += [_ARROW, _box("drop", "Dropout", f"p = {cfg.drop_rate:g}", None, "drop_emb"),
-              _ARROW]
+        parts.append(f"<div style=\"{_SMALL};text-align:center\">(no positional embedding: "
+                     f"RoPE rotates queries and keys inside attention)</div>")
+    parts += [_arrow(), _box("drop", "Dropout", drop, None, "drop_emb"),
+              _arrow(f"(batch, T, {d})")]
 
-    norm_box = {n: _box("norm", "LayerNorm", f"{d} features, scale and shift",
-                        _params(c, c.norms_per_block // 2) if c else None, n)
-                for n in ("norm1", "norm2")}
-    rope = ", RoPE on queries and keys" if cfg.pos_encoding == "rope" else ""
+    norms = {n: _box("norm", "LayerNorm", f"{d} features, scale and shift",
+                     _params(c, c.norms_per_block // 2) if c else None, n)
+             for n in ("norm1", "norm2")}
+    rope = ", RoPE" if cfg.pos_encoding == "rope" else ""
     att = _box("att", "Masked multi-head attention",
-               f"{d} → {cfg.n_heads} heads × {cfg.head_dim} → {d} (causal mask{rope})",
+               f"{d} → {cfg.n_heads} heads × {cfg.head_dim} → {d}{rope}",
                _params(c, c.attention_per_block) if c else None, "att")
     ff = _box("ff", "Feed-forward",
-              f"{d} → {h} → {d}, activation {ACTIVATION_LABELS[cfg.activation]}",
+              f"{d} → {h} → {d}, {ACTIVATION_LABELS[cfg.activation]}",
               _params(c, c.feed_forward_per_block) if c else None, "ff")
-    drop = _box("drop", "Dropout", f"p = {cfg.drop_rate:g}", None, "drop_shortcut")
-    add = _box("add", "⊕ Shortcut", "add the sub-block's input back (x = x + shortcut)")
+    dropout = _box("drop", "Dropout", drop, None, "drop_shortcut")
+    add = _box("add", "⊕ Add the shortcut", "x = x + shortcut")
 
     def sub_block(norm_name, core):
         steps = []
         if cfg.norm_placement == "pre":
-            steps.append(norm_box[norm_name])
-        steps += [core, drop]
+            steps.append(norms[norm_name])
+        steps += [core, dropout]
         if cfg.shortcut:
             steps.append(add)
+        inner = _arrow().join(steps)
+        if cfg.shortcut:
+            # the shortcut path: a red line from the sub-block's input down to the ⊕
+            inner = (f"<div style=\"border-left:4px solid {_BOX_COLORS['add'][1]};"
+                     f"padding-left:10px;margin-left:2px\"><div style=\"{_SMALL};"
+                     f"color:{_BOX_COLORS['add'][1]}\">shortcut = x (input of this part)</div>"
+                     f"{inner}</div>")
         if cfg.norm_placement == "post":
-            steps.append(norm_box[norm_name])
-        return _ARROW.join(steps)
+            inner += _arrow() + norms[norm_name]
+        return inner
 
     placement = {"pre": "pre-LayerNorm (the book, GPT-2)",
-                 "post": "post-LayerNorm (original Transformer)",
+                 "post": "post-LayerNorm (the original Transformer)",
                  "none": "no normalisation"}[cfg.norm_placement]
     shortcut = "with shortcut connections" if cfg.shortcut else "no shortcut connections"
-    block_params = (f"<span style=\"float:right;font-size:15px;color:#444444\">"
-                    f"{human_count(c.per_block)} params each, {human_count(c.per_block * c.n_layers)}"
-                    f" in all</span>" if c else "")
+    block_params = (f"<span style=\"float:right;{_SMALL}\">{human_count(c.per_block)} "
+                    f"params each, {human_count(c.per_block * c.n_layers)} in all</span>"
+                    if c else "")
     parts.append(
         f"<div style=\"border:2px dashed #777777;border-radius:10px;padding:8px 12px 12px;"
         f"background:#fafafa\">{block_params}"
-        f"<div style=\"font-weight:bold;margin-bottom:6px\">{cfg.n_layers} × TransformerBlock "
-        f"<code style=\"font-size:15px\">trf_blocks</code></div>"
-        f"<div style=\"font-size:15px;color:#444444;margin-bottom:8px\">{html.escape(placement)}, "
-        f"{shortcut}</div>"
-        f"{sub_block('norm1', att)}{_ARROW}{sub_block('norm2', ff)}</div>")
-    parts.append(_ARROW)
+        f"<div><b>{cfg.n_layers} × TransformerBlock</b> <code style=\"font-size:15px\">"
+        f"trf_blocks</code></div>"
+        f"<div style=\"{_SMALL};margin-bottom:8px\">{html.escape(placement)}, {shortcut}"
+        f"</div>{sub_block('norm1', att)}{_arrow()}{sub_block('norm2', ff)}</div>")
+    parts.append(_arrow(f"(batch, T, {d})"))
     if cfg.norm_placement == "none":
-        parts.append(_box("drop", "No final norm", "Identity (norm_placement = none)", None,
+        parts.append(_box("drop", "No final norm", "Identity (norm_placement none)", None,
                           "final_norm"))
     else:
         parts.append(_box("norm", "Final LayerNorm", f"{d} features",
                           _params(c, c.final_norm) if c else None, "final_norm"))
-    parts.append(_ARROW)
-    if cfg.tie_weights:
-        head_detail = f"{d} → {v:,} logits, tied to tok_emb (no extra parameters)"
-    else:
-        head_detail = f"{d} → {v:,} logits"
-    parts.append(_box("out", "Output head (Linear)", head_detail,
+    parts.append(_arrow())
+    tied = ", tied to tok_emb (shares its weights)" if cfg.tie_weights else ""
+    parts.append(_box("out", "Output head", f"Linear {d} → {v:,}{tied}",
                       _params(c, c.output_head) if c and c.output_head else None, "out_head"))
-    total = (f"<div style=\"margin-top:8px;font-size:16px\"><b>Total:</b> {human_count(c.total)}"
-             f" parameters ({c.total:,})</div>" if c else "")
+    parts += [_arrow(), f"<div style=\"{_SMALL};text-align:center\">logits, shape "
+                        f"(batch, T, {v:,})</div>"]
+    if c:
+        parts.append(f"<div style=\"margin-top:8px\"><b>Total:</b> {human_count(c.total)} "
+                     f"parameters ({c.total:,})</div>")
     return ("<div style=\"font-family:Arial,Helvetica,sans-serif;font-size:16px;"
-            "line-height:1.35;color:#222222;max-width:720px\">"
-            + "".join(parts) + total + "</div>")
+            "line-height:1.4;color:#222222;max-width:760px\">" + "".join(parts) + "</div>")

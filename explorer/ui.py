@@ -158,8 +158,13 @@ def build(preset, vocab_size, context_length, emb_dim, n_heads, n_layers, drop_r
               f"{counts.total:,} parameters, on **{key.device}** ({key.dtype}), seed {key.seed}, "
               f"{how}.")
     new_state = {"key": key}
+    # Layer and head pickers follow the built model (returned here, not in a follow-up
+    # event, so API calls get the same per-session limits as the page).
+    layers = gr.update(maximum=cfg.n_layers - 1, value=0)
+    heads = gr.update(choices=["mean"] + [str(h) for h in range(cfg.n_heads)], value="mean")
     return (status, plots.architecture_html(cfg, counts), _parameter_table(counts),
-            plots.parameter_figure(counts), _memory_markdown(cfg, counts, key), new_state)
+            plots.parameter_figure(counts), _memory_markdown(cfg, counts, key), new_state,
+            layers, layers, layers, heads)
 
 
 def _parameter_table(counts):
@@ -316,16 +321,6 @@ def export_attention(state, layer, head):
     return _write_export(f"attention_layer{layer}_head{head}.csv", "\n".join(lines) + "\n")
 
 
-def head_choices(state):
-    n_heads = state["key"].config.n_heads if state and "key" in state else 12
-    return gr.update(choices=["mean"] + [str(h) for h in range(n_heads)], value="mean")
-
-
-def layer_sliders(state):
-    n_layers = state["key"].config.n_layers if state and "key" in state else 12
-    return [gr.update(maximum=n_layers - 1, value=0)] * 3
-
-
 # ---------------------------------------------------------------------------------------------
 # Activation functions
 @friendly
@@ -382,17 +377,14 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
                            stop_at_eot=bool(stop_at_eot), show_top=SHOW_TOP)
     new_ids, rows = [], []
     started = time.perf_counter()
-    figure = None
     for step in steps:
         new_ids.append(step.token_id)
         rows.append(_step_row(step))
-        figure = _bars(step)
         rate = len(new_ids) / max(time.perf_counter() - started, 1e-9)
-        yield (prompt + tokenizer.decode([t for t in new_ids if t < tokenizer.n_vocab]), figure,
-               rows, _speed(len(new_ids), rate, step), gr.skip())
-    state = {**state, "gen_ids": ids + new_ids, "gen_text": prompt + tokenizer.decode(
-        [t for t in new_ids if t < tokenizer.n_vocab])}
-    yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), state
+        text = prompt + tokenizer.decode([t for t in new_ids if t < tokenizer.n_vocab])
+        # The state follows every step, so a stopped generation can go on with "Next token".
+        state = {**state, "gen_ids": ids + new_ids, "gen_text": text}
+        yield text, _bars(step), rows, _speed(len(new_ids), rate, step), state
 
 
 def _bars(step):
@@ -615,11 +607,10 @@ def build_app() -> gr.Blocks:
         # ----- events -------------------------------------------------------------------
         preset.change(preset_values, preset, knobs, api_name="preset_config")
         build_inputs = [preset, *knobs, seed, device, dtype, state]
-        build_event = build_btn.click(
-            build, build_inputs, [status, arch, params_table, params_plot, memory, state],
+        build_btn.click(
+            build, build_inputs, [status, arch, params_table, params_plot, memory, state,
+                                  layer, att_layer, act_layer, att_head],
             api_name="build", concurrency_limit=1, concurrency_id="build")
-        build_event.success(head_choices, state, att_head, api_visibility="private") \
-            .then(layer_sliders, state, [layer, att_layer, act_layer], api_visibility="private")
 
         trace_inputs = [prompt, state, layer, pair, heat_point, heat_stat]
         trace_outputs = [chips, trace_info, stats_plot, hist_plot, heat_plot, state]

@@ -48,7 +48,7 @@ def plotly_json(value):
 
 def test_build_reports_the_books_parameter_figures(app_url):
     c = client(app_url)
-    status, arch, table, plot, memory = c.predict(**build_args("teach-tiny"))
+    status, arch, table, plot, memory = c.predict(**build_args("teach-tiny"))[:5]
     total = f"{sum(p.numel() for p in build_model(PRESETS['teach-tiny'], device='cpu').parameters()):,}"
     assert total in status and "cpu" in status
     assert "TransformerBlock" in arch or "block" in arch.lower()
@@ -111,8 +111,18 @@ def test_layer_out_of_range_is_refused(app_url):
     c.predict(**build_args("teach-tiny"))
     c.predict(DEFAULT_PROMPT, 0, "norm1: before vs after LayerNorm", "resid_pre", "std",
               api_name="/trace")
-    with pytest.raises(Exception, match="does not exist"):
+    with pytest.raises(Exception, match="does not exist|greater than maximum"):
         c.predict(7, "mean", api_name="/attention")
+
+
+def test_layer_choice_follows_the_built_model(app_url):
+    """The default preset has 4 layers; a 12-layer model must offer layer 11."""
+    c = client(app_url)
+    c.predict(**build_args("teach-deep"))
+    c.predict(DEFAULT_PROMPT, 11, "norm1: before vs after LayerNorm", "resid_pre", "std",
+              api_name="/trace")
+    att, grid, entropy = c.predict(11, "3", api_name="/attention")
+    assert "layer 11" in json.dumps(plotly_json(att)["layout"]["title"])
 
 
 def test_activation_curves_and_gradients_answer(app_url):
@@ -159,7 +169,7 @@ def test_next_token_advances_exactly_one_step(app_url):
 def test_generation_arguments_out_of_range_are_refused(app_url):
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
-    with pytest.raises(Exception, match="max new tokens"):
+    with pytest.raises(Exception, match=f"greater than maximum value {MAX_NEW_TOKENS}"):
         c.predict(DEFAULT_PROMPT, MAX_NEW_TOKENS + 1, "greedy", 1.0, 50, 123, False,
                   api_name="/generate")
     with pytest.raises(Exception, match="temperature"):

@@ -1,0 +1,150 @@
+"""What a traced forward pass costs on top of a plain one (issue 3; target from issue 5).
+
+On the gpt2-small preset (random weights, CPU, fp32, batch 1):
+
+1. time at T=128: a plain ``model(ids)`` under ``torch.inference_mode()`` vs ``trace(model, ids)``
+   (statistics + attention for every layer + logit lens at the last position) and
+   ``trace(..., lens="all")``, run interleaved after a warm-up; medians and ratios.
+   Target: the default trace <= 1.10x the plain forward.
+2. memory at T=1024: ``Trace.nbytes()`` (defaults, and with attention kept for layer 0) vs the
+   bytes a cache of every raw probe point (attention patterns included) would hold, and the
+   peak RSS increase of a plain forward and of a trace.
+
+    python bench/trace_overhead.py            # ~1-2 minutes on 2 cores
+    python bench/trace_overhead.py --quick    # fewer repeats
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from _common import (PeakRSS, interleaved, load_average, mb, median, paired_ratios,
+                     print_table, verdict, wait_for_quiet)
+
+import torch
+
+from explorer.config import PRESETS
+from explorer.model import build_model, recording
+from explorer.probes import trace
+from explorer.tokenizer import get_tokenizer
+
+TARGET_RATIO = 1.10
+RAW_SHARE_TARGET = 0.05   # the Trace keeps at most this share of the raw activations
+
+
+class _CountBytes:
+    """A recorder that keeps nothing and counts the bytes of every probe point it is shown:
+    what a cache of all raw activations (attention patterns included) would hold."""
+
+    def __init__(self):
+        self.total = 0
+        self.count = 0
+
+    def wants_attention(self):
+        return True
+
+    def record(self, name, x):
+        self.total += x.nelement() * x.element_size()
+        self.count += 1
+
+
+def random_ids(n_tokens, vocab_size, seed=0):
+    return torch.randint(0, vocab_size, (1, n_tokens), generator=torch.Generator().manual_seed(seed))
+
+
+def time_overhead(model, ids, repeats, tokenizer):
+    def plain():
+        with torch.inference_mode():
+            model(ids)
+
+    variants = {
+        "plain forward": plain,
+        "trace (lens last)": lambda: trace(model, ids, tokenizer=tokenizer),
+        "trace (lens all)": lambda: trace(model, ids, lens="all", tokenizer=tokenizer),
+    }
+    times = interleaved(variants, repeats=repeats, warmup=2)
+    return times, paired_ratios(times, "plain forward")
+
+
+def memory_at(model, n_tokens, tokenizer):
+    ids = random_ids(n_tokens, model.cfg.vocab_size, seed=1)
+    counter = _CountBytes()
+    with torch.inference_mode(), recording(counter):
+        model(ids)
+    out = {"raw": counter.total, "raw_tensors": counter.count}
+    with PeakRSS() as peak:
+        started = time.perf_counter()
+        with torch.inference_mode():
+            model(ids)
+        out["plain_s"] = time.perf_counter() - started
+    out["plain_rss"] = peak.increase
+    for key, kwargs in (("default", {}), ("layer0", {"attention_layers": [0]})):
+        with PeakRSS() as peak:
+            result = trace(model, ids, tokenizer=tokenizer, **kwargs)
+        out[key] = result.nbytes()
+        out[key + "_rss"] = peak.increase
+        out[key + "_s"] = result.seconds
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (3 instead of 9)")
+    parser.add_argument("--repeats", type=int, help="timed rounds per variant")
+    parser.add_argument("--tokens", type=int, default=128, help="prompt length for the timing")
+    parser.add_argument("--long", type=int, default=1024, help="prompt length for the memory")
+    parser.add_argument("--max-load", type=float, default=1.0,
+                        help="wait (up to 60 s) for the 1-minute load average to drop below this")
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (3 if args.quick else 9)
+
+    cfg = PRESETS["gpt2-small"]
+    started = time.perf_counter()
+    model = build_model(cfg, device="cpu")
+    build_s = time.perf_counter() - started
+    tokenizer = get_tokenizer()
+    print(f"gpt2-small built in {build_s:.2f} s; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
+
+    load_before = wait_for_quiet(args.max_load)
+    ids = random_ids(args.tokens, cfg.vocab_size)
+    times, ratios = time_overhead(model, ids, repeats, tokenizer)
+    load_after = load_average()
+    plain = median(times["plain forward"])
+
+    print(f"\nTime at T={args.tokens} ({repeats} interleaved rounds after 2 warm-ups; "
+          f"load average {load_before:.2f} -> {load_after:.2f})")
+    rows = []
+    for name, ts in times.items():
+        ratio = median(ts) / plain
+        target = "" if name == "plain forward" else (
+            f"<= {TARGET_RATIO:.2f}  {verdict(ratio <= TARGET_RATIO)}"
+            if name == "trace (lens last)" else "(none)")
+        rows.append([name, f"{median(ts) * 1e3:.1f} ms", f"{min(ts) * 1e3:.1f} ms",
+                     f"{ratio:.3f}", f"{ratios[name]:.3f}", target])
+    print_table(rows, ["variant", "median", "min", "ratio", "paired ratio", "target"])
+    if max(load_before, load_after) > args.max_load:
+        print(f"  note: the load average exceeded {args.max_load}; other processes were using "
+              f"the CPU, so rerun for a clean figure.")
+
+    mem = memory_at(model, args.long, tokenizer)
+    raw = mem["raw"]
+    print(f"\nMemory at T={args.long} (raw = every probe point of one forward, "
+          f"{mem['raw_tensors']} tensors incl. attention patterns: {mb(raw)})")
+    rows = [
+        ["plain forward", "-", "-", mb(mem["plain_rss"]), f"{mem['plain_s']:.2f} s", ""],
+        ["trace (defaults)", mb(mem["default"]), f"{mem['default'] / raw:.2%}",
+         mb(mem["default_rss"]), f"{mem['default_s']:.2f} s",
+         f"<= {RAW_SHARE_TARGET:.0%} of raw  {verdict(mem['default'] <= RAW_SHARE_TARGET * raw)}"],
+        ["trace (attention layer 0)", mb(mem["layer0"]), f"{mem['layer0'] / raw:.2%}",
+         mb(mem["layer0_rss"]), f"{mem['layer0_s']:.2f} s", ""],
+    ]
+    print_table(rows, ["variant", "Trace.nbytes()", "of raw", "peak RSS increase", "time",
+                       "target"])
+    ok = ratios and median(times["trace (lens last)"]) / plain <= TARGET_RATIO
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
