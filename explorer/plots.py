@@ -64,7 +64,8 @@ MAX_TOKEN_COLUMNS = 128   # token heatmap, attention: the last 128 tokens
 MAX_TICK_LABELS = 64      # beyond this many tokens an axis labels every n-th
 MAX_LENS_POSITIONS = 32
 GRID_MAX_SIDE = 48        # attention grid: each head at most 48 x 48 cells ...
-GRID_BUDGET_BYTES = 240_000   # ... and fewer when many heads would exceed this JSON budget
+GRID_MAX_HEADS = 32       # ... of at most 32 heads
+GRID_BUDGET_BYTES = 250_000   # ... and fewer when many heads would exceed this JSON budget
 TOKEN_CHARS = 12          # longest token text on an axis before it is shortened
 
 
@@ -138,9 +139,9 @@ def human_count(n: int) -> str:
     """38_597_376 -> '38.6 M' (three significant digits; K, M, B)."""
     n = int(n)
     for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= div:
-            value = n / div
-            digits = 2 if value < 10 else 1 if value < 100 else 0
+        value = float(f"{n / div:.3g}")          # 999_999 -> 1.00 M, not 1000 K
+        if abs(value) >= 1:
+            digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
             return f"{value:.{digits}f} {unit}"
     return str(n)
 
@@ -157,16 +158,21 @@ def token_label(piece: str, max_chars: int = TOKEN_CHARS) -> str:
     return html.escape(shown, quote=False)
 
 
-def _token_axis(tokens: list[str], start: int, max_labels: int = MAX_TICK_LABELS,
-                max_chars: int = TOKEN_CHARS):
+def _token_axis(tokens: list[str], start: int, max_chars: int = TOKEN_CHARS):
     """Category values '#pos token' (unique per position, shown in hovers) and the tick
-    values/texts: every token up to ``max_labels`` tokens, otherwise every n-th."""
+    values/texts: every token up to MAX_TICK_LABELS tokens; beyond that every n-th, at most
+    half as many, so that the labels stay apart on a laptop screen too."""
     labels = [token_label(t, max_chars) for t in tokens]
     cats = [f"#{start + i} {lab}" for i, lab in enumerate(labels)]
-    step = max(1, math.ceil(len(cats) / max_labels))
+    most = MAX_TICK_LABELS if len(cats) <= MAX_TICK_LABELS else MAX_TICK_LABELS // 2
+    step = max(1, math.ceil(len(cats) / most))
     # label the last token (the one being predicted from) and every step-th before it
     idx = list(range(len(cats) - 1, -1, -step))[::-1]
     return cats, [cats[i] for i in idx], [labels[i] for i in idx]
+
+
+def _percent(share: float) -> str:
+    return "< 0.1 %" if 0 < share < 0.001 else f"{100 * share:.1f} %"
 
 
 def _clean(a) -> tuple[np.ndarray, bool]:
@@ -183,7 +189,7 @@ def _clean(a) -> tuple[np.ndarray, bool]:
 def _layers_text(layers) -> str:
     layers = [int(i) for i in layers]
     if len(layers) > 6:
-        return f"layers {layers[0]}…{layers[-1]} ({len(layers)} layers)"
+        return f"{len(layers)} layers from {layers[0]} to {layers[-1]}"
     return ("layer " if len(layers) == 1 else "layers ") + ", ".join(map(str, layers))
 
 
@@ -235,7 +241,7 @@ def parameter_figure(counts: ParameterCount) -> go.Figure:
     names = [name for name, _ in parts]
     values = [n for _, n in parts]
     total = counts.total
-    text = [f"{human_count(n)}  ({100 * n / total:.1f} %)" for n in values]
+    text = [f"{human_count(n)}  ({_percent(n / total)})" for n in values]
     fig = go.Figure(go.Bar(
         x=values, y=names, orientation="h", marker_color=BLUE, text=text,
         textposition="outside", cliponaxis=False, textfont=dict(size=FONT_SIZE),
@@ -249,7 +255,7 @@ def parameter_figure(counts: ParameterCount) -> go.Figure:
         notes.append("the output head shares the token embedding (tied weights)")
     return _finish(fig, f"Parameters: {human_count(total)} in total ({total:,})",
                    170 + 52 * len(parts), notes=notes, x_title="parameters",
-                   margin=dict(l=170))
+                   y_title="component")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,9 +450,7 @@ def attention_figure(trace, layer, head) -> go.Figure:
     if start:
         notes = [f"the last {MAX_TOKEN_COLUMNS} of {n_tokens} tokens; keys before token "
                  f"{start} are hidden, so rows sum to less than 1"]
-    # every token up to 64; beyond that every n-th, at most 32, to keep the figure on a screen
-    cats, tickvals, ticktext = _token_axis(trace.tokens[start:], start,
-                                           MAX_TICK_LABELS if n <= MAX_TICK_LABELS else 32)
+    cats, tickvals, ticktext = _token_axis(trace.tokens[start:], start)
     fig = go.Figure([
         go.Heatmap(z=z, x=cats, y=cats, colorscale=SEQUENTIAL_SCALE, zmin=0,
                    hoverongaps=False, name="weight",
@@ -495,10 +499,14 @@ def _downsample_attention(weights: np.ndarray, side: int):
 def attention_grid_figure(trace, layer) -> go.Figure:
     """Every head of one layer as small multiples with one shared colour scale."""
     weights = _attention_layer(trace, layer)
-    n_heads, n_tokens = weights.shape[0], weights.shape[1]
-    # base64 float32 costs ~5.8 bytes of JSON per cell: fit all heads in the byte budget
-    side = min(GRID_MAX_SIDE, int(math.sqrt(GRID_BUDGET_BYTES / (n_heads * 5.8))))
-    z, starts = _downsample_attention(weights, max(side, 8))
+    all_heads, n_tokens = weights.shape[0], weights.shape[1]
+    weights = weights[:GRID_MAX_HEADS]
+    n_heads = weights.shape[0]
+    # Measured: a float32 cell costs ~6.4 bytes of JSON (base64, plus to_json's '\/'
+    # escapes), each head ~600 bytes besides, the layout ~20 KB. Fit all heads in the budget.
+    cells = (GRID_BUDGET_BYTES - 20_000 - 600 * n_heads) / (6.4 * n_heads)
+    side = min(GRID_MAX_SIDE, int(math.sqrt(max(cells, 64))))
+    z, starts = _downsample_attention(weights, side)
     cols = min(4, n_heads)
     rows = math.ceil(n_heads / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h}" for h in
@@ -524,14 +532,19 @@ def attention_grid_figure(trace, layer) -> go.Figure:
                        colorbar=dict(title=dict(text=what, side="right"),
                                      tickfont=dict(size=TICK_SIZE))))
     fig.update_annotations(font=dict(size=FONT_SIZE))
-    notes = [f"queries top to bottom, keys left to right; grey = future tokens (masked)"]
+    notes = ["queries top to bottom, keys left to right; grey = future tokens (masked)"]
+    if all_heads > n_heads:
+        notes.append(f"the first {n_heads} of {all_heads} heads (see one head at a time for "
+                     f"the others)")
     if blocky:
         size = n_tokens / len(starts)
         notes.append(f"{n_tokens} tokens averaged in blocks of ~{size:.0f} "
                      f"({len(starts)} × {len(starts)} cells per head)")
     _, top = _title("", notes)
     row_px = 230 if cols == 4 else 300
-    fig = _finish(fig, f"Attention in layer {layer}: all {n_heads} heads",
+    shown = (f"all {n_heads} heads" if n_heads == all_heads
+             else f"heads 0–{n_heads - 1} of {all_heads}")
+    fig = _finish(fig, f"Attention in layer {layer}: {shown}",
                   top + 40 + rows * row_px, notes=notes, margin=dict(l=30, r=30, b=30),
                   axes=False)
     return fig
@@ -648,7 +661,7 @@ def next_token_figure(texts: list[str], probs: list[float], chosen: int | None =
                          f"(got {chosen!r}).")
     labels, seen = [], set()
     for t in texts:
-        lab = token_label(t)
+        lab = token_label(t, 10)
         while lab in seen:            # two pieces that display alike stay two bars
             lab += "\u200b"
         seen.add(lab)
@@ -663,18 +676,11 @@ def next_token_figure(texts: list[str], probs: list[float], chosen: int | None =
         bar["texttemplate"] = "%{x:.3~p} %{text}"
     fig = go.Figure(go.Bar(**bar))
     top = max(probs, default=0.0)
-    fig.update_layout(
-        template="none", height=110 + 32 * len(texts),
-        title=dict(text="<b>Next-token candidates</b>", x=0, xref="container",
-                   xanchor="left", pad=dict(l=14), font=dict(size=TITLE_SIZE)),
-        font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=TEXT_COLOR),
-        margin=dict(l=130, r=30, t=60, b=50),
-        xaxis=dict(range=[0, max(top * 1.45, 1e-9)], tickformat=".2~p",
-                   tickfont=dict(size=TICK_SIZE), gridcolor=GRID_COLOR),
-        yaxis=dict(autorange="reversed", type="category", tickfont=dict(size=TICK_SIZE),
-                   ticksuffix=" "),
-        showlegend=False)
-    return fig
+    fig.update_xaxes(range=[0, float(f"{max(top * 1.45, 1e-9):.3g}")], tickformat=".2~p")
+    fig.update_yaxes(autorange="reversed", type="category", showgrid=False, ticks="",
+                     ticksuffix=" ")
+    return _finish(fig, "Next-token candidates", 140 + 32 * len(texts),
+                   x_title="probability", y_title="next token", margin=dict(l=150))
 
 
 def logit_lens_figure(trace) -> go.Figure:
@@ -788,8 +794,7 @@ def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.F
                                  marker=dict(size=9), connectgaps=False,
                                  hovertemplate="%{x}: %{y:.3g}<extra>" + html.escape(
                                      str(label)) + "</extra>"))
-    n = max(len(grads_a.blocks), len(grads_b.blocks))
-    fig.update_xaxes(type="category", tickangle=0 if n <= 12 else -90)
+    fig.update_xaxes(type="category")   # plotly turns the labels when they would overlap
     _log_axis(fig, [grads_a.embedding, *grads_a.blocks, grads_a.output_head,
                     grads_b.embedding, *grads_b.blocks, grads_b.output_head])
     return _finish(fig, "Mean |gradient| from input to output", 500, notes=notes,

@@ -179,10 +179,10 @@ def _memory_markdown(cfg, counts, key):
     head = (f"The output head shares `tok_emb`'s weights (weight tying), so the total already "
             f"counts that matrix once: **{counts.total:,}**." if tied else
             f"Total **{counts.total:,}**; without the output head "
-            f"**{counts.total_without_output_head:,}** — the book's two figures (4.6): GPT-2 "
-            f"reuses the token embedding as its output head, which is why a model with "
-            f"{counts.total / 1e6:.0f} M parameters is called "
-            f"{counts.total_without_output_head / 1e6:.0f} M.")
+            f"**{counts.total_without_output_head:,}** — the book's two figures (section "
+            f"4.6). GPT-2 reuses the token embedding as its output head (weight tying), which "
+            f"is why the book's 163 M-parameter `GPT_CONFIG_124M` is called 124M. Tick "
+            f"*tie out_head to tok_emb* to build it that way.")
     return (f"{head}\n\nMemory for the weights: **{counts.memory_mb('float32'):,.2f} MB** at "
             f"float32, **{counts.memory_mb('bfloat16'):,.2f} MB** at bfloat16 (bytes / 1024²). "
             f"Runs on **{key.device}**. Shared cache: {len(CACHE)} model(s), "
@@ -494,12 +494,12 @@ def build_app() -> gr.Blocks:
                                                   label="LayerNorm placement")
                         activation = gr.Radio(list(ACTIVATIONS), value="gelu",
                                               label="activation")
+                    pos_encoding = gr.Radio(list(POS_ENCODINGS), value="learned",
+                                            label="position encoding")
                     with gr.Row():
-                        pos_encoding = gr.Radio(list(POS_ENCODINGS), value="learned",
-                                                label="position encoding")
                         shortcut = gr.Checkbox(True, label="shortcut connections")
                         qkv_bias = gr.Checkbox(False, label="qkv_bias")
-                        tie_weights = gr.Checkbox(False, label="tie output head to tok_emb")
+                        tie_weights = gr.Checkbox(False, label="tie out_head to tok_emb")
                     with gr.Row():
                         seed = gr.Number(123, label="seed", precision=0, elem_id="seed")
                         devices = ["auto", "cpu"] + (["cuda"] if resolve_device("auto").type
@@ -515,7 +515,7 @@ def build_app() -> gr.Blocks:
             with gr.Row():
                 params_table = gr.Dataframe(headers=["component", "parameters", "share"],
                                             label="Parameters", interactive=False)
-                params_plot = gr.Plot(plots.parameter_figure(count_parameters(default)),
+                params_plot = gr.Plot(plots.parameter_figure(count_parameters(default)), show_label=False,
                                       label="Parameters per component", elem_id="params_plot")
         knobs = [vocab_size, context_length, emb_dim, n_heads, n_layers, drop_rate, qkv_bias,
                  norm_placement, shortcut, activation, ff_expansion, tie_weights, pos_encoding]
@@ -527,7 +527,7 @@ def build_app() -> gr.Blocks:
                 trace_btn = gr.Button("Trace", variant="primary", scale=1, elem_id="trace_btn")
             chips = gr.HTML(elem_id="chips")
             trace_info = gr.Markdown()
-            stats_plot = gr.Plot(label="Before and after LayerNorm, layer by layer",
+            stats_plot = gr.Plot(show_label=False, label="Before and after LayerNorm, layer by layer",
                                  elem_id="stats_plot")
             with gr.Row():
                 layer = gr.Slider(0, default.n_layers - 1, value=0, step=1, label="layer")
@@ -537,8 +537,8 @@ def build_app() -> gr.Blocks:
                                          label="heatmap: probe point")
                 heat_stat = gr.Dropdown(list(STAT_NAMES), value="std", label="heatmap: statistic")
             with gr.Row():
-                hist_plot = gr.Plot(label="Distribution", elem_id="hist_plot")
-                heat_plot = gr.Plot(label="Per token and layer", elem_id="heat_plot")
+                hist_plot = gr.Plot(show_label=False, label="Distribution", elem_id="hist_plot")
+                heat_plot = gr.Plot(show_label=False, label="Per token and layer", elem_id="heat_plot")
             with gr.Row():
                 export_fmt = gr.Radio(["CSV", "JSON"], value="CSV", label="export format")
                 export_btn = gr.Button("Export statistics")
@@ -546,8 +546,8 @@ def build_app() -> gr.Blocks:
             with gr.Accordion("Why shortcut connections? (book 4.4)", open=False):
                 grad_btn = gr.Button("Run one backward pass")
                 with gr.Row():
-                    grad_book = gr.Plot(label="The book's 5-layer network")
-                    grad_gpt = gr.Plot(label="Your GPT config, per block")
+                    grad_book = gr.Plot(show_label=False, label="The book's 5-layer network")
+                    grad_gpt = gr.Plot(show_label=False, label="Your GPT config, per block")
 
         with gr.Tab("3 · Attention", id="attention"):
             gr.Markdown("Trace a prompt in tab 2 first. Rows are queries (the token that "
@@ -558,10 +558,10 @@ def build_app() -> gr.Blocks:
                 att_head = gr.Dropdown(["mean"] + [str(h) for h in range(default.n_heads)],
                                        value="mean", label="head")
                 att_btn = gr.Button("Show attention", variant="primary", elem_id="att_btn")
-            att_plot = gr.Plot(label="Attention weights", elem_id="att_plot")
+            att_plot = gr.Plot(show_label=False, label="Attention weights", elem_id="att_plot")
             with gr.Row():
-                grid_plot = gr.Plot(label="Every head of this layer", elem_id="grid_plot")
-                entropy_plot = gr.Plot(label="Entropy per head", elem_id="entropy_plot")
+                grid_plot = gr.Plot(show_label=False, label="Every head of this layer", elem_id="grid_plot")
+                entropy_plot = gr.Plot(show_label=False, label="Entropy per head", elem_id="entropy_plot")
             with gr.Row():
                 att_export_btn = gr.Button("Export this attention matrix (CSV)")
                 att_export_file = gr.File(label="attention file")
@@ -575,7 +575,7 @@ def build_app() -> gr.Blocks:
                 derivatives = gr.Checkbox(False, label="show derivatives")
                 act_layer = gr.Slider(0, default.n_layers - 1, value=0, step=1,
                                       label="layer (real inputs)")
-            act_plot = gr.Plot(label="Activation functions", elem_id="act_plot")
+            act_plot = gr.Plot(show_label=False, label="Activation functions", elem_id="act_plot")
 
         with gr.Tab("5 · Generate", id="generate"):
             with gr.Row():
@@ -597,12 +597,12 @@ def build_app() -> gr.Blocks:
             speed = gr.Markdown(elem_id="speed")
             output = gr.Textbox(label="Text", lines=4, elem_id="gen_output", interactive=False)
             with gr.Row():
-                bars = gr.Plot(label="Next-token probabilities (top 10)", elem_id="bars")
+                bars = gr.Plot(show_label=False, label="Next-token probabilities (top 10)", elem_id="bars")
                 history = gr.Dataframe(headers=HISTORY_HEADERS, label="Steps",
                                        interactive=False, elem_id="history")
             with gr.Accordion("Logit lens: what each layer would predict", open=False):
                 lens_btn = gr.Button("Read the logit lens for the prompt", elem_id="lens_btn")
-                lens_plot = gr.Plot(label="Logit lens", elem_id="lens_plot")
+                lens_plot = gr.Plot(show_label=False, label="Logit lens", elem_id="lens_plot")
 
         # ----- events -------------------------------------------------------------------
         preset.change(preset_values, preset, knobs, api_name="preset_config")

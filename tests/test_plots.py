@@ -1,0 +1,483 @@
+import base64
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from explorer import plots
+from explorer.config import PRESETS, GPTConfig, count_parameters
+from explorer.curves import activation_curves
+from explorer.gradients import gpt_gradients, shortcut_demo
+from explorer.model import build_model
+from explorer.probes import POINT_LABELS, trace
+from explorer.tokenizer import get_tokenizer
+
+TEXT = "Every effort moves you forward, said the <b>lecturer</b> & smiled.\n  Then:"
+COLOR_RE = re.compile(r"^(#[0-9a-f]{6}|rgb\(\d{1,3},\d{1,3},\d{1,3}\)|[a-z]+)$")
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures: traces of real models (module-scoped: built once)
+@pytest.fixture(scope="module")
+def ids():
+    return get_tokenizer().encode(TEXT)
+
+
+@pytest.fixture(scope="module")
+def tiny(ids):
+    model = build_model(PRESETS["teach-tiny"], device="cpu")
+    return trace(model, ids, lens="all")
+
+
+@pytest.fixture(scope="module")
+def long_trace():
+    """T = 1024 on a model with context_length 1024; attention kept for layer 0 only."""
+    cfg = GPTConfig(emb_dim=64, n_heads=4, n_layers=2, context_length=1024)
+    model = build_model(cfg, device="cpu")
+    ids = (get_tokenizer().encode(TEXT) * 100)[:1024]
+    return trace(model, ids, attention_layers=[0], lens="all")
+
+
+@pytest.fixture(scope="module")
+def overflow_trace():
+    """No norms, no shortcuts and weights x 1e6 (a private model): activations overflow."""
+    cfg = GPTConfig(vocab_size=1000, context_length=32, emb_dim=32, n_heads=4, n_layers=4,
+                    norm_placement="none", shortcut=False)
+    model = build_model(cfg, device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1e6)
+    t = trace(model, list(range(20)), lens="all")
+    assert any("inf or NaN" in n for n in t.notes)   # the premise of the tests below
+    return t
+
+
+def all_figures(t, layer=0):
+    """Every figure function applied to one trace (the figures a UI shows for it)."""
+    curves = activation_curves()
+    ff = t.points["ff_pre"]
+    kept = sorted(t.attention)
+    figs = {
+        "parameters": plots.parameter_figure(count_parameters(t.config)),
+        "layer_stats": plots.layer_stats_figure(t),
+        "layer_stats_resid": plots.layer_stats_figure(t, ("resid_pre", "ff_pre", "ff_out")),
+        "histogram": plots.histogram_figure(t, layer),
+        "histogram_ff": plots.histogram_figure(t, layer, ("ff_pre", "ff_post")),
+        "histogram_final": plots.histogram_figure(t, layer, ("final_norm_in",
+                                                             "final_norm_out")),
+        "token_heatmap": plots.token_heatmap_figure(t),
+        "token_heatmap_mean": plots.token_heatmap_figure(t, "ff_post", "mean"),
+        "entropy": plots.entropy_figure(t),
+        "activation": plots.activation_figure(curves, ("gelu", "relu", "silu"),
+                                              derivatives=True,
+                                              ff_pre_hist=(ff.hist_counts[layer],
+                                                           ff.hist_edges[layer])),
+        "activation_plain": plots.activation_figure(curves),
+        "next_token": plots.next_token_figure(t.next_texts[-1], t.next_probs[-1].tolist(), 0),
+        "logit_lens": plots.logit_lens_figure(t),
+    }
+    if kept:
+        figs["attention"] = plots.attention_figure(t, kept[0], 1)
+        figs["attention_mean"] = plots.attention_figure(t, kept[0], "mean")
+        figs["attention_grid"] = plots.attention_grid_figure(t, kept[0])
+    return figs
+
+
+@pytest.fixture(scope="module")
+def tiny_figures(tiny):
+    figs = all_figures(tiny)
+    figs["gradient"] = plots.gradient_figure(shortcut_demo(False), shortcut_demo(True))
+    figs["gpt_gradient"] = plots.gpt_gradient_figure(
+        gpt_gradients(PRESETS["teach-tiny"], tiny.token_ids[:12]),
+        gpt_gradients(PRESETS["teach-tiny"].replace(shortcut=False), tiny.token_ids[:12]),
+        ("with shortcut", "without shortcut"))
+    return figs
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+def walk(obj, path=""):
+    """Yield (path, key, value) for every dict entry in a JSON tree."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield path, k, v
+            yield from walk(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from walk(v, f"{path}[{i}]")
+
+
+def colours(fig_json: dict):
+    """Every colour value in a figure's JSON: strings (or lists of strings) under a key that
+    names a colour, and the colours of every colorscale."""
+    for path, key, value in walk(fig_json):
+        k = key.lower()
+        if k == "colorscale":
+            assert isinstance(value, list), f"{path}.colorscale must be explicit: {value!r}"
+            for _, c in value:
+                yield f"{path}.colorscale", c
+        elif "color" in k and k not in ("coloraxis", "colorbar", "autocolorscale", "colorsrc"):
+            for c in value if isinstance(value, list) else [value]:
+                if isinstance(c, str):
+                    yield f"{path}.{key}", c
+
+
+def decode(array_json) -> np.ndarray:
+    """A numpy array as plotly 7 serialises it: {"dtype", "bdata", "shape"}."""
+    data = np.frombuffer(base64.b64decode(array_json["bdata"]), dtype=array_json["dtype"])
+    shape = [int(s) for s in str(array_json.get("shape", data.size)).split(",")]
+    return data.reshape(shape)
+
+
+def _reject_constant(name):
+    raise AssertionError(f"{name} in a figure's JSON")
+
+
+def tick_texts(fig_json, axis):
+    return fig_json["layout"][axis].get("ticktext", [])
+
+
+# ---------------------------------------------------------------------------------------------
+# Every figure
+def test_every_figure_serialises_with_height_title_and_lean_template(tiny_figures):
+    for name, fig in tiny_figures.items():
+        data = json.loads(fig.to_json())
+        layout = data["layout"]
+        assert isinstance(layout.get("height"), int) and layout["height"] >= 250, name
+        assert layout["title"]["text"], name
+        # template "none": no plotly default template (6.4 KB) on the wire
+        assert len(json.dumps(layout.get("template", {}))) < 100, name
+
+
+def test_every_figure_uses_only_plotly_js_3_colours(tiny_figures):
+    for name, fig in tiny_figures.items():
+        text = fig.to_json()
+        found = list(colours(json.loads(text)))
+        assert found, name
+        for where, c in found:
+            assert COLOR_RE.match(c), f"{name}: {where} = {c!r}"
+        assert "rgba(" not in text, name
+
+
+def test_every_font_is_at_least_15px(tiny_figures):
+    for name, fig in tiny_figures.items():
+        for path, key, value in walk(json.loads(fig.to_json())):
+            if key == "size" and ("font" in path.rsplit(".", 1)[-1]):
+                assert value >= 15, f"{name}: {path} size {value}"
+        assert fig.layout.font.size >= 15, name
+
+
+def test_figures_with_axes_have_axis_titles(tiny_figures):
+    for name, fig in tiny_figures.items():
+        if name == "attention_grid":      # small multiples: head titles, no axes
+            continue
+        layout = json.loads(fig.to_json())["layout"]
+        assert layout["xaxis"]["title"]["text"], name
+        assert layout["yaxis"]["title"]["text"], name
+
+
+def test_modebar_is_left_visible(tiny_figures):
+    for fig in tiny_figures.values():
+        layout = json.loads(fig.to_json())["layout"]
+        assert "modebar" not in layout or layout["modebar"].get("remove") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokens on axes
+def test_token_text_appears_in_tick_text(tiny, tiny_figures):
+    labels = [plots.token_label(t) for t in tiny.tokens]
+    assert "␣effort" in labels
+    assert any("↵" in lab for lab in labels) and any("&lt;" in lab for lab in labels)
+    att = json.loads(tiny_figures["attention"].to_json())
+    assert tick_texts(att, "xaxis") == labels          # ≤ 64 tokens: every token
+    assert tick_texts(att, "yaxis") == labels
+    heat = json.loads(tiny_figures["token_heatmap"].to_json())
+    assert tick_texts(heat, "xaxis") == labels
+    lens = json.loads(tiny_figures["logit_lens"].to_json())
+    assert tick_texts(lens, "xaxis") == labels[-len(tick_texts(lens, "xaxis")):]
+
+
+def test_token_label_makes_spaces_visible_and_escapes_markup():
+    assert plots.token_label(" the") == "␣the"
+    assert plots.token_label("\n\n") == "↵↵"
+    assert plots.token_label("<b>") == "&lt;b&gt;"
+    assert plots.token_label("") == "∅"
+    assert plots.token_label("x" * 40).endswith("…")
+
+
+def test_long_inputs_label_every_nth_token(long_trace):
+    fig = json.loads(plots.token_heatmap_figure(long_trace).to_json())
+    assert len(tick_texts(fig, "xaxis")) <= plots.MAX_TICK_LABELS
+    assert "last 128 of 1024" in fig["layout"]["title"]["subtitle"]["text"]
+    assert decode(fig["data"][0]["z"]).shape == (2, 128)
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention
+def test_masked_triangle_is_nan_and_marked(tiny, tiny_figures):
+    fig = json.loads(tiny_figures["attention"].to_json())
+    z = decode(fig["data"][0]["z"])
+    n = len(tiny.tokens)
+    assert z.shape == (n, n) and z.dtype == np.float32
+    future = np.triu(np.ones((n, n), dtype=bool), k=1)
+    assert np.isnan(z[future]).all()
+    assert np.isfinite(z[~future]).all()
+    np.testing.assert_allclose(z[~future], tiny.attention[0][1][~future], rtol=1e-6)
+    assert fig["layout"]["plot_bgcolor"] == plots.MASK_COLOR
+    mask = decode(fig["data"][1]["z"])
+    assert np.isnan(mask[~future]).all() and not np.isnan(mask[future]).any()
+    assert "masked (future token)" in fig["data"][1]["hovertemplate"]
+    assert "query" in fig["data"][0]["hovertemplate"]
+    assert "key" in fig["data"][0]["hovertemplate"]
+
+
+def test_attention_mean_head_is_the_average(tiny, tiny_figures):
+    z = np.array(tiny_figures["attention_mean"].data[0].z)
+    lower = np.tril(np.ones(z.shape, dtype=bool))
+    np.testing.assert_allclose(z[lower], tiny.attention[0].mean(0)[lower], rtol=1e-5)
+
+
+def test_attention_at_1024_tokens_is_cropped_and_small(long_trace):
+    fig = plots.attention_figure(long_trace, 0, 2)
+    text = fig.to_json()
+    assert len(text) <= 1_000_000
+    data = json.loads(text)
+    z = decode(data["data"][0]["z"])
+    assert z.shape == (128, 128)
+    np.testing.assert_allclose(z[-1], long_trace.attention[0][2][-1, -128:], rtol=1e-6)
+    assert "last 128 of 1024" in data["layout"]["title"]["subtitle"]["text"]
+    assert len(tick_texts(data, "yaxis")) <= 64
+
+
+def test_attention_grid_at_1024_tokens_is_small(long_trace):
+    fig = plots.attention_grid_figure(long_trace, 0)
+    text = fig.to_json()
+    assert len(text) <= 1_000_000
+    data = json.loads(text)
+    heatmaps = [d for d in data["data"] if d["type"] == "heatmap"]
+    assert len(heatmaps) == 4
+    assert all(d["coloraxis"] == "coloraxis" for d in heatmaps)
+    for d in heatmaps:
+        assert max(decode(d["z"]).shape) <= plots.GRID_MAX_SIDE
+    titles = [a["text"] for a in data["layout"]["annotations"]]
+    assert titles == ["head 0", "head 1", "head 2", "head 3"]
+    assert data["layout"]["xaxis"]["showticklabels"] is False
+
+
+def test_attention_grid_with_25_heads_at_1024_tokens_stays_under_300_kb():
+    cfg = GPTConfig(vocab_size=1000, emb_dim=100, n_heads=25, n_layers=1, context_length=1024)
+    model = build_model(cfg, device="cpu")
+    t = trace(model, [i % 1000 for i in range(1024)], attention_layers=[0], lens=None)
+    fig = plots.attention_grid_figure(t, 0)
+    assert len(fig.to_json()) < 300_000
+    assert len(fig.data) == 25
+    assert json.loads(fig.to_json())["layout"]["annotations"][24]["text"] == "head 24"
+
+
+def test_block_average_ignores_future_cells():
+    n = 6
+    w = np.tril(np.ones((n, n), dtype=np.float32))
+    w /= w.sum(-1, keepdims=True)
+    z, starts = plots._downsample_attention(w[None], 3)
+    assert starts.tolist() == [0, 2, 4]
+    assert np.isnan(z[0][0, 1]) and np.isnan(z[0][0, 2]) and np.isnan(z[0][1, 2])
+    # block (rows 0-1, cols 0-1): allowed cells (0,0)=1, (1,0)=.5, (1,1)=.5 -> mean 2/3
+    assert z[0][0, 0] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("layer, head", [(2, 0), (-1, 0), ("0", 0), (0, 4), (0, -1),
+                                         (0, "max"), (0, 1.0), (0, True)])
+def test_bad_attention_layer_or_head_raises(tiny, layer, head):
+    with pytest.raises(ValueError, match="does not exist|no attention pattern"):
+        plots.attention_figure(tiny, layer, head)
+
+
+def test_attention_of_a_layer_not_kept_raises(long_trace):
+    with pytest.raises(ValueError, match="attention_layers=\\[1\\]"):
+        plots.attention_figure(long_trace, 1, 0)
+    with pytest.raises(ValueError, match="no attention pattern"):
+        plots.attention_grid_figure(long_trace, 1)
+
+
+def test_entropy_figure_shows_the_mean_over_queries(tiny, tiny_figures):
+    z = np.array(tiny_figures["entropy"].data[0].z)
+    np.testing.assert_allclose(z, tiny.attention_entropy.mean(-1), rtol=1e-6)
+    assert tiny_figures["entropy"].data[0].texttemplate == "%{z:.2f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer statistics and histograms
+def test_layer_stats_draws_mean_std_and_band_per_point(tiny, tiny_figures):
+    fig = tiny_figures["layer_stats"]
+    names = {tr.name for tr in fig.data if tr.showlegend is not False}
+    assert names == {POINT_LABELS["ln1_in"], POINT_LABELS["ln1_out"]}
+    assert sum(tr.fill == "tonexty" for tr in fig.data) == 2
+    means = [tr for tr in fig.data if tr.line.dash is None and tr.mode == "lines+markers"]
+    np.testing.assert_allclose(means[0].y, tiny.series("ln1_in", "mean"), rtol=1e-6)
+    assert fig.layout.xaxis.dtick == 1
+
+
+def test_layer_stats_without_norms_says_so(overflow_trace):
+    fig = plots.layer_stats_figure(overflow_trace)
+    assert "ln1_in" in fig.layout.title.subtitle.text
+    fig = plots.layer_stats_figure(overflow_trace, ("resid_pre", "ln1_out"))
+    assert "ln1_out" in fig.layout.title.subtitle.text
+    assert "gaps" in fig.layout.title.subtitle.text
+
+
+def test_histogram_is_a_density(tiny, tiny_figures):
+    for bar in tiny_figures["histogram"].data:
+        area = float(np.sum(np.asarray(bar.y, dtype=np.float64)
+                            * np.asarray(bar.width, dtype=np.float64)))
+        assert area == pytest.approx(1.0, rel=1e-4)
+        assert 0 < bar.opacity < 1
+    assert tiny_figures["histogram"].layout.barmode == "overlay"
+
+
+def test_histogram_rejects_a_missing_layer_and_an_unknown_point(tiny):
+    with pytest.raises(ValueError, match="layers 0 to 1"):
+        plots.histogram_figure(tiny, 2)
+    with pytest.raises(ValueError, match="Unknown probe point"):
+        plots.histogram_figure(tiny, 0, ("ln_1",))
+    with pytest.raises(ValueError, match="Unknown statistic"):
+        plots.token_heatmap_figure(tiny, "resid_pre", "median")
+
+
+# ---------------------------------------------------------------------------------------------
+# Overflowing model: nothing raises
+def test_a_trace_with_inf_and_nan_builds_every_figure(overflow_trace):
+    for layer in range(overflow_trace.n_layers):
+        for name, fig in all_figures(overflow_trace, layer).items():
+            # strict JSON: a bare NaN/Infinity would break JSON.parse in the browser
+            json.loads(fig.to_json(), parse_constant=_reject_constant)
+    heat = plots.token_heatmap_figure(overflow_trace)
+    assert "gaps" in heat.layout.title.subtitle.text
+
+
+# ---------------------------------------------------------------------------------------------
+# Next token, logit lens
+def test_next_token_figure_is_under_2_kb_for_10_candidates():
+    texts = [" the", " a", "\n\n", " international", "<|endoftext|>", " of", "ing", " and",
+             " to", " 1234567890"]
+    probs = [0.31234, 0.12, 0.08, 0.05, 0.04, 0.03, 0.02, 0.015, 0.01, 0.005]
+    fig = plots.next_token_figure(texts, probs, chosen=3)
+    assert len(fig.to_json().encode()) <= 2000
+    # the worst case: long pieces that need escaping, non-ASCII, probabilities with many digits
+    nasty = ["<" * 30, "&" * 30, "日本語のテキストです" * 3, " " * 40, "\n" * 40] * 2
+    worst = plots.next_token_figure(nasty, [1 / 3 ** i for i in range(10)], chosen=9)
+    assert len(worst.to_json().encode()) <= 2000
+    colors = list(fig.data[0].marker.color)
+    assert colors[3] != colors[0] and len(set(colors)) == 2
+    assert list(fig.data[0].y)[0] == "␣the"       # most likely first (axis reversed)
+    assert fig.layout.yaxis.autorange == "reversed"
+
+
+def test_next_token_figure_keeps_lookalike_tokens_apart_and_checks_input():
+    fig = plots.next_token_figure([" the", "␣the"], [0.5, 0.4])
+    assert len(set(fig.data[0].y)) == 2
+    with pytest.raises(ValueError):
+        plots.next_token_figure(["a"], [0.5, 0.4])
+    with pytest.raises(ValueError):
+        plots.next_token_figure(["a"], [0.5], chosen=1)
+
+
+def test_logit_lens_shows_guesses_and_caps_positions(tiny, long_trace):
+    fig = plots.logit_lens_figure(tiny)
+    heat = fig.data[0]
+    assert np.array(heat.z).shape == (tiny.n_layers, min(32, len(tiny.tokens)))
+    assert heat.customdata is not None and "final prediction" in heat.hovertemplate
+    long = plots.logit_lens_figure(long_trace)
+    assert np.array(long.data[0].z).shape == (2, 32)
+    assert "last 32 of 1024" in long.layout.title.subtitle.text
+    short = trace(build_model(PRESETS["teach-tiny"], device="cpu"), tiny.token_ids[:6],
+                  lens="all")
+    cells = plots.logit_lens_figure(short).data[0].text
+    assert [list(r) for r in cells] == [[plots.token_label(t) for t in row]
+                                        for row in short.lens_texts]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters, curves, gradients, architecture
+def test_parameter_figure_skips_zero_parts_and_names_the_total():
+    counts = count_parameters(PRESETS["gpt2-small"])
+    fig = plots.parameter_figure(counts)
+    assert "163 M" in fig.layout.title.text
+    assert any("38.6 M" in t for t in fig.data[0].text)
+    tied = count_parameters(PRESETS["gpt2-small"].replace(tie_weights=True,
+                                                          pos_encoding="rope"))
+    names = list(plots.parameter_figure(tied).data[0].y)
+    assert "output head" not in names and "position embedding" not in names
+
+
+def test_human_count():
+    assert plots.human_count(38_597_376) == "38.6 M"
+    assert plots.human_count(163_009_536) == "163 M"
+    assert plots.human_count(1_536) == "1.54 K"
+    assert plots.human_count(512) == "512"
+    assert plots.human_count(1_557_611_200) == "1.56 B"
+    assert plots.human_count(999_999) == "1.00 M"
+    assert plots.human_count(999) == "999"
+
+
+def test_activation_figure_puts_real_inputs_under_the_curves(tiny_figures):
+    fig = tiny_figures["activation"]
+    assert fig.data[0].type == "bar"                 # drawn first, underneath
+    curves = [tr for tr in fig.data if tr.type == "scatter"]
+    assert len(curves) == 6
+    assert sum(tr.line.dash == "dash" for tr in curves) == 3
+    assert all(tr.yaxis == "y2" for tr in curves)
+    assert fig.layout.yaxis2.overlaying == "y"
+    with pytest.raises(ValueError, match="not in these curves"):
+        plots.activation_figure(activation_curves(names=["relu"]), show=("gelu",))
+
+
+def test_gradient_figures_use_log_scale(tiny_figures):
+    for name in ("gradient", "gpt_gradient"):
+        assert tiny_figures[name].layout.yaxis.type == "log"
+    names = [tr.name for tr in tiny_figures["gradient"].data]
+    assert names == ["without shortcut", "with shortcut"]
+    assert tiny_figures["gradient"].layout.barmode == "group"
+
+
+@pytest.mark.parametrize("placement", ["pre", "post", "none"])
+def test_architecture_html_follows_the_variant(placement):
+    cfg = PRESETS["gpt2-small"].replace(norm_placement=placement)
+    out = plots.architecture_html(cfg, count_parameters(cfg))
+    assert "<script" not in out and "http" not in out
+    assert "768 → 3072 → 768" in out and "12 × TransformerBlock" in out
+    att, norm1 = out.index("Masked multi-head attention"), out.find("norm1")
+    if placement == "pre":
+        assert 0 < norm1 < att
+    elif placement == "post":
+        assert norm1 > att
+    else:
+        assert norm1 == -1 and "No final norm" in out
+    assert out.count("Add the shortcut") == 2
+    assert "38.6 M params" in out
+
+
+def test_architecture_html_shows_rope_tying_and_no_shortcut():
+    cfg = PRESETS["teach-tiny"].replace(pos_encoding="rope", tie_weights=True, shortcut=False,
+                                        activation="silu")
+    out = plots.architecture_html(cfg)
+    assert "RoPE" in out and "pos_emb" not in out
+    assert "tied to tok_emb" in out
+    assert "Add the shortcut" not in out and "no shortcut connections" in out
+    assert "SiLU" in out and "params" not in out
+
+
+def test_architecture_html_escapes_text(monkeypatch):
+    monkeypatch.setitem(plots.ACTIVATION_LABELS, "gelu", "<i>GELU</i>")
+    out = plots.architecture_html(PRESETS["teach-tiny"])
+    assert "<i>" not in out and "&lt;i&gt;GELU" in out
+
+
+def test_attention_grid_shows_at_most_32_heads():
+    cfg = GPTConfig(vocab_size=1000, emb_dim=64, n_heads=64, n_layers=1, context_length=64)
+    t = trace(build_model(cfg, device="cpu"), list(range(40)), lens=None)
+    fig = plots.attention_grid_figure(t, 0)
+    assert len(fig.data) == plots.GRID_MAX_HEADS
+    assert "of 64" in fig.layout.title.text
+    assert "first 32 of 64 heads" in fig.layout.title.subtitle.text
