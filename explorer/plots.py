@@ -61,7 +61,7 @@ STAT_TITLES = {"mean": "Mean", "std": "Standard deviation", "rms": "Root mean sq
                "zero_frac": "Fraction of exact zeros", "nonfinite": "Count of inf/NaN values"}
 
 MAX_TOKEN_COLUMNS = 128   # token heatmap, attention: the last 128 tokens
-MAX_TICK_LABELS = 64      # beyond this many tokens an axis labels every n-th
+MAX_TICK_LABELS = 40      # beyond this many tokens an axis labels every n-th
 MAX_LENS_POSITIONS = 32
 GRID_MAX_SIDE = 48        # attention grid: each head at most 48 x 48 cells ...
 GRID_MAX_HEADS = 32       # ... of at most 32 heads
@@ -69,7 +69,7 @@ GRID_BUDGET_BYTES = 250_000   # ... and fewer when many heads would exceed this 
 TOKEN_CHARS = 12          # longest token text on an axis before it is shortened
 
 
-def _wrap(text: str, width: int = 90) -> str:
+def _wrap(text: str, width: int = 68) -> str:
     """Break a long note into lines so it is not clipped on a narrow screen."""
     return "<br>".join(textwrap.wrap(text, width, break_long_words=False)) or text
 
@@ -171,7 +171,7 @@ def _token_axis(tokens: list[str], start: int, max_chars: int = TOKEN_CHARS):
     return cats, [cats[i] for i in idx], [labels[i] for i in idx]
 
 
-def _percent(share: float) -> str:
+def percent(share: float) -> str:
     return "< 0.1 %" if 0 < share < 0.001 else f"{100 * share:.1f} %"
 
 
@@ -241,7 +241,7 @@ def parameter_figure(counts: ParameterCount) -> go.Figure:
     names = [name for name, _ in parts]
     values = [n for _, n in parts]
     total = counts.total
-    text = [f"{human_count(n)}  ({_percent(n / total)})" for n in values]
+    text = [f"{human_count(n)}  ({percent(n / total)})" for n in values]
     fig = go.Figure(go.Bar(
         x=values, y=names, orientation="h", marker_color=BLUE, text=text,
         textposition="outside", cliponaxis=False, textfont=dict(size=FONT_SIZE),
@@ -402,7 +402,8 @@ def token_heatmap_figure(trace, point="resid_pre", stat="std") -> go.Figure:
         z=z, x=cats, y=layers, hoverongaps=False, **scale,
         colorbar=dict(title=dict(text=stat, side="right"), tickfont=dict(size=TICK_SIZE)),
         hovertemplate="layer %{y}, token %{x}<br>" + stat + " %{z:.4g}<extra></extra>"))
-    fig.update_xaxes(type="category", tickvals=tickvals, ticktext=ticktext, tickangle=-90,
+    fig.update_xaxes(type="category", tickvals=tickvals, ticktext=ticktext,
+                     tickangle=-90 if len(tickvals) > 12 else 0,
                      showgrid=False)
     fig.update_yaxes(dtick=1 if len(layers) <= 24 else None, tickformat="d", showgrid=False)
     height = max(420, min(900, 260 + 34 * len(layers)))
@@ -538,8 +539,8 @@ def attention_grid_figure(trace, layer) -> go.Figure:
                      f"the others)")
     if blocky:
         size = n_tokens / len(starts)
-        notes.append(f"{n_tokens} tokens averaged in blocks of ~{size:.0f} "
-                     f"({len(starts)} × {len(starts)} cells per head)")
+        notes.append(f"{n_tokens} tokens shown as {len(starts)} × {len(starts)} cells per "
+                     f"head (neighbouring tokens averaged, ~{size:.0f} per cell)")
     _, top = _title("", notes)
     row_px = 230 if cols == 4 else 300
     shown = (f"all {n_heads} heads" if n_heads == all_heads
@@ -564,7 +565,7 @@ def entropy_figure(trace) -> go.Figure:
              f"(mean over {n_tokens} queries)"]
     if bad:
         notes.append("inf/NaN values shown as gaps (grey)")
-    label_cells = n_layers * n_heads <= 300 and n_heads <= 16
+    label_cells = n_layers * n_heads <= 300 and n_heads <= 8  # wider grids: hover instead
     fig = go.Figure(go.Heatmap(
         z=z, x=np.arange(n_heads), y=np.arange(n_layers), colorscale=SEQUENTIAL_SCALE,
         zmin=0, zmax=max(most, 1e-6), hoverongaps=False,

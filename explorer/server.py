@@ -16,7 +16,11 @@ def launch_options(host=None, port=None, share=False) -> dict:
         server_name=host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1",
         server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         share=share,
-        theme=gr.themes.Default(text_size=gr.themes.sizes.text_lg),
+        # Gradio's bundled semibold face lacks glyphs (a fallback capital "B"): use 400/700.
+        theme=gr.themes.Default(
+            text_size=gr.themes.sizes.text_lg,
+            font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)),
+                  "ui-sans-serif", "system-ui", "sans-serif"]),
         css=CSS,
         max_file_size="1mb",   # the app takes no uploads; refuse large ones outright
         ssr_mode=False,

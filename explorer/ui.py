@@ -23,6 +23,7 @@ from .curves import activation_curves
 from .generate import check_generation_args, generate_steps
 from .gradients import gpt_gradients, shortcut_demo
 from .model import resolve_device
+from .plots import percent, token_label
 from .probes import POINT_LABELS, STAT_NAMES, trace
 from .tokenizer import get_tokenizer
 
@@ -168,7 +169,7 @@ def build(preset, vocab_size, context_length, emb_dim, n_heads, n_layers, drop_r
 
 
 def _parameter_table(counts):
-    rows = [[name, f"{n:,}", f"{100 * n / counts.total:.1f} %"]
+    rows = [[name, f"{n:,}", percent(n / counts.total)]
             for name, n in counts.breakdown().items()]
     rows.append(["total", f"{counts.total:,}", "100 %"])
     return rows
@@ -358,11 +359,12 @@ def _generation_args(max_new_tokens, mode, temperature, top_k, seed):
 
 
 def _step_row(step):
-    return [step.index + 1, step.text.replace("\n", "↵"), round(step.prob, 4), step.rank,
-            round(step.entropy_bits, 3), round(step.seconds * 1000, 1)]
+    return [step.index + 1, token_label(step.text, 24), f"{100 * step.prob:.3g} %", step.rank,
+            f"{step.entropy_bits:.2f}", f"{step.seconds * 1000:.1f}"]
 
 
 HISTORY_HEADERS = ["step", "token", "probability", "rank", "entropy (bits)", "ms"]
+# The history lists the newest step first, so the live row is always in sight.
 
 
 @friendly
@@ -379,7 +381,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
     started = time.perf_counter()
     for step in steps:
         new_ids.append(step.token_id)
-        rows.append(_step_row(step))
+        rows.insert(0, _step_row(step))
         rate = len(new_ids) / max(time.perf_counter() - started, 1e-9)
         text = prompt + tokenizer.decode([t for t in new_ids if t < tokenizer.n_vocab])
         # The state follows every step, so a stopped generation can go on with "Next token".
@@ -414,7 +416,7 @@ def next_token(prompt, output, history, mode, temperature, top_k, seed, state):
     ids.append(step.token_id)
     text = (output if continuing else prompt) + (
         tokenizer.decode([step.token_id]) if step.token_id < tokenizer.n_vocab else "")
-    rows.append(_step_row(step))
+    rows.insert(0, _step_row(step))
     state = {**state, "gen_ids": ids, "gen_text": text}
     return text, _bars(step), rows, _speed(len(rows), 1 / max(step.seconds, 1e-9), step), state
 
@@ -436,6 +438,11 @@ def _rows(history):
     if hasattr(history, "values"):
         return history.values.tolist()
     return list(history.get("data", [])) if isinstance(history, dict) else list(history)
+
+
+def sampling_controls(mode):
+    """Temperature, top-k and seed matter only when sampling."""
+    return [gr.update(interactive=mode == "sample")] * 3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,13 +543,13 @@ def build_app() -> gr.Blocks:
                 heat_point = gr.Dropdown(list(POINT_LABELS)[:11], value="resid_pre",
                                          label="heatmap: probe point")
                 heat_stat = gr.Dropdown(list(STAT_NAMES), value="std", label="heatmap: statistic")
-            with gr.Row():
-                hist_plot = gr.Plot(show_label=False, label="Distribution", elem_id="hist_plot")
-                heat_plot = gr.Plot(show_label=False, label="Per token and layer", elem_id="heat_plot")
+            hist_plot = gr.Plot(show_label=False, label="Distribution", elem_id="hist_plot")
+            heat_plot = gr.Plot(show_label=False, label="Per token and layer",
+                                elem_id="heat_plot")
             with gr.Row():
                 export_fmt = gr.Radio(["CSV", "JSON"], value="CSV", label="export format")
                 export_btn = gr.Button("Export statistics")
-                export_file = gr.File(label="statistics file")
+                export_file = gr.File(label="statistics file", height=80)
             with gr.Accordion("Why shortcut connections? (book 4.4)", open=False):
                 grad_btn = gr.Button("Run one backward pass")
                 with gr.Row():
@@ -564,7 +571,7 @@ def build_app() -> gr.Blocks:
                 entropy_plot = gr.Plot(show_label=False, label="Entropy per head", elem_id="entropy_plot")
             with gr.Row():
                 att_export_btn = gr.Button("Export this attention matrix (CSV)")
-                att_export_file = gr.File(label="attention file")
+                att_export_file = gr.File(label="attention file", height=80)
 
         with gr.Tab("4 · Activation functions", id="activations"):
             with gr.Row():
@@ -586,9 +593,11 @@ def build_app() -> gr.Blocks:
                                         label="max new tokens", elem_id="max_new")
                     mode = gr.Radio(["greedy", "sample"], value="greedy", label="decoding")
                     with gr.Row():
-                        temperature = gr.Number(1.0, label="temperature")
-                        top_k = gr.Number(50, label="top-k (0: all)", precision=0)
-                        gen_seed = gr.Number(123, label="sampling seed", precision=0)
+                        temperature = gr.Number(1.0, label="temperature", interactive=False)
+                        top_k = gr.Number(50, label="top-k (0: all)", precision=0,
+                                          interactive=False)
+                        gen_seed = gr.Number(123, label="sampling seed", precision=0,
+                                             interactive=False)
                     stop_eot = gr.Checkbox(False, label="stop at <|endoftext|>")
             with gr.Row():
                 gen_btn = gr.Button("Generate", variant="primary", elem_id="gen_btn")
@@ -607,16 +616,24 @@ def build_app() -> gr.Blocks:
         # ----- events -------------------------------------------------------------------
         preset.change(preset_values, preset, knobs, api_name="preset_config")
         build_inputs = [preset, *knobs, seed, device, dtype, state]
+        # show_progress_on: progress (and an error badge) on the status line only, so a
+        # refused config leaves the previous model's views in place.
         build_btn.click(
             build, build_inputs, [status, arch, params_table, params_plot, memory, state,
                                   layer, att_layer, act_layer, att_head],
-            api_name="build", concurrency_limit=1, concurrency_id="build")
+            api_name="build", concurrency_limit=1, concurrency_id="build",
+            show_progress_on=[status])
+        mode.change(sampling_controls, mode, [temperature, top_k, gen_seed],
+                    api_visibility="private")
 
         trace_inputs = [prompt, state, layer, pair, heat_point, heat_stat]
         trace_outputs = [chips, trace_info, stats_plot, hist_plot, heat_plot, state]
+        act_inputs = [x_min, x_max, functions, derivatives, act_layer, state]
         for trigger in (trace_btn.click, prompt.submit):
             trigger(run_trace, trace_inputs, trace_outputs, api_name="trace",
-                    concurrency_limit=2, concurrency_id="inspect")
+                    concurrency_limit=2, concurrency_id="inspect",
+                    show_progress_on=[trace_info]) \
+                .success(activation_view, act_inputs, act_plot, api_visibility="private")
         for control in (layer, pair, heat_point, heat_stat):
             control.change(inside_views, [state, layer, pair, heat_point, heat_stat],
                            [hist_plot, heat_plot], api_name="inside_views",
@@ -636,7 +653,6 @@ def build_app() -> gr.Blocks:
         att_export_btn.click(export_attention, att_inputs[:3], att_export_file,
                              api_name="export_attention")
 
-        act_inputs = [x_min, x_max, functions, derivatives, act_layer, state]
         for control in (x_min, x_max, functions, derivatives, act_layer):
             control.change(activation_view, act_inputs, act_plot, api_visibility="private")
         demo.load(activation_view, act_inputs, act_plot, api_name="activation_curves")
@@ -644,11 +660,11 @@ def build_app() -> gr.Blocks:
         gen_event = gen_btn.click(
             generate, [gen_prompt, max_new, mode, temperature, top_k, gen_seed, stop_eot, state],
             [output, bars, history, speed, state], api_name="generate",
-            concurrency_limit=4, concurrency_id="generate")
+            concurrency_limit=4, concurrency_id="generate", show_progress_on=[speed])
         step_btn.click(next_token, [gen_prompt, output, history, mode, temperature, top_k,
                                     gen_seed, state],
                        [output, bars, history, speed, state], api_name="next_token",
-                       concurrency_limit=4, concurrency_id="generate")
+                       concurrency_limit=4, concurrency_id="generate", show_progress_on=[speed])
         stop_btn.click(None, None, None, cancels=[gen_event], api_visibility="private")
         lens_btn.click(logit_lens, [gen_prompt, state], lens_plot, api_name="logit_lens",
                        concurrency_limit=2, concurrency_id="inspect")

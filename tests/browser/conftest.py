@@ -1,0 +1,68 @@
+"""Fixtures for the browser tests: the app launched in-process, Debian's Chromium, one page.
+
+The tests share one app, one browser and one page (module scope) and run in file order, like
+a lecturer clicking through the tabs. Without /usr/bin/chromium they are skipped, except in CI
+(CI=true), where a missing browser is a broken environment and fails loudly."""
+import os
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+VIEWPORT = {"width": 1400, "height": 1000}
+
+
+def _chromium_or_skip():
+    if os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK):
+        return CHROMIUM
+    message = (f"{CHROMIUM} is missing: install Debian's chromium package "
+               f"(apt-get install chromium) to run the browser tests")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    from explorer.server import create_demo, launch_options
+
+    opts = launch_options()
+    demo = create_demo()
+    # The page's own theme and CSS (launch() arguments in Gradio 6), so that screenshots show
+    # what a lecturer sees; any free port, loopback only.
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
+                            server_port=None, theme=opts["theme"], css=opts["css"],
+                            max_file_size=opts["max_file_size"], ssr_mode=False)
+    yield url
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = _chromium_or_skip()
+    from playwright.sync_api import sync_playwright  # the test module checked the import
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, app_url):
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(20_000)
+    pg = context.new_page()
+    pg.goto(app_url, wait_until="domcontentloaded")  # never "networkidle": SSE heartbeat
+    yield pg
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def shots():
+    """Folder for full-page screenshots (GPT_EXPLORER_SCREENSHOTS), or None: no screenshots."""
+    folder = os.environ.get("GPT_EXPLORER_SCREENSHOTS")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    return folder
