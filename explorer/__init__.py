@@ -1,6 +1,9 @@
-"""GPT Explorer: build and inspect the GPT model of chapter 4 of Raschka's
-"Build a Large Language Model (From Scratch)".
+"""GPT Explorer: build the GPT of chapter 4 of "Build a Large Language Model (From Scratch)" and
+look inside it. The core (config, model, tokenizer, generate, probes) needs torch, numpy and
+tiktoken only; plots and ui add plotly and Gradio."""
+import os
 
-The core modules (config, model, tokenizer, generate, probes) need only torch,
-numpy and tiktoken; the UI (ui, plots) adds gradio and plotly.
-"""
+# OpenMP threads that spin while waiting steal the CPU from every other thread: with two
+# sessions (or any other busy process) on a 2-core machine, decoding ran 5x slower. Sleeping
+# waiters cost nothing measurable alone. Effective only if set before torch is first imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
