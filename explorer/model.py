@@ -413,7 +413,21 @@ def build_model(cfg, seed: int = 123, device: str = "auto", dtype: str = "float3
         model = GPTModel(cfg)
     model.eval()
     model.requires_grad_(False)
-    return model.to(device=target, dtype=torch_dtype)
+    model = model.to(device=target, dtype=torch_dtype)
+    if target.type == "cpu":
+        store_weights_input_major(model)
+    return model
+
+
+def store_weights_input_major(model: nn.Module) -> None:
+    """Keep every Linear weight's values and shape, but store it as the transpose of an
+    [in, out] matrix. Generating one token multiplies a single vector by each weight, and on a
+    CPU that product reads [in, out] storage faster (bench/decode.py: about 1.1x more tokens/s
+    for GPT-2 small; a 128-token forward pass is unchanged)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                module.weight.data = module.weight.data.t().contiguous().t()
 
 
 def model_device(model: nn.Module) -> torch.device:
