@@ -4,6 +4,7 @@ only needs to remember that key: an evicted model is rebuilt identically when as
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -31,8 +32,8 @@ def default_budget_bytes() -> int:
             mb = float(value)
         except ValueError:
             raise ValueError(f"{BUDGET_ENV} must be a number of MB (got {value!r}).") from None
-        if not mb > 0:
-            raise ValueError(f"{BUDGET_ENV} must be positive (got {value!r}).")
+        if not (math.isfinite(mb) and mb > 0):
+            raise ValueError(f"{BUDGET_ENV} must be a positive number of MB (got {value!r}).")
         return int(mb * 1024 ** 2)
     return int(physical_memory_bytes() * BUDGET_SHARE_OF_RAM)
 
@@ -63,9 +64,10 @@ class ModelCache:
         cfg = GPTConfig.from_dict(cfg)
         need = model_bytes(cfg, dtype) if dtype in BYTES_PER_PARAM else 0
         if need > self.budget_bytes:
+            # Integer MB: a float would overflow for absurd sizes such as n_layers=10**400.
             raise ValueError(
-                f"This model needs {need / 1024 ** 2:,.0f} MB for its weights, but the memory "
-                f"budget is {self.budget_bytes / 1024 ** 2:,.0f} MB (set {BUDGET_ENV} to change "
+                f"This model needs {-(-need // 1024 ** 2):,} MB for its weights, but the memory "
+                f"budget is {self.budget_bytes // 1024 ** 2:,} MB (set {BUDGET_ENV} to change "
                 f"it). Choose fewer layers, a smaller emb_dim or a smaller vocabulary.")
         return ModelKey(cfg, seed, str(resolve_device(device)), dtype)
 

@@ -19,7 +19,7 @@ Where each statistic is measured (the names are the probe points in ``explorer.m
 =================  ==============================================================================
 
 A model without normalisation has no ``ln*`` points. Recording happens only inside ``trace``;
-raw activations are reduced to statistics block by block, so memory stays bounded.
+raw activations are reduced to statistics as they are recorded, so memory stays bounded.
 """
 from __future__ import annotations
 
@@ -129,6 +129,11 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
         position, at "all" positions, None, or a list of positions. Reading it at every
         position runs the vocabulary-wide head once per layer, which costs more than the
         forward pass itself for GPT-2-sized vocabularies.
+
+    The output head runs once, inside the recorder, on the final norm's output for every
+    position together with the few lens rows (``_Recorder.head``), and the forward pass stops
+    there. The logits are therefore the model's ``out_head(final_norm(x))`` as in a plain
+    forward, and the lens costs a few more rows of that one product.
     """
     cfg = model.cfg
     ids = _check_ids(token_ids, cfg)
@@ -140,14 +145,20 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
     tokenizer = tokenizer or get_tokenizer()
 
     started = time.perf_counter()
-    recorder = _Recorder(keep_layers, positions)
+    recorder = _Recorder(model, keep_layers, positions)
     device = model_device(model)
-    with torch.inference_mode(), recording(recorder):
-        logits = model(torch.tensor([ids], device=device))[0]          # (T, vocab)
+    try:
+        with torch.inference_mode(), recording(recorder):
+            model(torch.tensor([ids], device=device))
+        raise RuntimeError("The model never reached its final_norm_out probe point.")
+    except _HeadComputed:   # the recorder ran the output head itself: the forward pass is done
+        pass
+    logits = recorder.logits                                            # (T, vocab)
     with torch.inference_mode():
         next_ids, next_probs = _top_probs(logits, top_k)
-        lens_ids, lens_probs, lens_final = _logit_lens(model, recorder.lens_inputs, positions,
-                                                        logits)
+        lens_ids, lens_probs, lens_final = _logit_lens(model, recorder, positions, next_ids,
+                                                        next_probs)
+        next_ids, next_probs = next_ids.cpu().numpy(), next_probs.cpu().numpy()
     out = recorder.result()
     seconds = time.perf_counter() - started
 
@@ -172,45 +183,88 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
 
 
 # ---------------------------------------------------------------------------------------------
-class _Recorder:
-    """Receives the probe points of one forward pass; reduces each block's activations to
-    statistics as soon as the block ends, so no raw activation outlives its block."""
+class _HeadComputed(Exception):
+    """Raised at the final_norm_out probe point once the recorder has computed the logits:
+    all that is left of the model's forward pass is that same output head."""
 
-    def __init__(self, keep_layers, lens_positions):
+
+class _Recorder:
+    """Receives the probe points of one forward pass and reduces each activation to statistics
+    the moment it is recorded, while it is still in the CPU cache; no raw activation outlives
+    the next few probe points."""
+
+    def __init__(self, model, keep_layers, lens_positions):
+        self.model = model
         self.keep_layers = keep_layers
         self.lens_positions = lens_positions
         self.layer = -1
-        self.pending: dict[str, torch.Tensor] = {}
+        self.current: dict[str, dict[str, torch.Tensor]] = {}
         self.block_stats: list[dict[str, dict[str, torch.Tensor]]] = []
         self.final_stats: dict[str, dict[str, torch.Tensor]] = {}
         self.attention: dict[int, torch.Tensor] = {}
         self.entropy: list[torch.Tensor] = []
         self.lens_inputs: list[torch.Tensor] = []
+        self.logits: torch.Tensor | None = None        # (T, vocab), set at final_norm_out
+        self.lens_logits: torch.Tensor | None = None   # ((layers - 1) * P, vocab) or None
+        # The last few tensors reduced, with their statistics: a probe point that is the very
+        # same tensor as an earlier one (pre-LN: resid_pre is ln1_in; a block's resid_post is
+        # the next block's resid_pre) is reduced once. Holding them keeps their ids unique.
+        self.recent: list[tuple[torch.Tensor, dict[str, torch.Tensor]]] = []
 
     def wants_attention(self) -> bool:
         return True  # the explicit path: its weights give every head's entropy
 
     def record(self, name, x):
-        if name == "resid_pre":
-            self.layer += 1
-            self.pending = {}
         if name == "attn_pattern":
             weights = x[0].float()                                          # (heads, T, S)
-            self.entropy.append(torch.special.entr(weights).sum(-1) / math.log(2))
+            # -sum(w * log2 w) per query row; xlogy(0, 0) = 0 for the masked future. A few
+            # heads at a time, so the temporary stays small at long contexts.
+            step = max(1, 2 ** 21 // weights[0].numel())
+            self.entropy.append(torch.cat([
+                torch.special.xlogy(w, w).sum(-1) for w in weights.split(step)]) / -math.log(2))
             if self.layer in self.keep_layers:
                 self.attention[self.layer] = weights.cpu()
             return
-        self.pending[name] = x
+        if name == "resid_pre":
+            self.layer += 1
+            self.current = {}
+        stats = self._stats_of(x)
+        if name.startswith("final_norm"):
+            self.final_stats[name] = stats
+            if name == "final_norm_out":
+                self.head(x[0])
+                raise _HeadComputed  # stop the model before it runs the same head again
+            return
+        self.current[name] = stats
         if name == "resid_post":
             if self.lens_positions:
                 self.lens_inputs.append(x[0, self.lens_positions])
-            self.block_stats.append(_reduce(self.pending))
-            self.pending = {}
-        elif name == "final_norm_out":
-            self.final_stats = _reduce(self.pending)
-            self.pending = {}
+            self.block_stats.append(self.current)
+
+    def head(self, normed):
+        """The model's output head on the final norm's output (T, emb_dim), and on the lens
+        inputs of the earlier blocks when they are few: one matrix product reads the
+        vocabulary-wide weights once for all of them."""
+        n = normed.shape[0]
+        extra = self.lens_inputs[:-1]
+        if extra and len(extra) * len(self.lens_positions) <= max(n, _HEAD_ROWS):
+            rows = torch.cat([normed, self.model.final_norm(torch.cat(extra))])
+            logits = self.model.out_head(rows)
+            self.logits, self.lens_logits = logits[:n], logits[n:]
+        else:
+            self.logits = self.model.out_head(normed)
+
+    def _stats_of(self, x):
+        for seen, stats in self.recent:
+            if seen is x:
+                return stats
+        stats = _token_stats(x[0])
+        self.recent = [*self.recent[-2:], (x, stats)]
+        return stats
 
     def result(self):
+        self.recent = []
+        self.lens_inputs = []
         names = [p for p in BLOCK_PROBE_POINTS if self.block_stats and p in self.block_stats[0]]
         points = {p: _to_point_stats(p, [layer[p] for layer in self.block_stats]) for p in names}
         final = {p: _to_point_stats(p, [s]) for p, s in self.final_stats.items()}
@@ -219,105 +273,218 @@ class _Recorder:
         return {"points": points, "final": final, "attention": attention, "entropy": entropy}
 
 
-def _reduce(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    """Statistics of every recorded (1, T, width) tensor of one block. Points that are one tensor
-    (pre-LN: resid_pre is ln1_in) are reduced once; tensors of one width are reduced together."""
-    unique: dict[int, list[str]] = {}
-    for name, x in tensors.items():
-        unique.setdefault(id(x), []).append(name)
-    by_width: dict[int, list[int]] = {}
-    for key in unique:
-        by_width.setdefault(tensors[unique[key][0]].shape[-1], []).append(key)
-    out = {}
-    for keys in by_width.values():
-        stacked = torch.stack([tensors[unique[k][0]][0] for k in keys]).float()  # (P, T, width)
-        stats = _batched_stats(stacked)
-        for i, k in enumerate(keys):
-            for name in unique[k]:
-                out[name] = {s: v[i] for s, v in stats.items()}
-    return out
+def _token_stats(x: torch.Tensor) -> dict:
+    """Per-token sums and extremes of one (T, width) activation, plus its histogram.
 
-
-def _batched_stats(x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per-token and overall statistics plus a histogram of each x[p], one pass per figure."""
+    Each figure is one vectorised pass over ``x``: sum, sum of squares, min, max, sum of
+    absolute values, count of non-zeros; then each value's bin (one pass, one conversion) and
+    a count per bin. Everything derived from these (means, std, RMS, histogram edges, the
+    figures over the whole tensor) is computed later for all layers at once
+    (``_to_point_stats``), so this function issues as few operations as it can.
+    """
+    x = x.float()
     width = x.shape[-1]
-    var, mean = torch.var_mean(x, dim=-1, correction=0)                    # (P, T)
-    lo, hi = torch.aminmax(x, dim=-1)
-    abs_mean = torch.linalg.vector_norm(x, ord=1, dim=-1) / width
-    zero_frac = 1.0 - torch.count_nonzero(x, dim=-1) / width
-    rms = torch.sqrt(var + mean.square())
-    stats = {
-        "t_mean": mean, "t_std": var.sqrt(), "t_rms": rms, "t_min": lo, "t_max": hi,
-        "t_abs_mean": abs_mean, "t_zero_frac": zero_frac,
-        "mean": mean.mean(-1), "rms": rms.square().mean(-1).sqrt(), "min": lo.amin(-1),
-        "max": hi.amax(-1), "abs_mean": abs_mean.mean(-1), "zero_frac": zero_frac.mean(-1),
-    }
-    # Overall variance from per-token moments (every token has the same width).
-    stats["std"] = (rms.square().mean(-1) - stats["mean"].square()).clamp_min(0).sqrt()
-    finite = torch.isfinite(stats["mean"]) & torch.isfinite(stats["rms"])
-    stats["t_nonfinite"] = torch.zeros_like(mean)
-    stats["nonfinite"] = torch.zeros_like(stats["mean"])
-    if not bool(finite.all()):   # rare: count inf/NaN only when there are some
-        bad = (~torch.isfinite(x)).sum(-1).float()
-        stats["t_nonfinite"], stats["nonfinite"] = bad, bad.sum(-1)
-    stats["hist_counts"], stats["hist_edges"] = _histograms(x, lo, hi)
+    total = x.sum(-1)                                                       # (T,)
+    sq_total = torch.linalg.vector_norm(x, dim=-1).square_()
+    # variance = sq_total / width - mean^2 loses precision when a token's mean is large
+    # against its spread (mean^2 > 10 variance): then sum the squares about the mean instead.
+    if bool((11 * total.square() > 10 * width * sq_total).any()):
+        sq_dev = torch.linalg.vector_norm(x - total[:, None] / width, dim=-1).square_()
+    else:
+        sq_dev = None
+    lo, hi = x.amin(-1), x.amax(-1)
+    scratch = torch.abs(x)
+    abs_total = scratch.sum(-1)
+    nonzero = scratch.sign_().sum(-1)                       # sign(|x|): 1 unless x == 0
+    lo_all, hi_all = lo.min().item(), hi.max().item()
+    stats = {"sq_dev": sq_dev, "nonfinite": None, "width": width}
+    if math.isfinite(lo_all) and math.isfinite(hi_all):
+        # bin = floor((x - lo) * HIST_BINS / span); the maximum lands in bin HIST_BINS, which
+        # _to_point_stats joins to the last one.
+        span = _hist_span(lo_all, hi_all)
+        scale = HIST_BINS / span
+        if max(abs(lo_all), abs(hi_all)) * scale < 1e5:
+            # One fused pass: x * scale - lo * scale. Its rounding error (< 0.02 of a bin here)
+            # can only move a value that sits on a bin edge; just below lo truncates to bin 0.
+            offset = torch.full((width,), -lo_all * scale, device=x.device)
+            torch.add(offset, x, alpha=scale, out=scratch)
+        else:   # values far from 0 relative to their spread: subtract first, exactly
+            torch.sub(x, lo_all, out=scratch).mul_(scale)
+        counts = torch.bincount(scratch.to(torch.int32).view(-1), minlength=HIST_BINS + 1)
+    else:
+        # inf or NaN somewhere (rare): count them, count zeros exactly (sign(NaN) is NaN),
+        # and bin the finite values only, over their own range.
+        finite = torch.isfinite(x)
+        stats["nonfinite"] = (~finite).sum(-1).to(total.dtype)
+        nonzero = (x != 0).sum(-1).to(total.dtype)
+        values = x[finite]
+        lo_all, hi_all = ((values.min().item(), values.max().item()) if values.numel()
+                          else (0.0, 1.0))
+        span = _hist_span(lo_all, hi_all)
+        bins = ((values - lo_all) * (HIST_BINS / span)).to(torch.int64).clamp_(0, HIST_BINS)
+        counts = torch.bincount(bins, minlength=HIST_BINS + 1)
+    # One (6, T) tensor per activation: _to_point_stats stacks a whole point in one go.
+    stats["per_token"] = torch.stack([total, sq_total, lo, hi, abs_total, nonzero])
+    stats["hist_counts"], stats["hist_range"] = counts, (lo_all, span)
     return stats
 
 
-def _histograms(x, token_lo, token_hi):
-    """A HIST_BINS-bin histogram of each x[p] over its finite range, in one batched pass."""
-    finite_lo = torch.where(torch.isfinite(token_lo), token_lo, torch.inf).amin(-1)
-    finite_hi = torch.where(torch.isfinite(token_hi), token_hi, -torch.inf).amax(-1)
-    lo = torch.where(torch.isfinite(finite_lo), finite_lo, torch.zeros_like(finite_lo))
-    hi = torch.where(torch.isfinite(finite_hi), finite_hi, torch.ones_like(finite_hi))
-    hi = torch.maximum(hi, lo + 1e-6)
-    p = x.shape[0]
-    scale = (HIST_BINS / (hi - lo)).view(p, 1, 1)
-    bins = ((x - lo.view(p, 1, 1)) * scale).to(torch.int64).clamp_(0, HIST_BINS - 1)
-    bins += torch.arange(p, device=x.device).view(p, 1, 1) * HIST_BINS
-    # inf/NaN land in no bin: their index goes to one extra slot that is dropped.
-    bins = torch.where(torch.isfinite(x), bins, p * HIST_BINS)
-    counts = torch.bincount(bins.flatten(), minlength=p * HIST_BINS + 1)[:-1].view(p, HIST_BINS)
-    steps = torch.linspace(0, 1, HIST_BINS + 1, device=x.device)
-    edges = lo[:, None] + (hi - lo)[:, None] * steps[None, :]
-    return counts, edges
+def _hist_span(lo: float, hi: float) -> float:
+    """The histogram's range hi - lo, widened where needed so that every bin spans at least
+    four float32 steps at these values (a constant tensor gets a small positive range)."""
+    return max(hi - lo, max(abs(lo), abs(hi)) * 2.0 ** -23 * 4 * HIST_BINS, 1e-6)
 
 
-def _to_point_stats(point, layers: list[dict[str, torch.Tensor]]) -> PointStats:
-    def gather(key):
-        return torch.stack([layer[key] for layer in layers]).cpu().numpy()
+def _to_point_stats(point, layers: list[dict]) -> PointStats:
+    """Means, std, RMS, ... per token and over the whole tensor, for every layer at once."""
+    width = layers[0]["width"]
+    sums = torch.stack([layer["per_token"] for layer in layers]).cpu().numpy()  # (L, 6, T)
+    total, sq_total, lo, hi, abs_total, nonzero = sums.astype(np.float64).transpose(1, 0, 2)
+    with np.errstate(all="ignore"):           # inf/NaN are reported as such, not warned about
+        mean = total / width                                                # (layers, T)
+        var = np.maximum(sq_total / width - mean ** 2, 0.0)
+        for i, layer in enumerate(layers):
+            if layer["sq_dev"] is not None:   # summed about the mean: the precise figure
+                var[i] = layer["sq_dev"].cpu().numpy() / width
+        nonfinite = np.stack([np.zeros(mean.shape[1]) if layer["nonfinite"] is None
+                              else layer["nonfinite"].cpu().numpy() for layer in layers])
+        per_token = {
+            "mean": mean, "std": np.sqrt(var), "rms": np.sqrt(var + mean ** 2),
+            "min": lo, "max": hi, "abs_mean": abs_total / width,
+            "zero_frac": 1.0 - nonzero / width, "nonfinite": nonfinite,
+        }
+        overall = {
+            "mean": mean.mean(-1),
+            # Every token has the same width: total variance = mean of the tokens' variances
+            # + variance of their means.
+            "std": np.sqrt(var.mean(-1) + mean.var(-1)),
+            "rms": np.sqrt((var + mean ** 2).mean(-1)),
+            "min": per_token["min"].min(-1), "max": per_token["max"].max(-1),
+            "abs_mean": per_token["abs_mean"].mean(-1),
+            "zero_frac": per_token["zero_frac"].mean(-1),
+            "nonfinite": nonfinite.sum(-1),
+        }
+    counts = torch.stack([layer["hist_counts"] for layer in layers]).cpu().numpy()
+    hist_counts = counts[:, :HIST_BINS].copy()
+    hist_counts[:, -1] += counts[:, HIST_BINS]          # the maximum belongs to the last bin
+    lo, span = np.array([layer["hist_range"] for layer in layers]).T
+    # Exact end points: lo, and lo + span (= the maximum unless the tensor is constant).
+    hist_edges = lo[:, None] + span[:, None] * np.linspace(0.0, 1.0, HIST_BINS + 1)
     return PointStats(
         point=point,
-        overall={s: gather(s) for s in STAT_NAMES},
-        per_token={s: gather("t_" + s) for s in STAT_NAMES},
-        hist_counts=gather("hist_counts"),
-        hist_edges=gather("hist_edges"))
+        overall={s: overall[s].astype(np.float32) for s in STAT_NAMES},
+        per_token={s: per_token[s].astype(np.float32) for s in STAT_NAMES},
+        hist_counts=hist_counts, hist_edges=hist_edges.astype(np.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# Vocabulary-wide reductions: next-token top-k and the logit lens
+_TOPK_GROUP = 256   # consecutive vocabulary entries per group in _row_topk
+_HEAD_ROWS = 256    # rows per output-head product for the logit lens at many positions
+
+
+def _rows_per_chunk(vocab_size: int, target_elements: int = 2 ** 20) -> int:
+    """Rows of vocabulary-wide logits handled at once: a few MB, so temporaries stay small."""
+    return max(1, target_elements // vocab_size)
+
+
+def _padded_width(vocab_size: int, k: int) -> int:
+    """The width _row_topk works on: a whole number of groups when grouping pays off."""
+    if vocab_size < 8 * k * _TOPK_GROUP:
+        return vocab_size
+    return -(-vocab_size // _TOPK_GROUP) * _TOPK_GROUP
+
+
+def _row_topk(x, k):
+    """``torch.topk(x, k, dim=-1)`` for vocabulary-wide rows, in about one pass over ``x``.
+
+    The k largest values of a row lie in the k groups (of ``_TOPK_GROUP`` neighbours) with the
+    largest maxima, so only those k groups are searched. x: (rows, width), width a multiple of
+    the group size, or anything when grouping would not pay off.
+    """
+    rows, width = x.shape
+    if width % _TOPK_GROUP or width < 8 * k * _TOPK_GROUP:
+        return torch.topk(x, k, dim=-1)
+    groups = x.view(rows, -1, _TOPK_GROUP).amax(-1).topk(k, dim=-1).indices   # (rows, k)
+    candidates = (groups[..., None] * _TOPK_GROUP
+                  + torch.arange(_TOPK_GROUP, device=x.device)).view(rows, -1)
+    values, where = x.gather(1, candidates).topk(k, dim=-1)
+    return values, candidates.gather(1, where)
+
+
+class _LogSoftmaxRows:
+    """Log-softmax of a few vocabulary-wide rows at a time into one reused buffer whose padding
+    (up to a whole number of ``_row_topk`` groups) holds -inf."""
+
+    def __init__(self, vocab_size, n_rows, k, device):
+        self.vocab_size = vocab_size
+        self.rows = _rows_per_chunk(vocab_size)
+        width = _padded_width(vocab_size, k)
+        self.buffer = torch.full((min(self.rows, n_rows), width), -torch.inf, device=device)
+
+    def __call__(self, logits):
+        out = self.buffer[:logits.shape[0]]
+        torch.log_softmax(logits.float(), dim=-1, out=out[:, :self.vocab_size])
+        return out
 
 
 def _top_probs(logits, k):
-    """Top-k next-token probabilities at every position without a full softmax copy."""
-    top = torch.topk(logits, k, dim=-1)
-    log_norm = torch.logsumexp(logits.float(), dim=-1, keepdim=True)
-    probs = torch.exp(top.values.float() - log_norm)
-    return top.indices.cpu().numpy(), probs.cpu().numpy()
+    """Top-k next-token ids and probabilities at every position, without a full-size softmax
+    copy: (T, k) tensors."""
+    log_softmax = _LogSoftmaxRows(logits.shape[-1], logits.shape[0], k, logits.device)
+    ids, probs = [], []
+    for start in range(0, logits.shape[0], log_softmax.rows):
+        values, indices = _row_topk(log_softmax(logits[start:start + log_softmax.rows]), k)
+        # Padding is -inf: it is chosen only when fewer than k tokens are possible at all.
+        ids.append(indices.clamp_max_(logits.shape[-1] - 1))
+        probs.append(values.exp())
+    return torch.cat(ids), torch.cat(probs)
 
 
-def _logit_lens(model, lens_inputs, positions, final_logits):
-    """Final norm + output head on each block's output: every layer's guess for the next token."""
+def _logit_lens(model, recorder, positions, top_ids, top_probs):
+    """Final norm + output head on each block's output: every layer's guess for the next token.
+
+    The earlier blocks' rows come from the recorder's one head product when they were few
+    (``recorder.lens_logits``), else they go through the head here, ``_HEAD_ROWS`` at a time.
+    The last block's guess is the model's own prediction: ``top_ids``/``top_probs`` (T, k).
+    """
+    n_layers = model.cfg.n_layers
     if not positions:
-        empty = np.zeros((len(lens_inputs), 0))
-        return empty.astype(np.int64), empty, empty
-    final_top = final_logits[positions].argmax(-1)                          # (P,)
+        empty = np.zeros((n_layers, 0))
+        return empty.astype(np.int64), empty.astype(np.float32), empty.astype(np.float32)
+    n_pos = len(positions)
+    position_index = torch.tensor(positions, device=top_ids.device)
+    final_ids, final_probs = top_ids[position_index, 0], top_probs[position_index, 0]
     ids, probs, target = [], [], []
-    for x in lens_inputs:                                                   # (P, emb_dim)
-        logits = model.out_head(model.final_norm(x)).float()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        best = log_probs.max(-1)
-        ids.append(best.indices)
-        probs.append(best.values.exp())
-        target.append(log_probs.gather(-1, final_top[:, None])[:, 0].exp())
-    return (torch.stack(ids).cpu().numpy(), torch.stack(probs).cpu().numpy(),
-            torch.stack(target).cpu().numpy())
+    if n_layers > 1:
+        targets = final_ids.repeat(n_layers - 1)                           # ((L-1)*P,)
+        log_softmax = _LogSoftmaxRows(model.cfg.vocab_size, targets.shape[0], 1,
+                                      top_ids.device)
+        for start, logits in _lens_logits(model, recorder):
+            for i in range(0, logits.shape[0], log_softmax.rows):
+                log_probs = log_softmax(logits[i:i + log_softmax.rows])
+                values, indices = _row_topk(log_probs, 1)
+                rows = targets[start + i:start + i + log_probs.shape[0]]
+                ids.append(indices[:, 0])
+                probs.append(values[:, 0].exp())
+                target.append(log_probs.gather(1, rows[:, None])[:, 0].exp())
+    ids.append(final_ids)
+    probs.append(final_probs)
+    target.append(final_probs)
+
+    def stacked(parts):
+        return torch.cat(parts).view(n_layers, n_pos).cpu().numpy()
+    return stacked(ids), stacked(probs), stacked(target)
+
+
+def _lens_logits(model, recorder):
+    """(first row, logits) of the earlier blocks' lens rows, in layer-major order."""
+    if recorder.lens_logits is not None:
+        yield 0, recorder.lens_logits
+        return
+    earlier = torch.cat(recorder.lens_inputs[:-1])                          # ((L-1)*P, emb)
+    for start in range(0, earlier.shape[0], _HEAD_ROWS):
+        yield start, model.out_head(model.final_norm(earlier[start:start + _HEAD_ROWS]))
 
 
 def _check_ids(token_ids, cfg) -> list[int]:

@@ -8,6 +8,7 @@ import html
 import inspect
 import json
 import logging
+import math
 import os
 import tempfile
 import time
@@ -32,6 +33,9 @@ log = logging.getLogger("gpt_explorer")
 # Limits of the app (one source of truth; the README quotes them).
 MAX_PROMPT_CHARS = 20_000
 MAX_NEW_TOKENS = 500
+# One trace's attention weights and logits may use this share of the memory budget (two traces
+# run at once: concurrency_limit=2 on "inspect").
+TRACE_MEMORY_SHARE = 0.1
 SHOW_TOP = 10
 MAX_CHIPS = 256
 LENS_POSITIONS = 32
@@ -103,7 +107,7 @@ def _model(state):
     return model
 
 
-def _prompt_ids(prompt):
+def _prompt_ids(prompt, model=None):
     if not isinstance(prompt, str):
         raise gr.Error("The prompt must be text.")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -111,7 +115,29 @@ def _prompt_ids(prompt):
                        f"{MAX_PROMPT_CHARS:,}. Shorten it.")
     if not prompt.strip():
         raise gr.Error("The prompt is empty: type some text first.")
-    return get_tokenizer().encode(prompt)
+    ids = get_tokenizer().encode(prompt)
+    if model is not None and max(ids) >= model.cfg.vocab_size:
+        vocab = model.cfg.vocab_size
+        raise gr.Error(f"The GPT-2 tokenizer gives this prompt token ids up to {max(ids):,}, but "
+                       f"this model's vocab_size is {vocab:,} (ids 0 to {vocab - 1:,}). Rebuild "
+                       f"with vocab_size {get_tokenizer().n_vocab:,}, the tokenizer's.")
+    return ids
+
+
+def _check_trace_size(cfg, n_tokens):
+    """Refuse, before running it, a trace too large for memory: the book's attention computes
+    (n_heads, T, T) weights in every layer (about three such float32 arrays at its peak), and
+    the output head (T, vocab_size) logits."""
+    per_token_sq, per_token = 12 * cfg.n_heads, 4 * cfg.vocab_size
+    need = per_token_sq * n_tokens ** 2 + per_token * n_tokens
+    allowed = CACHE.budget_bytes * TRACE_MEMORY_SHARE
+    if need > allowed:
+        most = int((-per_token + math.sqrt(per_token ** 2 + 4 * per_token_sq * allowed))
+                   / (2 * per_token_sq))
+        raise gr.Error(f"Tracing {n_tokens:,} tokens needs about {need / 1024 ** 2:,.0f} MB (the "
+                       f"attention weights grow with the square of the length: {cfg.n_heads} "
+                       f"heads × {n_tokens:,}²), but one trace may use {allowed / 1024 ** 2:,.0f} "
+                       f"MB of memory. Use a prompt of at most {most:,} tokens.")
 
 
 def _int(value, name):
@@ -161,7 +187,10 @@ def build(preset, vocab_size, context_length, emb_dim, n_heads, n_layers, drop_r
     new_state = {"key": key}
     # Layer and head pickers follow the built model (returned here, not in a follow-up
     # event, so API calls get the same per-session limits as the page).
-    layers = gr.update(maximum=cfg.n_layers - 1, value=0)
+    # A Gradio slider needs minimum < maximum: a one-block model gets a fixed 0..1 slider
+    # (layer 1 is then refused with a message naming the layers that exist).
+    layers = gr.update(maximum=max(cfg.n_layers - 1, 1), value=0,
+                       interactive=cfg.n_layers > 1)
     heads = gr.update(choices=["mean"] + [str(h) for h in range(cfg.n_heads)], value="mean")
     return (status, plots.architecture_html(cfg, counts), _parameter_table(counts),
             plots.parameter_figure(counts), _memory_markdown(cfg, counts, key), new_state,
@@ -205,7 +234,9 @@ def _chips(trace_):
 @friendly
 def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
     model = _model(state)
-    ids = _prompt_ids(prompt)
+    ids = _prompt_ids(prompt, model)
+    if len(ids) <= model.cfg.context_length:  # longer: trace() says to shorten it
+        _check_trace_size(model.cfg, len(ids))
     tr = trace(model, ids)
     state = {**state, "trace": tr, "prompt": prompt}
     summary = (f"{len(ids)} tokens · traced in {tr.seconds * 1000:.0f} ms" +
@@ -350,7 +381,12 @@ def _generation_args(max_new_tokens, mode, temperature, top_k, seed):
         return max_new, 0.0, None, None
     if mode != "sample":
         raise gr.Error(f"Decoding must be 'greedy' or 'sample' (got {mode!r}).")
-    temperature = 0.0 if temperature is None else float(temperature)
+    try:
+        temperature = 0.0 if temperature is None else float(temperature)
+    except (TypeError, ValueError):
+        raise gr.Error(f"temperature must be a number above 0 (got {temperature!r}).") from None
+    if not math.isfinite(temperature):
+        raise gr.Error(f"temperature must be a finite number above 0 (got {temperature}).")
     if not temperature > 0:
         raise gr.Error("Sampling needs a temperature above 0 (0 would be greedy decoding).")
     top_k = None if top_k in (None, 0, "") else _int(top_k, "top-k")
@@ -370,7 +406,7 @@ HISTORY_HEADERS = ["step", "token", "probability", "rank", "entropy (bits)", "ms
 @friendly
 def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot, state):
     model = _model(state)
-    ids = _prompt_ids(prompt)
+    ids = _prompt_ids(prompt, model)
     max_new, temperature, top_k, seed = _generation_args(max_new_tokens, mode, temperature,
                                                          top_k, seed)
     check_generation_args(max_new, temperature, top_k, seed, model.cfg.vocab_size)
@@ -405,7 +441,7 @@ def next_token(prompt, output, history, mode, temperature, top_k, seed, state):
     model = _model(state)
     tokenizer = get_tokenizer()
     continuing = state.get("gen_ids") and output == state.get("gen_text")
-    ids = list(state["gen_ids"]) if continuing else _prompt_ids(prompt)
+    ids = list(state["gen_ids"]) if continuing else _prompt_ids(prompt, model)
     rows = _rows(history) if continuing else []
     _, temperature, top_k, seed = _generation_args(1, mode, temperature, top_k, seed)
     if seed is not None:
@@ -425,9 +461,10 @@ def next_token(prompt, output, history, mode, temperature, top_k, seed, state):
 def logit_lens(prompt, state):
     """Final norm + output head on every block's output, at the prompt's last 32 positions."""
     model = _model(state)
-    ids = _prompt_ids(prompt)
+    ids = _prompt_ids(prompt, model)
     if len(ids) > model.cfg.context_length:
         ids = ids[-model.cfg.context_length:]
+    _check_trace_size(model.cfg, len(ids))
     positions = list(range(max(0, len(ids) - LENS_POSITIONS), len(ids)))
     return plots.logit_lens_figure(trace(model, ids, attention_layers=None, lens=positions))
 
@@ -668,4 +705,14 @@ def build_app() -> gr.Blocks:
         stop_btn.click(None, None, None, cancels=[gen_event], api_visibility="private")
         lens_btn.click(logit_lens, [gen_prompt, state], lens_plot, api_name="logit_lens",
                        concurrency_limit=2, concurrency_id="inspect")
+
+        def release_session(request: gr.Request):
+            """The browser tab (or API client) went away: drop this session's state (its
+            model key and last trace) now, not after Gradio's one-hour grace period. The
+            model stays in the shared cache; a returning tab is asked to build again."""
+            holder = getattr(demo, "state_holder", None)  # set by Gradio when the app starts
+            if holder is not None and request is not None and request.session_hash:
+                holder.delete_state(request.session_hash)
+
+        demo.unload(release_session)
     return demo

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+import torch
 
 from explorer.config import GPTConfig
 from explorer.gradients import gpt_gradients, shortcut_demo
@@ -47,8 +48,6 @@ def test_shortcuts_give_the_first_layer_a_larger_gradient():
 
 
 def test_shortcut_demo_is_the_same_every_run_and_does_not_touch_the_global_seed():
-    import torch
-
     torch.manual_seed(0)
     expected_next = torch.rand(1)
     torch.manual_seed(0)

@@ -233,6 +233,36 @@ def test_logit_lens_by_default_is_read_at_the_last_position_only(model, full_tra
     assert trace(model, PROMPT, lens=None).lens_ids.shape == (CFG.n_layers, 0)
 
 
+def test_logit_lens_is_the_same_whether_its_rows_share_the_head_product_or_not():
+    # Few lens rows ride along in the head's product; many go through the head in chunks.
+    cfg = GPTConfig(vocab_size=101, context_length=200, emb_dim=16, n_heads=2, n_layers=3)
+    model = build_model(cfg, device="cpu")
+    ids = [(11 * i) % 101 for i in range(150)]
+    every = trace(model, ids, lens="all")                 # 2 * 150 earlier-layer rows: chunked
+    some = trace(model, ids, lens=[0, 77, 149])            # 6 rows: in the head's product
+    np.testing.assert_array_equal(some.lens_ids, every.lens_ids[:, [0, 77, 149]])
+    np.testing.assert_allclose(some.lens_probs, every.lens_probs[:, [0, 77, 149]], rtol=1e-5)
+    np.testing.assert_allclose(some.lens_final_probs, every.lens_final_probs[:, [0, 77, 149]],
+                               rtol=1e-5)
+
+
+def test_next_token_top_k_and_lens_are_exact_for_a_gpt2_sized_vocabulary():
+    # A vocabulary as large as GPT-2's takes the grouped top-k path.
+    cfg = GPTConfig(vocab_size=50257, context_length=16, emb_dim=16, n_heads=2, n_layers=2)
+    model = build_model(cfg, device="cpu")
+    ids = [50256, 0, 464, 3290, 50000, 13, 13, 198]
+    traced = trace(model, ids, top_k=7, lens="all", keep_logits=True)
+    logits = plain_logits(model, ids)
+    expected = torch.topk(torch.softmax(logits, dim=-1), 7, dim=-1)
+    np.testing.assert_array_equal(traced.next_ids, expected.indices.numpy())
+    np.testing.assert_allclose(traced.next_probs, expected.values.numpy(), rtol=1e-5)
+    with torch.inference_mode():
+        first = torch.softmax(model.out_head(model.final_norm(
+            torch.from_numpy(record_everything(model, ids).layers[0]["resid_post"]))), dim=-1)
+    np.testing.assert_array_equal(traced.lens_ids[0], first.argmax(-1).numpy())
+    np.testing.assert_allclose(traced.lens_probs[0], first.max(-1).values.numpy(), rtol=1e-5)
+
+
 @pytest.mark.parametrize("top_k", [1, 5])
 def test_next_token_top_k_is_topk_of_the_softmax(model, top_k):
     traced = trace(model, PROMPT, top_k=top_k)
@@ -294,6 +324,33 @@ def test_relu_leaves_many_exact_zeros_after_the_activation_gelu_almost_none(mode
     assert (zero_frac > 0.3).all()
     assert (trace(relu, PROMPT).points["ff_pre"].overall["zero_frac"] < 0.01).all()
     assert (trace(model, PROMPT).points["ff_post"].overall["zero_frac"] < 0.01).all()
+
+
+def test_statistics_stay_precise_when_the_mean_dwarfs_the_spread():
+    model = build_model(CFG, device="cpu")
+    with torch.no_grad():
+        model.tok_emb.weight.add_(1000.0)   # every token's vector: mean ~1000, std ~1.4
+    traced = trace(model, PROMPT)
+    raw = record_everything(model, PROMPT)
+    per_token, overall = direct_stats(raw.layers[0]["resid_pre"])
+    stats = traced.points["resid_pre"]
+    np.testing.assert_allclose(stats.per_token["std"][0], per_token["std"], rtol=1e-4)
+    np.testing.assert_allclose(stats.overall["std"][0], overall["std"], rtol=1e-4)
+    np.testing.assert_allclose(stats.per_token["mean"][0], per_token["mean"], rtol=1e-6)
+    assert stats.hist_counts[0].sum() == T * CFG.emb_dim
+
+
+def test_a_constant_activation_gets_a_histogram_of_positive_width():
+    model = build_model(CFG, device="cpu")
+    with torch.no_grad():
+        for block in model.trf_blocks:
+            block.ff.layers[0].weight.zero_()
+            block.ff.layers[0].bias.fill_(0.5)      # the hidden layer is 0.5 everywhere
+    stats = trace(model, PROMPT).points["ff_pre"]
+    np.testing.assert_array_equal(stats.overall["min"], 0.5)
+    np.testing.assert_array_equal(stats.overall["std"], 0.0)
+    assert (np.diff(stats.hist_edges, axis=-1) > 0).all()
+    np.testing.assert_array_equal(stats.hist_counts[:, 0], T * CFG.ff_hidden_dim)
 
 
 def test_an_overflowing_variant_reports_inf_and_nan_instead_of_raising():
@@ -406,7 +463,7 @@ def test_a_trace_that_fails_midway_leaves_no_recorder_behind(model, monkeypatch)
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(probes, "_reduce", broken)
+    monkeypatch.setattr(probes, "_token_stats", broken)
     with pytest.raises(RuntimeError):
         trace(model, PROMPT)
     assert model_module._ACTIVE_RECORDER.get() is None

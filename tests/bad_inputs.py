@@ -1,0 +1,447 @@
+"""The bad-input catalogue, as data: every way a student (or a script) can get an input wrong,
+and what must happen. ``tests/test_bad_inputs.py`` runs each case through the Python API and,
+where the app exposes it, through the app's API (``gradio_client``).
+
+A case expects either a message (``*_expect``: a regular expression the message must match)
+or a correct result (``*_expect`` is None and ``*_check`` says what is correct).
+
+Python side: ``python(env)`` runs the call; ``env`` holds the teach-tiny model (context 64,
+2 layers, 4 heads), the tokenizer and a memory-guarded ``ModelCache``.
+App side: the session is set up first (``build``: changes to teach-tiny, or None for a
+session that has built nothing; ``traced``: the default prompt traced), then ``api`` is called
+with ``args`` (a tuple, or ``args(env)``). ``raw`` sends the call as plain JSON, for values
+(NaN, inf) that gradio_client refuses to send.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from explorer.config import PRESETS, GPTConfig, get_preset
+from explorer.generate import generate_steps, generate_text_simple
+from explorer.model import build_model
+from explorer.probes import trace
+
+PROMPT = "Every effort moves you"
+TRACE_VIEW = ("norm1: before vs after LayerNorm", "resid_pre", "std")
+KNOBS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate",
+         "qkv_bias", "norm_placement", "shortcut", "activation", "ff_expansion", "tie_weights",
+         "pos_encoding")
+LONG_PROMPT = "word " * 200            # 201 tokens: more than teach-tiny's context of 64
+MEGABYTE = "a" * 2 ** 20
+EOT_TEXT = "<|endoftext|>"
+CONTROL = "tab\there\x00nul\x07bell\x1b[31mansi\x7fdel\r\n"
+MIXED = "Привет 你好 🙂👍🏽 مرحبا नमस्ते ẞ Ω ﬁ"
+# A model whose context is long enough for a prompt whose attention weights cannot fit in
+# memory: 16 heads x 8,000 tokens² x 4 bytes x 3 is about 12 GB in a single layer.
+WIDE_CONTEXT = dict(context_length=8192, n_heads=16, n_layers=1)
+WIDE_PROMPT = "🙂" * 4000              # 8,000 tokens
+
+
+def build_args(preset="teach-tiny", seed=123, device="cpu", dtype="float32", **changes):
+    """The positional arguments of /build: preset, the 13 knobs, seed, device, dtype."""
+    cfg = {**PRESETS[preset].to_dict(), **changes} if preset in PRESETS else dict(changes)
+    return (preset, *[cfg.get(k) for k in KNOBS], seed, device, dtype)
+
+
+def gen_args(prompt=PROMPT, n=5, mode="greedy", temperature=1.0, top_k=50, seed=123,
+             stop=False):
+    return (prompt, n, mode, temperature, top_k, seed, stop)
+
+
+def tiny(**changes) -> dict:
+    return {**PRESETS["teach-tiny"].to_dict(), **changes}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    area: str                                      # config, prompt, generation, index, order
+    python: Callable[[Any], Any] | None = None
+    py_expect: str | None = None
+    py_check: Callable[[Any, Any], bool] | None = None
+    api: str | None = None
+    args: tuple | Callable[[Any], tuple] = ()
+    build: dict | None = None                      # None: nothing built in the session
+    traced: bool = False
+    app_expect: str | None = None
+    app_check: Callable[[Any, Any], bool] | None = None
+    raw: bool = False
+    max_seconds: float = 20.0                      # "never a hang": each side must answer sooner
+
+
+# ---------------------------------------------------------------------------------------------
+# Result checks
+def n_tokens_info(prompt):
+    """/trace answered, and its summary counts the tokenizer's tokens for ``prompt``."""
+    def check(result, env):
+        return f"{len(env.tok.encode(prompt))} tokens" in result[1]
+    return check
+
+
+def greedy_text(prompt, n, context=64):
+    """/generate's final text is the book's generate_text_simple on the same model."""
+    def check(result, env):
+        ids = torch.tensor([env.tok.encode(prompt)])
+        out = generate_text_simple(env.model, ids, n, context)
+        return result[0] == env.tok.decode(out[0].tolist())
+    return check
+
+
+def sampled_text(prompt, n, temperature, top_k, seed):
+    def check(result, env):
+        steps = generate_steps(env.model, env.tok.encode(prompt), n, temperature=temperature,
+                               top_k=top_k, seed=seed)
+        return result[0] == prompt + env.tok.decode([s.token_id for s in steps])
+    return check
+
+
+def model_ready(result, env):
+    return "Model ready" in result[0]
+
+
+def traced_ok(prompt):
+    def check(tr, env):
+        ids = env.tok.encode(prompt)
+        return tr.token_ids == ids and tr.n_layers == env.model.cfg.n_layers
+    return check
+
+
+def round_trip(text):
+    def check(tr, env):
+        return env.tok.decode(tr.token_ids) == text
+    return check
+
+
+BUDGET = r"needs [\d,]+ MB .* memory budget is [\d,]+ MB"
+
+
+def cfg(**changes):
+    return lambda env: GPTConfig.from_dict(tiny(**changes))
+
+
+def guarded(**changes):
+    """The memory guard: ModelCache.key checks the size before anything is allocated."""
+    return lambda env: env.cache.key(tiny(**changes))
+
+
+def tr(ids_fn, **kwargs):
+    return lambda env: trace(env.model, ids_fn(env), **kwargs)
+
+
+def enc(text):
+    return lambda env: env.tok.encode(text)
+
+
+def gen(ids_fn, n, **kwargs):
+    return lambda env: list(generate_steps(env.model, ids_fn(env), n, **kwargs))
+
+
+# ---------------------------------------------------------------------------------------------
+CASES: list[Case] = [
+    # ----- configs -------------------------------------------------------------------------
+    *[Case(f"config-{key}-zero", "config", cfg(**{key: 0}), rf"{key} must be at least 1",
+           api="/build", args=build_args(**{key: 0}), app_expect=rf"{key} must be at least 1")
+      for key in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers",
+                  "ff_expansion")],
+    Case("config-n_layers-negative", "config", cfg(n_layers=-3), r"n_layers must be at least 1",
+         api="/build", args=build_args(n_layers=-3), app_expect=r"n_layers must be at least 1"),
+    Case("config-emb_dim-negative", "config", cfg(emb_dim=-64), r"emb_dim must be at least 1",
+         api="/build", args=build_args(emb_dim=-64), app_expect=r"emb_dim must be at least 1"),
+    Case("config-n_layers-million", "config", guarded(n_layers=10 ** 6), BUDGET,
+         api="/build", args=build_args(n_layers=10 ** 6), app_expect=BUDGET, max_seconds=5),
+    Case("config-emb_dim-million", "config", guarded(emb_dim=10 ** 6), BUDGET,
+         api="/build", args=build_args(emb_dim=10 ** 6), app_expect=BUDGET, max_seconds=5),
+    Case("config-vocab-billion", "config", guarded(vocab_size=10 ** 9), BUDGET,
+         api="/build", args=build_args(vocab_size=10 ** 9), app_expect=BUDGET, max_seconds=5),
+    Case("config-context-billion-learned", "config", guarded(context_length=10 ** 9), BUDGET,
+         api="/build", args=build_args(context_length=10 ** 9), app_expect=BUDGET,
+         max_seconds=5),
+    Case("config-context-billion-rope", "config",
+         guarded(context_length=10 ** 9, pos_encoding="rope"), BUDGET, api="/build",
+         args=build_args(context_length=10 ** 9, pos_encoding="rope"), app_expect=BUDGET,
+         max_seconds=5),
+    Case("config-n_layers-astronomical", "config", guarded(n_layers=10 ** 400), BUDGET,
+         max_seconds=5),
+    Case("config-emb_dim-not-divisible", "config", cfg(emb_dim=70), r"divisible by n_heads",
+         api="/build", args=build_args(emb_dim=70), app_expect=r"divisible by n_heads"),
+    Case("config-more-heads-than-dims", "config", cfg(n_heads=128), r"divisible by n_heads",
+         api="/build", args=build_args(n_heads=128), app_expect=r"divisible by n_heads"),
+    Case("config-dropout-one", "config", cfg(drop_rate=1.0), r"drop_rate must be in \[0, 1\)",
+         api="/build", args=build_args(drop_rate=1.0), app_expect=r"drop_rate must be in"),
+    Case("config-dropout-negative", "config", cfg(drop_rate=-0.1), r"drop_rate must be in",
+         api="/build", args=build_args(drop_rate=-0.1), app_expect=r"drop_rate must be in"),
+    Case("config-dropout-nan", "config", cfg(drop_rate=float("nan")), r"drop_rate must be in",
+         api="/build", args=build_args(drop_rate=float("nan")), raw=True,
+         app_expect=r"drop_rate must be in"),
+    Case("config-dropout-string", "config", cfg(drop_rate="0.1"), r"drop_rate must be a number",
+         api="/build", args=build_args(drop_rate="lots"), app_expect=r"drop_rate must be a number"),
+    Case("config-emb_dim-string", "config", cfg(emb_dim="abc"), r"emb_dim must be a whole number",
+         api="/build", args=build_args(emb_dim="abc"), app_expect=r"`number` component.*abc"),
+    Case("config-emb_dim-empty", "config", cfg(emb_dim=None), r"emb_dim must be a whole number",
+         api="/build", args=build_args(emb_dim=None), app_expect=r"emb_dim is empty"),
+    Case("config-emb_dim-infinite", "config", cfg(emb_dim=float("inf")),
+         r"emb_dim must be a whole number", api="/build",
+         args=build_args(emb_dim=float("inf")), raw=True, app_expect=r"`number` component.*inf"),
+    Case("config-n_layers-fraction", "config", cfg(n_layers=2.5), r"n_layers must be a whole",
+         # the page's number box rounds to a whole number (precision=0), as the browser does
+         api="/build", args=build_args(n_layers=2.5), app_check=model_ready),
+    Case("config-n_layers-bool", "config", cfg(n_layers=True), r"n_layers must be a whole",
+         # True arrives as 1 through the number box: a one-block model (a slider edge case)
+         api="/build", args=build_args(n_layers=True), app_check=model_ready),
+    Case("config-one-block", "config", lambda env: build_model(tiny(n_layers=1), device="cpu"),
+         py_check=lambda m, env: len(m.trf_blocks) == 1,
+         api="/build", args=build_args(n_layers=1), app_check=model_ready),
+    Case("config-qkv_bias-string", "config", cfg(qkv_bias="yes"), r"qkv_bias must be True or",
+         api="/build", args=build_args(qkv_bias="yes"), app_expect=r"qkv_bias must be True or"),
+    Case("config-norm-unknown", "config", cfg(norm_placement="middle"),
+         r"norm_placement must be one of", api="/build",
+         args=build_args(norm_placement="middle"), app_expect=r"not in the list of choices"),
+    Case("config-activation-unknown", "config", cfg(activation="tanh"),
+         r"activation must be one of", api="/build", args=build_args(activation="tanh"),
+         app_expect=r"not in the list of choices"),
+    Case("config-pos-encoding-unknown", "config", cfg(pos_encoding="alibi"),
+         r"pos_encoding must be one of", api="/build", args=build_args(pos_encoding="alibi"),
+         app_expect=r"not in the list of choices"),
+    Case("config-unknown-key-alias", "config",
+         lambda env: GPTConfig.from_dict({**tiny(), "n_embd": 64}),
+         r"Unknown config key 'n_embd'. Did you mean 'emb_dim'"),
+    Case("config-unknown-key", "config", lambda env: GPTConfig.from_dict({"colour": "red"}),
+         r"Unknown config key 'colour'"),
+    Case("config-not-a-dict", "config", lambda env: GPTConfig.from_dict([64, 4]),
+         r"must be a dict or GPTConfig"),
+    Case("config-rope-odd-head", "config", cfg(pos_encoding="rope", emb_dim=60),
+         r"RoPE rotates pairs", api="/build", args=build_args(pos_encoding="rope", emb_dim=60),
+         app_expect=r"RoPE rotates pairs"),
+    Case("config-preset-unknown", "config", lambda env: get_preset("teach-tini"),
+         r"Did you mean 'teach-tiny'", api="/build", args=("teach-tini", *build_args()[1:]),
+         app_expect=r"not in the list of choices"),
+    Case("config-seed-negative", "config", lambda env: build_model(tiny(), seed=-1),
+         r"seed must be a whole number", api="/build", args=build_args(seed=-1),
+         app_expect=r"seed must be a whole number"),
+    Case("config-seed-huge", "config", lambda env: build_model(tiny(), seed=2 ** 70),
+         r"seed must be a whole number", api="/build", args=build_args(seed=2 ** 70),
+         app_expect=r"seed must be a whole number"),
+    Case("config-device-unknown", "config", lambda env: build_model(tiny(), device="tpu"),
+         r"device must be", api="/build", args=build_args(device="tpu"),
+         app_expect=r"not in the list of choices"),
+    Case("config-dtype-unknown", "config", lambda env: build_model(tiny(), dtype="int8"),
+         r"dtype must be one of", api="/build", args=build_args(dtype="int8"),
+         app_expect=r"not in the list of choices"),
+    Case("config-bfloat16-on-cpu", "config",
+         lambda env: build_model(tiny(), device="cpu", dtype="bfloat16"),
+         r"bfloat16 is offered on a GPU only", api="/build",
+         args=build_args(device="cpu", dtype="bfloat16"),
+         app_expect=r"bfloat16 is offered on a GPU only"),
+    # The position table holds context_length positions: a longer input is refused, with
+    # the way out (generation crops for you).
+    Case("config-input-beyond-position-table", "config",
+         lambda env: env.model(torch.tensor([list(range(65))])),
+         r"has 65 tokens but this model's context_length is 64.*crops the context"),
+    Case("config-vocab-smaller-than-tokenizer", "config",
+         lambda env: trace(build_model(tiny(vocab_size=100), device="cpu"),
+                           env.tok.encode(PROMPT)),
+         r"Token id \d+ is outside this model's vocabulary \(0 \.\.\. 99\)",
+         api="/trace", args=(PROMPT, 0, *TRACE_VIEW), build={"vocab_size": 100},
+         app_expect=r"token ids up to 6,109.*vocab_size is 100.*Rebuild with vocab_size 50,257"),
+    Case("config-vocab-smaller-generate", "config",
+         lambda env: list(generate_steps(build_model(tiny(vocab_size=100), device="cpu"),
+                                         env.tok.encode(PROMPT), 3)),
+         r"outside this model's vocabulary", api="/generate", args=gen_args(),
+         build={"vocab_size": 100}, app_expect=r"vocab_size is 100.*Rebuild"),
+
+    # ----- prompts -------------------------------------------------------------------------
+    Case("prompt-empty", "prompt", tr(enc("")), r"The prompt has no tokens",
+         api="/trace", args=("", 0, *TRACE_VIEW), build={}, app_expect=r"The prompt is empty"),
+    Case("prompt-whitespace", "prompt", tr(enc(" \n\t ")), py_check=traced_ok(" \n\t "),
+         api="/trace", args=(" \n\t ", 0, *TRACE_VIEW), build={},
+         app_expect=r"The prompt is empty"),
+    Case("prompt-longer-than-context", "prompt", tr(enc(LONG_PROMPT)),
+         r"The prompt has 201 tokens but this model's context_length is 64\. Shorten it",
+         api="/trace", args=(LONG_PROMPT, 0, *TRACE_VIEW), build={},
+         app_expect=r"The prompt has 201 tokens but this model's context_length is 64"),
+    Case("prompt-megabyte", "prompt", tr(enc(MEGABYTE)), r"context_length is 64",
+         api="/trace", args=(MEGABYTE, 0, *TRACE_VIEW), build={},
+         app_expect=r"1,048,576 characters; the explorer takes at most 20,000", max_seconds=5),
+    Case("prompt-endoftext-is-plain-text", "prompt", tr(enc(EOT_TEXT)),
+         py_check=lambda t, env: 50256 not in t.token_ids and round_trip(EOT_TEXT)(t, env),
+         api="/trace", args=(EOT_TEXT, 0, *TRACE_VIEW), build={},
+         app_check=lambda r, env: n_tokens_info(EOT_TEXT)(r, env) and "50256" not in r[0]),
+    Case("prompt-control-characters", "prompt", tr(enc(CONTROL)), py_check=round_trip(CONTROL),
+         api="/trace", args=(CONTROL, 0, *TRACE_VIEW), build={},
+         app_check=n_tokens_info(CONTROL)),
+    Case("prompt-mixed-scripts-emoji", "prompt", tr(enc(MIXED)), py_check=round_trip(MIXED),
+         api="/trace", args=(MIXED, 0, *TRACE_VIEW), build={}, app_check=n_tokens_info(MIXED)),
+    Case("prompt-lone-surrogate", "prompt", tr(enc("a\ud800b")),
+         py_check=lambda t, env: len(t.token_ids) == 3,
+         api="/trace", args=("a\ud800b", 0, *TRACE_VIEW), build={}, raw=True,
+         app_check=n_tokens_info("a\ud800b")),
+    Case("prompt-not-text", "prompt", tr(lambda env: "hello"),
+         r"Expected a sequence of token ids", api="/trace", args=(None, 0, *TRACE_VIEW),
+         build={}, app_expect=r"The prompt must be text"),
+    Case("prompt-token-id-out-of-vocab", "prompt", tr(lambda env: [50257]),
+         r"Token id 50257 is outside this model's vocabulary"),
+    Case("prompt-token-id-negative", "prompt", tr(lambda env: [5, -1]),
+         r"Token id -1 is outside this model's vocabulary"),
+    Case("prompt-token-id-float", "prompt", tr(lambda env: [1.5]),
+         r"Token ids must be integers"),
+    Case("prompt-attention-too-large", "prompt", None, api="/trace",
+         args=(WIDE_PROMPT, 0, *TRACE_VIEW), build=WIDE_CONTEXT,
+         app_expect=r"Tracing 8,000 tokens needs about [\d,]+ MB.*at most [\d,]+ tokens",
+         max_seconds=10),
+    Case("prompt-logit-lens-long", "prompt", None, api="/logit_lens", args=(LONG_PROMPT,),
+         build={}, app_check=lambda r, env: r["type"] == "plotly"),
+    Case("prompt-logit-lens-empty", "prompt", None, api="/logit_lens", args=("   ",),
+         build={}, app_expect=r"The prompt is empty"),
+
+    # ----- generation ----------------------------------------------------------------------
+    Case("gen-zero-new-tokens", "generation", gen(enc(PROMPT), 0),
+         py_check=lambda steps, env: steps == [],
+         api="/generate", args=gen_args(n=0), build={}, app_expect=r"less than minimum value 1"),
+    Case("gen-ten-thousand-new-tokens", "generation",
+         lambda env: generate_steps(env.model, env.tok.encode(PROMPT), 10_000),
+         # lazy in Python: one step at a time, so a caller can stop whenever it likes
+         py_check=lambda steps, env: next(iter(steps)).index == 0,
+         api="/generate", args=gen_args(n=10_000), build={},
+         app_expect=r"greater than maximum value 500"),
+    Case("gen-negative-new-tokens", "generation", gen(enc(PROMPT), -1),
+         r"max_new_tokens must be a whole number", api="/generate", args=gen_args(n=-1),
+         build={}, app_expect=r"less than minimum value 1"),
+    Case("gen-fractional-new-tokens", "generation", gen(enc(PROMPT), 2.5),
+         r"max_new_tokens must be a whole number", api="/generate", args=gen_args(n=2.5),
+         build={}, app_expect=r"max new tokens must be a whole number"),
+    Case("gen-negative-temperature", "generation", gen(enc(PROMPT), 3, temperature=-1.0),
+         r"temperature must be a number ≥ 0", api="/generate",
+         args=gen_args(mode="sample", temperature=-1.0), build={},
+         app_expect=r"temperature above 0"),
+    Case("gen-nan-temperature", "generation", gen(enc(PROMPT), 3, temperature=float("nan")),
+         r"temperature must be a number ≥ 0", api="/generate",
+         args=gen_args(mode="sample", temperature=float("nan")), raw=True, build={},
+         app_expect=r"temperature must be a finite number above 0"),
+    Case("gen-infinite-temperature", "generation",
+         gen(enc(PROMPT), 3, temperature=float("inf")), r"temperature must be a number ≥ 0",
+         api="/generate", args=gen_args(mode="sample", temperature=float("inf")), raw=True,
+         build={}, app_expect=r"temperature must be a finite number above 0"),
+    Case("gen-text-temperature", "generation", gen(enc(PROMPT), 3, temperature="hot"),
+         r"temperature must be a number", api="/generate",
+         args=gen_args(mode="sample", temperature="hot"), build={},
+         app_expect=r"temperature must be a number above 0 \(got 'hot'\)"),
+    Case("gen-greedy-ignores-temperature", "generation", gen(enc(PROMPT), 4),
+         py_check=lambda steps, env: len(steps) == 4, api="/generate",
+         args=gen_args(n=4, mode="greedy", temperature=-1.0), build={},
+         app_check=greedy_text(PROMPT, 4)),
+    Case("gen-top-k-beyond-vocab", "generation",
+         gen(enc(PROMPT), 3, temperature=1.0, top_k=10 ** 6), r"larger than the vocabulary",
+         api="/generate", args=gen_args(mode="sample", top_k=10 ** 6), build={},
+         app_expect=r"top_k \(1000000\) is larger than the vocabulary \(50257 tokens\)"),
+    Case("gen-top-k-zero-means-all", "generation",
+         gen(enc(PROMPT), 3, temperature=1.0, top_k=0), r"top_k must be a whole number ≥ 1, "
+         r"or empty for no limit", api="/generate",
+         args=gen_args(n=4, mode="sample", top_k=0), build={},
+         app_check=sampled_text(PROMPT, 4, 1.0, None, 123)),
+    Case("gen-top-k-whole-vocab", "generation",
+         gen(enc(PROMPT), 3, temperature=1.0, top_k=50257, seed=1),
+         py_check=lambda steps, env: len(steps) == 3, api="/generate",
+         args=gen_args(n=4, mode="sample", top_k=50257), build={},
+         app_check=sampled_text(PROMPT, 4, 1.0, 50257, 123)),
+    Case("gen-top-k-negative", "generation", gen(enc(PROMPT), 3, temperature=1.0, top_k=-3),
+         r"top_k must be a whole number ≥ 1", api="/generate",
+         args=gen_args(mode="sample", top_k=-3), build={},
+         app_expect=r"top_k must be a whole number ≥ 1"),
+    Case("gen-mode-unknown", "generation", None, api="/generate", args=gen_args(mode="beam"),
+         build={}, app_expect=r"not in the list of choices"),
+    Case("gen-seed-negative", "generation",
+         gen(enc(PROMPT), 3, temperature=1.0, seed=-5), r"seed must be a whole number ≥ 0",
+         api="/generate", args=gen_args(mode="sample", seed=-5), build={},
+         app_expect=r"seed must be a whole number ≥ 0"),
+    Case("gen-prompt-longer-than-context-crops", "generation", gen(enc(LONG_PROMPT), 3),
+         # the book's generate_text_simple crops to the last context_length tokens; so do we
+         py_check=lambda steps, env: [s.token_id for s in steps] == generate_text_simple(
+             env.model, torch.tensor([env.tok.encode(LONG_PROMPT)]), 3,
+             64)[0, -3:].tolist(),
+         api="/generate", args=gen_args(prompt=LONG_PROMPT, n=3), build={},
+         app_check=greedy_text(LONG_PROMPT, 3)),
+    Case("gen-prompt-empty", "generation", gen(enc(""), 3), r"The prompt has no tokens",
+         api="/generate", args=gen_args(prompt=""), build={},
+         app_expect=r"The prompt is empty"),
+    Case("gen-prompt-megabyte", "generation", gen(lambda env: [464] * 2 ** 20, 2),
+         py_check=lambda steps, env: len(steps) == 2, api="/generate",
+         args=gen_args(prompt=MEGABYTE), build={},
+         app_expect=r"the explorer takes at most 20,000", max_seconds=5),
+    Case("gen-next-token-bad-temperature", "generation", None, api="/next_token",
+         args=(PROMPT, "", {"headers": [], "data": []}, "sample", -2.0, 50, 123), build={},
+         app_expect=r"temperature above 0"),
+    Case("gen-next-token-no-history", "generation", None, api="/next_token",
+         args=(PROMPT, "", None, "greedy", 1.0, 50, 123), build={},
+         app_expect=r"`dataframe` component"),
+
+    # ----- layer / head / probe indices ----------------------------------------------------
+    Case("index-attention-layer-too-high", "index",
+         tr(enc(PROMPT), attention_layers=[2]), r"Layer 2 does not exist: this model has "
+         r"layers 0 to 1", api="/attention", args=(2, "mean"), build={}, traced=True,
+         app_expect=r"greater than maximum value 1"),
+    Case("index-attention-layer-negative", "index",
+         tr(enc(PROMPT), attention_layers=[-1]), r"Layer -1 does not exist",
+         api="/attention", args=(-1, "mean"), build={}, traced=True,
+         app_expect=r"less than minimum value 0"),
+    Case("index-attention-layer-one-block-model", "index", None, api="/attention",
+         args=(1, "mean"), build={"n_layers": 1}, traced=True,
+         app_expect=r"Layer 1 does not exist: this model has layers 0 to 0"),
+    Case("index-head-too-high", "index", None, api="/attention", args=(0, "4"), build={},
+         traced=True, app_expect=r"not in the list of choices"),
+    Case("index-head-negative", "index", None, api="/attention", args=(0, "-1"), build={},
+         traced=True, app_expect=r"not in the list of choices"),
+    Case("index-export-attention-head-too-high", "index", None, api="/export_attention",
+         args=(0, "9"), build={}, traced=True, app_expect=r"not in the list of choices"),
+    Case("index-export-attention-layer-too-high", "index", None, api="/export_attention",
+         args=(5, "0"), build={}, traced=True, app_expect=r"greater than maximum value 1"),
+    Case("index-inside-views-layer-too-high", "index", None, api="/inside_views",
+         args=(5, *TRACE_VIEW), build={}, traced=True,
+         app_expect=r"greater than maximum value 1"),
+    Case("index-inside-views-unknown-point", "index", None, api="/inside_views",
+         args=(0, TRACE_VIEW[0], "attn_pattern", "std"), build={}, traced=True,
+         app_expect=r"not in the list of choices"),
+    Case("index-trace-layer-too-high", "index", None, api="/trace",
+         args=(PROMPT, 99, *TRACE_VIEW), build={}, app_expect=r"greater than maximum value 1"),
+    Case("index-lens-position", "index", tr(enc(PROMPT), lens=[99]),
+         r"Position 99 does not exist: the input has positions 0 to 3"),
+    Case("index-trace-top-k", "index", tr(enc(PROMPT), top_k=0), r"top_k must be between 1"),
+    Case("index-curves-layer-too-high", "index", None, api="/activation_curves",
+         args=(-3, 3, ["gelu"], False, 9), build={}, traced=True,
+         app_expect=r"greater than maximum value 1"),
+    Case("index-curves-no-function", "index", None, api="/activation_curves",
+         args=(-3, 3, [], False, 0), app_expect=r"Tick at least one activation function"),
+    Case("index-curves-range-reversed", "index", None, api="/activation_curves",
+         args=(3, -3, ["gelu"], False, 0), app_expect=r"greater than maximum value 0"),
+    Case("index-curves-nan", "index", None, api="/activation_curves",
+         args=(float("nan"), 3, ["gelu"], False, 0), raw=True,
+         app_expect=r"x_min must be a finite number"),
+    Case("index-export-format-unknown", "index", None, api="/export_stats", args=("XML",),
+         build={}, traced=True, app_expect=r"not in the list of choices"),
+
+    # ----- order: a model not yet built, nothing traced yet --------------------------------
+    Case("order-trace-before-build", "order", None, api="/trace",
+         args=(PROMPT, 0, *TRACE_VIEW), app_expect=r"No model yet: build one"),
+    Case("order-attention-before-build", "order", None, api="/attention", args=(0, "mean"),
+         app_expect=r"No model yet: build one"),
+    Case("order-generate-before-build", "order", None, api="/generate", args=gen_args(),
+         app_expect=r"No model yet: build one"),
+    Case("order-next-token-before-build", "order", None, api="/next_token",
+         args=(PROMPT, "", {"headers": [], "data": []}, "greedy", 1.0, 50, 123),
+         app_expect=r"No model yet: build one"),
+    Case("order-logit-lens-before-build", "order", None, api="/logit_lens", args=(PROMPT,),
+         app_expect=r"No model yet: build one"),
+    Case("order-inside-views-before-trace", "order", None, api="/inside_views",
+         args=(0, *TRACE_VIEW), build={}, app_expect=r"Trace a prompt first"),
+    Case("order-attention-before-trace", "order", None, api="/attention", args=(0, "mean"),
+         build={}, app_expect=r"Trace a prompt first"),
+    Case("order-export-stats-before-trace", "order", None, api="/export_stats", args=("CSV",),
+         app_expect=r"Trace a prompt first"),
+    Case("order-export-attention-before-trace", "order", None, api="/export_attention",
+         args=(0, "mean"), build={}, app_expect=r"Trace a prompt first"),
+    Case("order-curves-before-build", "order", None, api="/activation_curves",
+         args=(-3, 3, ["gelu", "relu"], False, 0),
+         app_check=lambda r, env: r["type"] == "plotly"),
+]
