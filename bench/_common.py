@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import explorer  # noqa: E402,F401 - before torch: its OpenMP settings apply only then
+
 
 def load_average() -> float:
     """The 1-minute load average (0.0 where the OS does not report one)."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from _common import load_average, print_table, verdict, wait_for_quiet  # first: sets up explorer
+
 import numpy as np
 import torch
-
-from _common import load_average, print_table, verdict, wait_for_quiet
 
 from explorer.cache import ModelCache
 from explorer.config import PRESETS, count_parameters

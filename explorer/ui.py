@@ -34,8 +34,9 @@ log = logging.getLogger("gpt_explorer")
 MAX_PROMPT_CHARS = 20_000
 MAX_NEW_TOKENS = 500
 # One trace's attention weights and logits may use this share of the memory budget (two traces
-# run at once: concurrency_limit=2 on "inspect").
-TRACE_MEMORY_SHARE = 0.1
+# run at once: concurrency_limit=2 on "inspect"). GPT-2 small over its full 1,024 tokens needs
+# about 360 MB: within this share of the default budget on a machine with 8 GB.
+TRACE_MEMORY_SHARE = 0.2
 SHOW_TOP = 10
 MAX_CHIPS = 256
 LENS_POSITIONS = 32
@@ -124,12 +125,17 @@ def _prompt_ids(prompt, model=None):
     return ids
 
 
+def trace_bytes(cfg, n_tokens) -> int:
+    """Memory a trace of ``n_tokens`` needs at its peak: the book's attention computes
+    (n_heads, T, T) weights in every layer (about three such float32 arrays at once), and the
+    output head (T, vocab_size) logits."""
+    return 12 * cfg.n_heads * n_tokens ** 2 + 4 * cfg.vocab_size * n_tokens
+
+
 def _check_trace_size(cfg, n_tokens):
-    """Refuse, before running it, a trace too large for memory: the book's attention computes
-    (n_heads, T, T) weights in every layer (about three such float32 arrays at its peak), and
-    the output head (T, vocab_size) logits."""
+    """Refuse, before running it, a trace too large for memory."""
     per_token_sq, per_token = 12 * cfg.n_heads, 4 * cfg.vocab_size
-    need = per_token_sq * n_tokens ** 2 + per_token * n_tokens
+    need = trace_bytes(cfg, n_tokens)
     allowed = CACHE.budget_bytes * TRACE_MEMORY_SHARE
     if need > allowed:
         most = int((-per_token + math.sqrt(per_token ** 2 + 4 * per_token_sq * allowed))

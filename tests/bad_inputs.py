@@ -35,9 +35,9 @@ EOT_TEXT = "<|endoftext|>"
 CONTROL = "tab\there\x00nul\x07bell\x1b[31mansi\x7fdel\r\n"
 MIXED = "Привет 你好 🙂👍🏽 مرحبا नमस्ते ẞ Ω ﬁ"
 # A model whose context is long enough for a prompt whose attention weights cannot fit in
-# memory: 16 heads x 8,000 tokens² x 4 bytes x 3 is about 12 GB in a single layer.
-WIDE_CONTEXT = dict(context_length=8192, n_heads=16, n_layers=1)
-WIDE_PROMPT = "🙂" * 4000              # 8,000 tokens
+# memory: 16 heads x 16,000 tokens² x 4 bytes x 3 is about 49 GB in a single layer.
+WIDE_CONTEXT = dict(context_length=16384, n_heads=16, n_layers=1)
+WIDE_PROMPT = "🙂" * 8000              # 16,000 tokens
 
 
 def build_args(preset="teach-tiny", seed=123, device="cpu", dtype="float32", **changes):
@@ -289,7 +289,7 @@ CASES: list[Case] = [
          r"Token ids must be integers"),
     Case("prompt-attention-too-large", "prompt", None, api="/trace",
          args=(WIDE_PROMPT, 0, *TRACE_VIEW), build=WIDE_CONTEXT,
-         app_expect=r"Tracing 8,000 tokens needs about [\d,]+ MB.*at most [\d,]+ tokens",
+         app_expect=r"Tracing 16,000 tokens needs about [\d,]+ MB.*at most [\d,]+ tokens",
          max_seconds=10),
     Case("prompt-logit-lens-long", "prompt", None, api="/logit_lens", args=(LONG_PROMPT,),
          build={}, app_check=lambda r, env: r["type"] == "plotly"),

@@ -17,3 +17,6 @@ atexit.register(shutil.rmtree, _gradio_tmp, ignore_errors=True)
 for _var in ("NO_PROXY", "no_proxy"):
     _hosts = [h for h in os.environ.get(_var, "").split(",") if h]
     os.environ[_var] = ",".join(dict.fromkeys(["127.0.0.1", "localhost", *_hosts]))
+
+# explorer sets its OpenMP settings (waiting threads sleep) before torch is first imported.
+import explorer  # noqa: E402,F401

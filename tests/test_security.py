@@ -1,0 +1,249 @@
+"""Security defaults: loopback only and no share link unless asked, no file outside the app
+reachable through the server, small upload limit (and no upload input at all), a gradio with
+the published advisories fixed, no pickle anywhere, and a memory budget that is derived from
+the machine, overridable and checked."""
+import ast
+import http.client
+import os
+import re
+import urllib.parse
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from explorer import cache, server
+from explorer.cache import BUDGET_ENV, BUDGET_SHARE_OF_RAM, default_budget_bytes
+from explorer.server import create_demo, launch_options
+
+ROOT = Path(__file__).resolve().parent.parent
+MIN_GRADIO = Version("6.22")
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the server listens, and no share link
+def test_binds_loopback_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    assert launch_options()["server_name"] == "127.0.0.1"
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    assert launch_options()["server_name"] == "0.0.0.0"
+    assert launch_options(host="10.1.2.3")["server_name"] == "10.1.2.3"  # --host wins
+
+
+def test_no_share_link_by_default_even_where_gradio_would_make_one(monkeypatch):
+    # share=None would let GRADIO_SHARE=True (or Colab) open a public tunnel.
+    monkeypatch.setenv("GRADIO_SHARE", "True")
+    assert launch_options()["share"] is False
+    assert launch_options(share=True)["share"] is True
+
+
+class _FakeDemo:
+    def __init__(self):
+        self.options = None
+
+    def launch(self, **options):
+        self.options = options
+
+
+@pytest.mark.parametrize("argv, host, share", [
+    ([], "127.0.0.1", False),
+    (["--host", "0.0.0.0"], "0.0.0.0", False),
+    (["--share"], "127.0.0.1", True),
+])
+def test_command_line_options(monkeypatch, argv, host, share):
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    fake = _FakeDemo()
+    monkeypatch.setattr(server, "create_demo", lambda: fake)
+    server.main(argv)
+    assert fake.options["server_name"] == host and fake.options["share"] is share
+
+
+def test_upload_size_is_limited_and_the_app_takes_no_uploads():
+    from gradio.utils import _parse_file_size
+
+    limit = launch_options()["max_file_size"]
+    assert limit is not None and _parse_file_size(limit) <= 10 * 1024 ** 2
+    demo = create_demo()
+    config = demo.get_config_file()
+    kinds = {c["id"]: c["type"] for c in config["components"]}
+    inputs = {kinds[i] for dep in config["dependencies"] for i in dep["inputs"]}
+    uploads = {"file", "uploadbutton", "image", "audio", "video", "model3d", "gallery",
+               "imageeditor", "multimodaltextbox", "simpleimage", "imageslider", "annotatedimage"}
+    assert not inputs & uploads, f"file inputs: {inputs & uploads}"
+    # nothing is published as a static path but Gradio's own icons
+    gradio_package = Path(gr.__file__).resolve().parent
+    assert all(p.is_relative_to(gradio_package) for p in gr.data_classes._StaticFiles.all_paths)
+
+
+# ---------------------------------------------------------------------------------------------
+# Nothing outside the app's own assets can be fetched
+@pytest.fixture(scope="module")
+def app_address():
+    demo = create_demo()
+    options = {**launch_options(host="127.0.0.1"), "server_port": None}
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **options)
+    parsed = urllib.parse.urlparse(url)
+    yield parsed.hostname, parsed.port
+    demo.close()
+
+
+def fetch(address, path, method="GET", body=None, headers=None):
+    """A raw request: the path goes out exactly as written (no client-side normalising)."""
+    conn = http.client.HTTPConnection(*address, timeout=15)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+REPO_FILE = ROOT / "explorer" / "cache.py"
+SECRET_MARKERS = (b"root:x:0:0", b"root:", b"BUDGET_SHARE_OF_RAM", b"PATH=", b"HOME=")
+
+
+def _targets():
+    passwd, repo = "/etc/passwd", str(REPO_FILE)
+    q = urllib.parse.quote
+    temp = os.environ.get("GRADIO_TEMP_DIR", "/tmp/gradio")
+    return [
+        f"/gradio_api/file={passwd}",
+        f"/gradio_api/file={repo}",
+        f"/gradio_api/file={ROOT / 'README.md'}",
+        "/gradio_api/file=/proc/self/environ",
+        "/gradio_api/file=../../../../../../etc/passwd",
+        "/gradio_api/file=..%2f..%2f..%2f..%2f..%2f..%2fetc%2fpasswd",
+        "/gradio_api/file=%2e%2e/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "/gradio_api/file=%252e%252e%252f%252e%252e%252fetc%252fpasswd",
+        f"/gradio_api/file={q(passwd, safe='')}",
+        f"/gradio_api/file={temp}/../../../../etc/passwd",
+        f"/gradio_api/file={temp}/..%2f..%2f..%2f..%2fetc%2fpasswd",
+        f"/gradio_api/file=file://{passwd}",
+        f"/gradio_api/file/{passwd}",
+        f"/gradio_api/file/..%2f..%2f..%2f..%2fetc%2fpasswd",
+        f"/file={passwd}",
+        f"/file={repo}",
+        "/static/../../../../../../etc/passwd",
+        "/static/..%2f..%2f..%2f..%2f..%2f..%2fetc%2fpasswd",
+        "/assets/../../../../../../etc/passwd",
+        "/assets/..%2f..%2f..%2f..%2f..%2f..%2fetc%2fpasswd",
+        f"/gradio_api/proxy=file://{passwd}",
+        f"/gradio_api/proxy=http://127.0.0.1:1/{passwd}",
+    ]
+
+
+@pytest.mark.parametrize("path", _targets())
+def test_no_file_outside_the_app_is_served(app_address, path):
+    status, body = fetch(app_address, path)
+    assert not any(marker in body for marker in SECRET_MARKERS), f"{path} leaked a file"
+    assert status in (400, 403, 404, 405, 422), f"{path} answered {status}"
+
+
+def test_an_upload_over_the_limit_is_refused(app_address):
+    boundary = "gptexplorerboundary"
+    payload = b"x" * (2 * 1024 ** 2)
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; "
+            f"filename=\"big.txt\"\r\nContent-Type: text/plain\r\n\r\n").encode() + payload + (
+        f"\r\n--{boundary}--\r\n").encode()
+    status, answer = fetch(app_address, "/gradio_api/upload", "POST", body,
+                           {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status == 413, (status, answer[:200])
+
+
+# ---------------------------------------------------------------------------------------------
+# Dependencies and code
+def _requirement(name):
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        match = re.match(rf"^{name}\s*(\[[^\]]*\])?\s*([<>=!~].*)?$", line, re.I)
+        if match:
+            return SpecifierSet(match.group(2) or "")
+    raise AssertionError(f"{name} is not in requirements.txt")
+
+
+def test_gradio_is_pinned_to_a_release_with_the_advisories_fixed():
+    spec = _requirement("gradio")
+    assert str(spec), "gradio must have a version constraint"
+    for too_old in ("6.21.99", "6.21.0", "6.6.0", "6.0.0", "5.50.0", "4.44.1"):
+        assert Version(too_old) not in spec, f"requirements.txt allows gradio {too_old}"
+    installed = Version(gr.__version__)
+    assert installed >= MIN_GRADIO and installed in spec
+
+
+def _python_sources():
+    files = sorted((ROOT / "explorer").rglob("*.py")) + [ROOT / "app.py"]
+    return [f for f in files if f.is_file()]
+
+
+PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "joblib", "shelve", "marshal",
+                  "cloudpickle"}
+
+
+def test_nothing_unpickles():
+    """Weights may arrive later as safetensors only: no pickle module, and torch.load (if
+    ever used) with weights_only=True, numpy.load without allow_pickle."""
+    problems = []
+    for path in _python_sources():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Import):
+                names = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                names = {(node.module or "").split(".")[0]}
+            else:
+                names = set()
+            if names & PICKLE_MODULES:
+                problems.append(f"{where} imports {names & PICKLE_MODULES}")
+            if isinstance(node, ast.Call):
+                name = ast.unparse(node.func)
+                kwargs = {k.arg: k.value for k in node.keywords}
+                if name.endswith(("torch.load", "torch.serialization.load")):
+                    value = kwargs.get("weights_only")
+                    if not (isinstance(value, ast.Constant) and value.value is True):
+                        problems.append(f"{where} {name}() without weights_only=True")
+                if name.endswith(("np.load", "numpy.load")):
+                    value = kwargs.get("allow_pickle")
+                    if value is not None and not (isinstance(value, ast.Constant)
+                                                  and value.value is False):
+                        problems.append(f"{where} {name}(allow_pickle=...)")
+                if name.endswith(("read_pickle", "pickle.load", "pickle.loads")):
+                    problems.append(f"{where} {name}()")
+    assert problems == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The memory budget
+def test_default_budget_is_a_share_of_the_machines_memory(monkeypatch):
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert cache.physical_memory_bytes() == ram
+    assert default_budget_bytes() == int(ram * BUDGET_SHARE_OF_RAM)
+    assert 0 < default_budget_bytes() < ram
+
+
+@pytest.mark.parametrize("value, mb", [("512", 512), (" 2048 ", 2048), ("0.5", 0.5),
+                                       ("", None)])
+def test_budget_environment_variable_overrides_it(monkeypatch, value, mb):
+    monkeypatch.setenv(BUDGET_ENV, value)
+    expected = int(mb * 1024 ** 2) if mb is not None else int(
+        cache.physical_memory_bytes() * BUDGET_SHARE_OF_RAM)
+    assert default_budget_bytes() == expected
+    assert cache.ModelCache().budget_bytes == expected
+
+
+@pytest.mark.parametrize("value", ["lots", "512MB", "-5", "0", "nan", "inf", "1e400"])
+def test_a_bad_budget_value_is_refused_clearly(monkeypatch, value):
+    monkeypatch.setenv(BUDGET_ENV, value)
+    with pytest.raises(ValueError, match=rf"{BUDGET_ENV} must be a (positive )?number of MB"):
+        default_budget_bytes()
+
+
+def test_the_app_does_not_start_with_a_bad_budget(monkeypatch):
+    """explorer.ui makes its shared cache at import (CACHE = ModelCache()), so a bad value
+    stops the app at start, with this message rather than later with an odd one."""
+    monkeypatch.setenv(BUDGET_ENV, "lots")
+    with pytest.raises(ValueError, match=rf"{BUDGET_ENV} must be a number of MB \(got 'lots'\)"):
+        cache.ModelCache()
