@@ -53,7 +53,7 @@ def check_generation_args(max_new_tokens, temperature=0.0, top_k=None, seed=None
         raise ValueError(f"max_new_tokens must be a whole number ≥ 0 (got {max_new_tokens!r}).")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
             or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a number ≥ 0; 0 means greedy decoding "
+        raise ValueError(f"temperature must be a finite number ≥ 0; 0 means greedy decoding "
                          f"(got {temperature!r}).")
     if top_k is not None:
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:

@@ -100,6 +100,8 @@ class Tokenizer:
     def encode(self, text: str, allow_special: bool = False) -> list[int]:
         """Text to token ids. ``<|endoftext|>`` typed by a user is plain text (several
         tokens) unless ``allow_special`` is set, then it is the single id 50256."""
+        if not isinstance(text, str):
+            raise ValueError(f"Text to encode must be a string, got {type(text).__name__}.")
         if allow_special:
             return self.encoding.encode(text, allowed_special={EOT_TEXT})
         # encode_ordinary never raises on special-token text (encode() would).
