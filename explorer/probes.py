@@ -189,10 +189,12 @@ class _HeadComputed(Exception):
 
 
 class _Recorder:
-    """Receives the probe points of one forward pass and reduces each activation to statistics
-    the moment it is recorded, while it is still in the CPU cache; no raw activation outlives
-    the next few probe points.
+    """Receives the probe points of one forward pass and reduces each block's activations to
+    statistics as soon as the block ends, so no raw activation outlives its block.
 
+    The activations of one block and one width are stacked and reduced together: a few dozen
+    tensor operations per block rather than a few dozen per activation. That matters most on a
+    busy machine, where every multi-threaded operation may wait for a descheduled thread.
     What it keeps (per-token sums, histogram counts, entropies, lens inputs) goes into buffers
     allocated up front: thousands of small results allocated between the forward pass's large
     temporaries would pin the allocator's heap and keep freed memory from returning to the
@@ -220,10 +222,14 @@ class _Recorder:
         self.lens_index = torch.tensor(lens_positions, dtype=torch.int64, device=device)
         self.logits: torch.Tensor | None = None        # (T, vocab), set at final_norm_out
         self.lens_logits: torch.Tensor | None = None   # ((layers - 1) * P, vocab) or None
-        # The last few tensors reduced, with their statistics: a probe point that is the very
-        # same tensor as an earlier one (pre-LN: resid_pre is ln1_in; a block's resid_post is
-        # the next block's resid_pre) is reduced once. Holding them keeps their ids unique.
-        self.recent: list[tuple[torch.Tensor, dict[str, torch.Tensor]]] = []
+        # This block's distinct activations, and which of them each probe point recorded: a
+        # point that is the very same tensor as another (pre-LN: resid_pre is ln1_in) is
+        # reduced once. The previous block's output is the next block's resid_pre (and the last
+        # one is final_norm_in): its statistics are reused. Holding the tensors keeps ids unique.
+        self.pending: list[torch.Tensor] = []
+        self.names: dict[str, int] = {}
+        self.last_output: torch.Tensor | None = None
+        self.last_output_stats: dict | None = None
 
     def wants_attention(self) -> bool:
         return True  # the explicit path: its weights give every head's entropy
@@ -244,18 +250,42 @@ class _Recorder:
         if name == "resid_pre":
             self.layer += 1
             self.current = {}
-        stats = self._stats_of(x)
-        if name.startswith("final_norm"):
-            self.final_stats[name] = stats
-            if name == "final_norm_out":
-                self.head(x[0])
-                raise _HeadComputed  # stop the model before it runs the same head again
-            return
-        self.current[name] = stats
+        target = self.final_stats if name.startswith("final_norm") else self.current
+        if x is self.last_output:
+            target[name] = self.last_output_stats
+        else:
+            index = next((i for i, seen in enumerate(self.pending) if seen is x), None)
+            if index is None:
+                index = len(self.pending)
+                self.pending.append(x)
+            self.names[name] = index
         if name == "resid_post":
+            self._reduce_pending(target)
             if self.lens_positions:
                 torch.index_select(x[0], 0, self.lens_index, out=self.lens_inputs[self.layer])
             self.block_stats.append(self.current)
+            self.last_output, self.last_output_stats = x, self.current[name]
+        elif name == "final_norm_out":
+            self._reduce_pending(target)
+            self.last_output = self.last_output_stats = None
+            self.head(x[0])
+            raise _HeadComputed  # stop the model before it runs the same head again
+
+    def _reduce_pending(self, target):
+        by_width: dict[int, list[int]] = {}
+        for i, x in enumerate(self.pending):
+            by_width.setdefault(x.shape[-1], []).append(i)
+        stats = [None] * len(self.pending)
+        for indices in by_width.values():
+            rows = slice(self.used, self.used + len(indices))
+            self.used += len(indices)
+            group = _group_stats([self.pending[i][0] for i in indices], self.per_token[rows],
+                                 self.hist[rows])
+            for i, s in zip(indices, group):
+                stats[i] = s
+        for name, i in self.names.items():
+            target[name] = stats[i]
+        self.pending, self.names = [], {}
 
     def head(self, normed):
         """The model's output head on the final norm's output (T, emb_dim), and on the lens
@@ -270,17 +300,7 @@ class _Recorder:
         else:
             self.logits = self.model.out_head(normed)
 
-    def _stats_of(self, x):
-        for seen, stats in self.recent:
-            if seen is x:
-                return stats
-        stats = _token_stats(x[0], self.per_token[self.used], self.hist[self.used])
-        self.used += 1
-        self.recent = [*self.recent[-2:], (x, stats)]
-        return stats
-
     def result(self):
-        self.recent = []
         names = [p for p in BLOCK_PROBE_POINTS if self.block_stats and p in self.block_stats[0]]
         points = {p: _to_point_stats(p, [layer[p] for layer in self.block_stats]) for p in names}
         final = {p: _to_point_stats(p, [s]) for p, s in self.final_stats.items()}
@@ -289,62 +309,80 @@ class _Recorder:
         return {"points": points, "final": final, "attention": attention, "entropy": entropy}
 
 
-def _token_stats(x: torch.Tensor, per_token: torch.Tensor, hist: torch.Tensor) -> dict:
-    """Per-token sums and extremes of one (T, width) activation into ``per_token`` (6, T), and
-    its histogram counts into ``hist`` (HIST_BINS + 1,), the last for the maximum.
+def _group_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Tensor) -> list:
+    """Statistics of P activations of one width (each (T, width)), reduced together.
 
-    Each figure is one vectorised pass over ``x``: sum, sum of squares, min, max, sum of
-    absolute values, count of non-zeros; then each value's bin (one pass, one conversion) and
-    a count per bin. Everything derived from these (means, std, RMS, histogram edges, the
-    figures over the whole tensor) is computed later for all layers at once
-    (``_to_point_stats``), so this function issues as few operations as it can.
+    Per-token sums go into ``per_token`` (P, 6, T): sum, sum of squares, min, max, sum of
+    absolute values, count of non-zeros (each one vectorised pass over the stack); histogram
+    counts into ``hist`` (P, HIST_BINS + 1), the last bin for the maximum. Everything derived
+    from these (means, std, RMS, histogram edges, figures over the whole tensor) is computed
+    later for all layers at once (``_to_point_stats``). Returns one small dict per activation.
     """
-    x = x.float()
-    width = x.shape[-1]
-    total = x.sum(-1)                                                       # (T,)
+    x = (xs[0][None] if len(xs) == 1 else torch.stack(xs)).float()         # (P, T, width)
+    p, _, width = x.shape
+    total = x.sum(-1)                                                       # (P, T)
     sq_total = torch.linalg.vector_norm(x, dim=-1).square_()
-    # variance = sq_total / width - mean^2 loses precision when a token's mean is large
-    # against its spread (mean^2 > 10 variance): then sum the squares about the mean instead.
-    if bool((11 * total.square() > 10 * width * sq_total).any()):
-        sq_dev = torch.linalg.vector_norm(x - total[:, None] / width, dim=-1).square_()
-    else:
-        sq_dev = None
     lo, hi = x.amin(-1), x.amax(-1)
     scratch = torch.abs(x)
     abs_total = scratch.sum(-1)
     nonzero = scratch.sign_().sum(-1)                       # sign(|x|): 1 unless x == 0
-    lo_all, hi_all = lo.min().item(), hi.max().item()
-    stats = {"sq_dev": sq_dev, "nonfinite": None, "width": width}
-    if math.isfinite(lo_all) and math.isfinite(hi_all):
-        # bin = floor((x - lo) * HIST_BINS / span); the maximum lands in bin HIST_BINS, which
-        # _to_point_stats joins to the last one.
-        span = _hist_span(lo_all, hi_all)
-        scale = HIST_BINS / span
-        if max(abs(lo_all), abs(hi_all)) * scale < 1e5:
-            # One fused pass: x * scale - lo * scale. Its rounding error (< 0.02 of a bin here)
-            # can only move a value that sits on a bin edge; just below lo truncates to bin 0.
-            offset = torch.full((width,), -lo_all * scale, device=x.device)
-            torch.add(offset, x, alpha=scale, out=scratch)
-        else:   # values far from 0 relative to their spread: subtract first, exactly
-            torch.sub(x, lo_all, out=scratch).mul_(scale)
-        counts = torch.bincount(scratch.to(torch.int32).view(-1), minlength=HIST_BINS + 1)
+    ranges = torch.stack([lo.amin(-1), hi.amax(-1)], dim=1).tolist()       # P x [lo, hi]
+    # variance = sq_total / width - mean^2 loses precision when a token's mean is large
+    # against its spread (mean^2 > 10 variance): then sum the squares about the mean instead.
+    imprecise = (11 * total.square() > 10 * width * sq_total).any(-1).tolist()
+    stats = [{"sq_dev": None, "nonfinite": None, "width": width, "per_token": per_token[i],
+              "hist_counts": hist[i]} for i in range(p)]
+    fast = True
+    for i, (a, b) in enumerate(ranges):
+        if imprecise[i]:
+            stats[i]["sq_dev"] = torch.linalg.vector_norm(
+                x[i] - total[i, :, None] / width, dim=-1).square_()
+        if not (math.isfinite(a) and math.isfinite(b)):
+            # inf or NaN somewhere (rare): count them, and count zeros exactly (sign(NaN) is
+            # NaN); the histogram then covers the finite values only.
+            finite = torch.isfinite(x[i])
+            stats[i]["nonfinite"] = (~finite).sum(-1).to(total.dtype)
+            nonzero[i] = (x[i] != 0).sum(-1)
+            fast = False
+        else:
+            span = _hist_span(a, b)
+            stats[i]["hist_range"] = (a, span)
+            fast = fast and max(abs(a), abs(b)) * HIST_BINS / span < 1e5
+    torch.stack([total, sq_total, lo, hi, abs_total, nonzero], dim=1, out=per_token)
+    if fast:
+        # bin = floor((x - lo) * HIST_BINS / span) for all P at once: x * scale + offset in one
+        # fused pass. Its rounding error (< 0.02 of a bin while |x| * scale < 1e5) can only move
+        # a value that sits on a bin edge; one guard slot below each point's bins takes values
+        # that round to just under lo (truncation toward zero), and is counted as bin 0.
+        slots = HIST_BINS + 2
+        scales = [HIST_BINS / s["hist_range"][1] for s in stats]
+        offset = torch.tensor([1.0 - s["hist_range"][0] * scale + i * slots
+                               for i, (s, scale) in enumerate(zip(stats, scales))],
+                              device=x.device)
+        # A (P, 1, width) addend keeps the fused kernel vectorised along the width.
+        offset = offset.view(p, 1, 1).expand(p, 1, width).contiguous()
+        torch.addcmul(offset, x, torch.tensor(scales, device=x.device).view(p, 1, 1),
+                      out=scratch)
+        counts = torch.bincount(scratch.to(torch.int32).view(-1), minlength=p * slots)
+        counts = counts.view(p, slots)
+        hist.copy_(counts[:, 1:])
+        hist[:, 0] += counts[:, 0]
     else:
-        # inf or NaN somewhere (rare): count them, count zeros exactly (sign(NaN) is NaN),
-        # and bin the finite values only, over their own range.
-        finite = torch.isfinite(x)
-        stats["nonfinite"] = (~finite).sum(-1).to(total.dtype)
-        nonzero = (x != 0).sum(-1).to(total.dtype)
-        values = x[finite]
-        lo_all, hi_all = ((values.min().item(), values.max().item()) if values.numel()
-                          else (0.0, 1.0))
-        span = _hist_span(lo_all, hi_all)
-        bins = ((values - lo_all) * (HIST_BINS / span)).to(torch.int64).clamp_(0, HIST_BINS)
-        counts = torch.bincount(bins, minlength=HIST_BINS + 1)
-    # One (6, T) row per activation: _to_point_stats stacks a whole point in one go.
-    stats["per_token"] = torch.stack([total, sq_total, lo, hi, abs_total, nonzero], out=per_token)
-    stats["hist_counts"] = hist.copy_(counts)
-    stats["hist_range"] = (lo_all, span)
+        for i in range(p):
+            counts, stats[i]["hist_range"] = _exact_histogram(x[i])
+            hist[i] = counts
     return stats
+
+
+def _exact_histogram(x):
+    """HIST_BINS + 1 counts (the last for the maximum) of the finite values of ``x`` over their
+    range, and that range as (lo, span): the careful path for inf/NaN and for values far from
+    0 relative to their spread."""
+    values = x[torch.isfinite(x)]
+    lo, hi = (values.min().item(), values.max().item()) if values.numel() else (0.0, 1.0)
+    span = _hist_span(lo, hi)
+    bins = ((values - lo) * (HIST_BINS / span)).to(torch.int64).clamp_(0, HIST_BINS)
+    return torch.bincount(bins, minlength=HIST_BINS + 1), (lo, span)
 
 
 def _hist_span(lo: float, hi: float) -> float:

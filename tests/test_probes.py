@@ -372,10 +372,12 @@ def test_an_overflowing_variant_reports_inf_and_nan_instead_of_raising():
         np.testing.assert_array_equal(stats.per_token["nonfinite"].sum(-1),
                                       stats.overall["nonfinite"])
         width = cfg.ff_hidden_dim if point.startswith("ff_p") else cfg.emb_dim
-        # Histograms count the finite values only.
+        # Histograms count the finite values only; zeros are still counted exactly.
         np.testing.assert_array_equal(stats.hist_counts.sum(-1) + stats.overall["nonfinite"],
                                       T * width)
         assert np.isfinite(stats.hist_edges).all()
+        assert ((stats.per_token["zero_frac"] >= 0) & (stats.per_token["zero_frac"] <= 1)).all()
+    assert traced.points["resid_post"].overall["zero_frac"][-1] == 0   # NaN is not a zero
     assert any("inf" in note.lower() or "nan" in note.lower() for note in traced.notes)
     assert not np.isfinite(traced.logits).all()
 
@@ -463,7 +465,7 @@ def test_a_trace_that_fails_midway_leaves_no_recorder_behind(model, monkeypatch)
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(probes, "_token_stats", broken)
+    monkeypatch.setattr(probes, "_group_stats", broken)
     with pytest.raises(RuntimeError):
         trace(model, PROMPT)
     assert model_module._ACTIVE_RECORDER.get() is None
