@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .model import GPTModel, KVCache, model_device
+from .model import GPTModel, KVCache, model_device, prepare_for_decoding
 from .tokenizer import EOT_ID, as_token_ids, get_tokenizer
 
 
@@ -104,6 +104,7 @@ def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_a
         generator.manual_seed(seed if seed is not None else 123)
     ids = list(token_ids)
     cache = None
+    prepare_for_decoding(model)  # once per model: the weight layout one-token steps read fastest
     for index in range(max_new_tokens):
         started = time.perf_counter()
         with torch.inference_mode():

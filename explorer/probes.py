@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -145,7 +145,7 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
     tokenizer = tokenizer or get_tokenizer()
 
     started = time.perf_counter()
-    recorder = _Recorder(model, keep_layers, positions, n)
+    recorder = _Recorder(model, keep_layers, positions, n, top_k, keep_logits)
     device = model_device(model)
     try:
         with torch.inference_mode(), recording(recorder):
@@ -153,9 +153,8 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
         raise RuntimeError("The model never reached its final_norm_out probe point.")
     except _HeadComputed:   # the recorder ran the output head itself: the forward pass is done
         pass
-    logits = recorder.logits                                            # (T, vocab)
     with torch.inference_mode():
-        next_ids, next_probs = _top_probs(logits, top_k)
+        next_ids, next_probs = recorder.next_ids, recorder.next_probs       # (T, k)
         lens_ids, lens_probs, lens_final = _logit_lens(model, recorder, positions, next_ids,
                                                         next_probs)
         next_ids, next_probs = next_ids.cpu().numpy(), next_probs.cpu().numpy()
@@ -178,8 +177,64 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
         lens_positions=positions, lens_ids=lens_ids, lens_probs=lens_probs,
         lens_final_probs=lens_final,
         lens_texts=[[piece(t) for t in row] for row in lens_ids.tolist()],
-        seconds=seconds, logits=logits.float().cpu().numpy() if keep_logits else None,
+        seconds=seconds, logits=recorder.logits.float().cpu().numpy() if keep_logits else None,
         notes=notes)
+
+
+def with_attention_of_layer(model: GPTModel, traced: Trace, layer: int) -> Trace:
+    """``traced`` with the attention weights of ``layer`` (heads, T, T) in place of any it
+    kept: for long inputs, whose trace keeps none. Runs the blocks up to ``layer`` only, so
+    layer 0 of a 1,024-token prompt costs a twelfth of a forward pass of GPT-2 small, and a
+    session never holds more than one layer of T x T weights."""
+    layer = next(iter(_attention_layers([layer], len(traced.token_ids), model.cfg.n_layers)))
+    recorder = _LayerAttention(layer)
+    try:
+        with torch.inference_mode(), recording(recorder):
+            model(torch.tensor([traced.token_ids], device=model_device(model)))
+        raise RuntimeError("The model never reached the attention of the chosen layer.")
+    except _LayerAttention.Done:
+        pass
+    return replace(traced, attention={layer: recorder.weights})
+
+
+class _LayerAttention:
+    """Keeps the attention weights of one block and stops the forward pass right there."""
+
+    class Done(Exception):
+        pass
+
+    def __init__(self, layer):
+        self.layer, self.current, self.weights = layer, -1, None
+
+    def wants_attention(self):
+        # The explicit path up to the chosen block, as in a trace: the very same weights.
+        return self.current <= self.layer
+
+    def record(self, name, x):
+        if name == "resid_pre":
+            self.current += 1
+        elif name == "attn_pattern" and self.current == self.layer:
+            self.weights = x[0].float().cpu().numpy()
+            raise self.Done
+
+
+def trace_peak_bytes(cfg, n_tokens: int) -> int:
+    """Memory a trace of ``n_tokens`` needs at its peak, beyond the model: the book's attention
+    computes (n_heads, T, T) weights in every layer (about three such float32 arrays at once),
+    and the output head at most ``_HEAD_ROWS`` positions of (vocab_size) logits at a time."""
+    return 12 * cfg.n_heads * n_tokens ** 2 + 4 * cfg.vocab_size * min(n_tokens, _HEAD_ROWS)
+
+
+def longest_trace(cfg, max_bytes: float) -> int:
+    """The most tokens whose trace fits in ``max_bytes`` (0 if not even one does)."""
+    low, high = 0, cfg.context_length
+    while low < high:                       # trace_peak_bytes grows with n: bisect
+        middle = (low + high + 1) // 2
+        if trace_peak_bytes(cfg, middle) <= max_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,7 +256,7 @@ class _Recorder:
     system (the peak RSS of a T=1024 trace then varied from 1x to 2.5x a plain forward's).
     """
 
-    def __init__(self, model, keep_layers, lens_positions, n_tokens):
+    def __init__(self, model, keep_layers, lens_positions, n_tokens, top_k=5, keep_logits=False):
         cfg = model.cfg
         device = model_device(model)
         self.model = model
@@ -220,7 +275,9 @@ class _Recorder:
         self.lens_inputs = torch.empty((cfg.n_layers, len(lens_positions), cfg.emb_dim),
                                        dtype=model.tok_emb.weight.dtype, device=device)
         self.lens_index = torch.tensor(lens_positions, dtype=torch.int64, device=device)
-        self.logits: torch.Tensor | None = None        # (T, vocab), set at final_norm_out
+        self.top_k, self.keep_logits = top_k, keep_logits
+        self.next_ids = self.next_probs = None         # (T, top_k), set at final_norm_out
+        self.logits: torch.Tensor | None = None        # (T, vocab) when keep_logits
         self.lens_logits: torch.Tensor | None = None   # ((layers - 1) * P, vocab) or None
         # This block's distinct activations, and which of them each probe point recorded: a
         # point that is the very same tensor as another (pre-LN: resid_pre is ln1_in) is
@@ -288,17 +345,33 @@ class _Recorder:
         self.pending, self.names = [], {}
 
     def head(self, normed):
-        """The model's output head on the final norm's output (T, emb_dim), and on the lens
-        inputs of the earlier blocks when they are few: one matrix product reads the
-        vocabulary-wide weights once for all of them."""
+        """The model's output head on the final norm's output (T, emb_dim), reduced to the
+        top-k next tokens at every position. Up to ``_HEAD_ROWS`` positions, the lens inputs of
+        the earlier blocks join the same product when they are few (the vocabulary-wide
+        weights are read once for all of them); longer inputs go ``_HEAD_ROWS`` positions at a
+        time, so that (T, vocab) logits are never held at once (206 MB for GPT-2 at T=1024),
+        unless they were asked for."""
         n = normed.shape[0]
         extra = self.lens_inputs[:-1].flatten(0, 1)                        # ((L-1)*P, emb)
-        if 0 < extra.shape[0] <= max(n, _HEAD_ROWS):
-            rows = torch.cat([normed, self.model.final_norm(extra)])
-            logits = self.model.out_head(rows)
-            self.logits, self.lens_logits = logits[:n], logits[n:]
-        else:
-            self.logits = self.model.out_head(normed)
+        if n <= _HEAD_ROWS:
+            if 0 < extra.shape[0] <= _HEAD_ROWS:
+                logits = self.model.out_head(torch.cat([normed, self.model.final_norm(extra)]))
+                logits, self.lens_logits = logits[:n], logits[n:]
+            else:
+                logits = self.model.out_head(normed)
+            self.next_ids, self.next_probs = _top_probs(logits, self.top_k)
+            self.logits = logits if self.keep_logits else None
+            return
+        ids, probs, kept = [], [], []
+        for start in range(0, n, _HEAD_ROWS):
+            logits = self.model.out_head(normed[start:start + _HEAD_ROWS])
+            chunk_ids, chunk_probs = _top_probs(logits, self.top_k)
+            ids.append(chunk_ids)
+            probs.append(chunk_probs)
+            if self.keep_logits:
+                kept.append(logits)
+        self.next_ids, self.next_probs = torch.cat(ids), torch.cat(probs)
+        self.logits = torch.cat(kept) if self.keep_logits else None
 
     def result(self):
         names = [p for p in BLOCK_PROBE_POINTS if self.block_stats and p in self.block_stats[0]]

@@ -24,8 +24,9 @@ from .curves import activation_curves
 from .generate import check_generation_args, generate_steps
 from .gradients import gpt_gradients, shortcut_demo
 from .model import resolve_device
-from .plots import percent, token_label
-from .probes import POINT_LABELS, STAT_NAMES, trace
+from .plots import percent
+from .probes import (POINT_LABELS, STAT_NAMES, longest_trace, trace, trace_peak_bytes,
+                     with_attention_of_layer)
 from .tokenizer import get_tokenizer
 
 log = logging.getLogger("gpt_explorer")
@@ -62,7 +63,10 @@ CSS = """
 .chip {border: 1px solid #9ca3af; border-radius: 6px; padding: 2px 6px; background: #f3f4f6;
        color: #111827; text-align: center; line-height: 1.2;}
 .chip small {display: block; color: #4b5563; font-size: 12px;}
-"""
+/* The live parts of the Generate tab change up to 40 times a second: keep their layout and
+   paint from spreading to the rest of the page. */
+#bars, #history, #speed {contain: layout paint;}
+""" + plots.NEXT_TOKEN_CSS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,25 +129,16 @@ def _prompt_ids(prompt, model=None):
     return ids
 
 
-def trace_bytes(cfg, n_tokens) -> int:
-    """Memory a trace of ``n_tokens`` needs at its peak: the book's attention computes
-    (n_heads, T, T) weights in every layer (about three such float32 arrays at once), and the
-    output head (T, vocab_size) logits."""
-    return 12 * cfg.n_heads * n_tokens ** 2 + 4 * cfg.vocab_size * n_tokens
-
-
 def _check_trace_size(cfg, n_tokens):
     """Refuse, before running it, a trace too large for memory."""
-    per_token_sq, per_token = 12 * cfg.n_heads, 4 * cfg.vocab_size
-    need = trace_bytes(cfg, n_tokens)
+    need = trace_peak_bytes(cfg, n_tokens)
     allowed = CACHE.budget_bytes * TRACE_MEMORY_SHARE
     if need > allowed:
-        most = int((-per_token + math.sqrt(per_token ** 2 + 4 * per_token_sq * allowed))
-                   / (2 * per_token_sq))
         raise gr.Error(f"Tracing {n_tokens:,} tokens needs about {need / 1024 ** 2:,.0f} MB (the "
                        f"attention weights grow with the square of the length: {cfg.n_heads} "
                        f"heads × {n_tokens:,}²), but one trace may use {allowed / 1024 ** 2:,.0f} "
-                       f"MB of memory. Use a prompt of at most {most:,} tokens.")
+                       f"MB of memory. Use a prompt of at most "
+                       f"{longest_trace(cfg, allowed):,} tokens.")
 
 
 def _int(value, name):
@@ -337,7 +332,7 @@ def attention_views(state, layer, head):
     tr = _trace_of(state)
     layer = _layer(tr, layer)
     if layer not in tr.attention:  # long inputs keep attention only on demand
-        tr = trace(model, tr.token_ids, attention_layers=[layer], lens=None)
+        tr = with_attention_of_layer(model, tr, layer)
         state = {**state, "trace": tr}
     if head != "mean":
         head = _int(head, "head")
@@ -401,12 +396,33 @@ def _generation_args(max_new_tokens, mode, temperature, top_k, seed):
 
 
 def _step_row(step):
-    return [step.index + 1, token_label(step.text, 24), f"{100 * step.prob:.3g} %", step.rank,
-            f"{step.entropy_bits:.2f}", f"{step.seconds * 1000:.1f}"]
+    return [step.index + 1, plots.visible_token(step.text, 24), f"{100 * step.prob:.3g} %",
+            step.rank, f"{step.entropy_bits:.2f}", f"{step.seconds * 1000:.1f}"]
+
+
+def _table(rows, live=False):
+    """The step table, newest first; while streaming only the newest rows (a page lays out
+    40 rows faster than 500), with a line saying how many more there are."""
+    if live and len(rows) > LIVE_TABLE_ROWS:
+        more = len(rows) - LIVE_TABLE_ROWS
+        rows = rows[:LIVE_TABLE_ROWS] + [["…", f"{more} earlier steps", "", "", "", ""]]
+    return plots.table_html(HISTORY_HEADERS, rows)
+
+
+def full_table(state):
+    """The whole step table from the session (after Stop: the last update showed the newest
+    rows only)."""
+    return _table((state or {}).get("gen_rows", []))
 
 
 HISTORY_HEADERS = ["step", "token", "probability", "rank", "entropy (bits)", "ms"]
 # The history lists the newest step first, so the live row is always in sight.
+# A page redraws the text and bars up to 40 times a second (a browser keeps up: see
+# bench/browser_rate.py); a faster model skips steps on screen, never the last one. The step
+# table re-renders all its rows, so it follows twice a second, and completely at the end.
+STREAM_INTERVAL_S = 0.025
+TABLE_INTERVAL_S = 0.5
+LIVE_TABLE_ROWS = 40
 
 
 @friendly
@@ -421,34 +437,50 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
                            stop_at_eot=bool(stop_at_eot), show_top=SHOW_TOP)
     new_ids, rows = [], []
     started = time.perf_counter()
+
+    def update(step, with_table, final=False):
+        rate = len(new_ids) / max(time.perf_counter() - started, 1e-9)
+        text = prompt + tokenizer.decode([t for t in new_ids if t < tokenizer.n_vocab])
+        # The state follows every update, so a stopped generation can go on with "Next token"
+        # from exactly what the page shows (the table may lag: the state has every row).
+        return (text, _bars(step), _table(rows, live=not final) if with_table else gr.skip(),
+                _speed(len(new_ids), rate, step), {**state, "gen_ids": ids + new_ids,
+                                                   "gen_text": text, "gen_rows": list(rows)})
+
+    sent = table_sent = -math.inf     # when the last update, and the last table, went out
+    shown = None                      # (steps, whole table shown) of the last update
     for step in steps:
         new_ids.append(step.token_id)
         rows.insert(0, _step_row(step))
-        rate = len(new_ids) / max(time.perf_counter() - started, 1e-9)
-        text = prompt + tokenizer.decode([t for t in new_ids if t < tokenizer.n_vocab])
-        # The state follows every step, so a stopped generation can go on with "Next token".
-        state = {**state, "gen_ids": ids + new_ids, "gen_text": text}
-        yield text, _bars(step), rows, _speed(len(new_ids), rate, step), state
+        now = time.perf_counter()
+        if now - sent < STREAM_INTERVAL_S:
+            continue   # faster than a page can draw: the next update carries this step too
+        with_table = now - table_sent >= TABLE_INTERVAL_S
+        yield update(step, with_table)
+        sent, shown = now, (len(new_ids), with_table and len(rows) <= LIVE_TABLE_ROWS)
+        table_sent = now if with_table else table_sent
+    if new_ids and shown != (len(new_ids), True):
+        yield update(step, True, final=True)   # the final state, always complete
 
 
 def _bars(step):
     chosen = step.top_ids.index(step.token_id) if step.token_id in step.top_ids else None
-    return plots.next_token_figure(step.top_texts, step.top_probs, chosen)
+    return plots.next_token_bars_html(step.top_texts, step.top_probs, chosen)
 
 
 def _speed(n, rate, step):
     note = "" if step.cached else " · window full: recomputing the last context_length tokens"
-    return f"{n} tokens · **{rate:.1f} tokens/s**{note}"
+    return f"{n} tokens · <b>{rate:.1f} tokens/s</b>{note}"
 
 
 @friendly
-def next_token(prompt, output, history, mode, temperature, top_k, seed, state):
+def next_token(prompt, output, mode, temperature, top_k, seed, state):
     """Advance exactly one token, continuing the current output (for lectures)."""
     model = _model(state)
     tokenizer = get_tokenizer()
     continuing = state.get("gen_ids") and output == state.get("gen_text")
     ids = list(state["gen_ids"]) if continuing else _prompt_ids(prompt, model)
-    rows = _rows(history) if continuing else []
+    rows = list(state.get("gen_rows", [])) if continuing else []
     _, temperature, top_k, seed = _generation_args(1, mode, temperature, top_k, seed)
     if seed is not None:
         seed += len(ids)  # a different draw at each step, yet repeatable
@@ -459,8 +491,9 @@ def next_token(prompt, output, history, mode, temperature, top_k, seed, state):
     text = (output if continuing else prompt) + (
         tokenizer.decode([step.token_id]) if step.token_id < tokenizer.n_vocab else "")
     rows.insert(0, _step_row(step))
-    state = {**state, "gen_ids": ids, "gen_text": text}
-    return text, _bars(step), rows, _speed(len(rows), 1 / max(step.seconds, 1e-9), step), state
+    state = {**state, "gen_ids": ids, "gen_text": text, "gen_rows": rows}
+    return (text, _bars(step), _table(rows),
+            _speed(len(rows), 1 / max(step.seconds, 1e-9), step), state)
 
 
 @friendly
@@ -473,14 +506,6 @@ def logit_lens(prompt, state):
     _check_trace_size(model.cfg, len(ids))
     positions = list(range(max(0, len(ids) - LENS_POSITIONS), len(ids)))
     return plots.logit_lens_figure(trace(model, ids, attention_layers=None, lens=positions))
-
-
-def _rows(history):
-    if history is None:
-        return []
-    if hasattr(history, "values"):
-        return history.values.tolist()
-    return list(history.get("data", [])) if isinstance(history, dict) else list(history)
 
 
 def sampling_controls(mode):
@@ -646,12 +671,12 @@ def build_app() -> gr.Blocks:
                 gen_btn = gr.Button("Generate", variant="primary", elem_id="gen_btn")
                 step_btn = gr.Button("Next token", elem_id="step_btn")
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="stop_btn")
-            speed = gr.Markdown(elem_id="speed")
-            output = gr.Textbox(label="Text", lines=4, elem_id="gen_output", interactive=False)
+            speed = gr.HTML(elem_id="speed")  # lighter to redraw than Markdown, every step
+            output = gr.Textbox(label="Text", lines=6, max_lines=6, autoscroll=True,
+                                elem_id="gen_output", interactive=False)
             with gr.Row():
-                bars = gr.Plot(show_label=False, label="Next-token probabilities (top 10)", elem_id="bars")
-                history = gr.Dataframe(headers=HISTORY_HEADERS, label="Steps",
-                                       interactive=False, elem_id="history")
+                bars = gr.HTML(label="Next-token probabilities (top 10)", elem_id="bars")
+                history = gr.HTML(_table([]), label="Steps", elem_id="history")
             with gr.Accordion("Logit lens: what each layer would predict", open=False):
                 lens_btn = gr.Button("Read the logit lens for the prompt", elem_id="lens_btn")
                 lens_plot = gr.Plot(show_label=False, label="Logit lens", elem_id="lens_plot")
@@ -703,12 +728,13 @@ def build_app() -> gr.Blocks:
         gen_event = gen_btn.click(
             generate, [gen_prompt, max_new, mode, temperature, top_k, gen_seed, stop_eot, state],
             [output, bars, history, speed, state], api_name="generate",
-            concurrency_limit=4, concurrency_id="generate", show_progress_on=[speed])
-        step_btn.click(next_token, [gen_prompt, output, history, mode, temperature, top_k,
+            concurrency_limit=4, concurrency_id="generate", show_progress="hidden")
+        step_btn.click(next_token, [gen_prompt, output, mode, temperature, top_k,
                                     gen_seed, state],
                        [output, bars, history, speed, state], api_name="next_token",
                        concurrency_limit=4, concurrency_id="generate", show_progress_on=[speed])
-        stop_btn.click(None, None, None, cancels=[gen_event], api_visibility="private")
+        stop_btn.click(None, None, None, cancels=[gen_event], api_visibility="private") \
+            .then(full_table, state, history, api_visibility="private")
         lens_btn.click(logit_lens, [gen_prompt, state], lens_plot, api_name="logit_lens",
                        concurrency_limit=2, concurrency_id="inspect")
 

@@ -1,6 +1,7 @@
 """The app's API through gradio_client, against the app launched in-process."""
 import json
 import os
+import re
 import urllib.error
 import urllib.request
 
@@ -13,6 +14,7 @@ from explorer.generate import generate_text_simple
 from explorer.model import build_model
 from explorer.server import create_demo
 from explorer.tokenizer import get_tokenizer
+from explorer import ui
 from explorer.ui import DEFAULT_PROMPT, MAX_NEW_TOKENS
 
 
@@ -141,29 +143,82 @@ def _greedy_reference(preset, prompt, n, seed=123):
     return get_tokenizer().decode(out[0].tolist())
 
 
-def test_generation_streams_the_engines_greedy_tokens(app_url):
+def test_generation_streams_the_engines_greedy_tokens(app_url, monkeypatch):
+    monkeypatch.setattr(ui, "STREAM_INTERVAL_S", 0.0)   # every step goes out
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     job = c.submit(DEFAULT_PROMPT, 12, "greedy", 1.0, 50, 123, False, api_name="/generate")
     outputs = list(job)
     texts = [o[0] for o in outputs if isinstance(o[0], str) and o[0]]
-    assert len(texts) >= 5, "generation must stream partial results"
+    assert len(texts) >= 12, "generation must stream every step when the page can keep up"
+    assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
+    assert len(set(texts)) == 12   # (the table follows in a last update of the same text)
     final = job.result()
     assert final[0] == _greedy_reference("teach-tiny", DEFAULT_PROMPT, 12)
-    assert len(final[2]["data"]) == 12
-    assert "tokens/s" in final[3]
+    assert step_rows(final[2]) == list(range(12, 0, -1))
+    assert "12 tokens" in final[3] and "tokens/s" in final[3]
+
+
+def test_generation_faster_than_a_page_draws_skips_steps_on_screen_but_never_the_last(
+        app_url, monkeypatch):
+    # An update at most every 1000 s: the first step, then the complete final state.
+    monkeypatch.setattr(ui, "STREAM_INTERVAL_S", 1000.0)
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    job = c.submit(DEFAULT_PROMPT, 30, "greedy", 1.0, 50, 123, False, api_name="/generate")
+    outputs = list(job)
+    texts = [o[0] for o in outputs if isinstance(o[0], str) and o[0]]
+    assert len(texts) == 2 and "1 tokens" in outputs[0][3]
+    final = job.result()
+    assert final[0] == _greedy_reference("teach-tiny", DEFAULT_PROMPT, 30)
+    assert step_rows(final[2]) == list(range(30, 0, -1))               # newest first
+    assert "30 tokens" in final[3] and "chosen" in final[1]
+
+
+def step_rows(table_html):
+    """The step numbers in the step table, top (newest) first."""
+    return [int(n) for n in re.findall(r"<tr><td>(\d+)</td>", table_html)]
 
 
 def test_next_token_advances_exactly_one_step(app_url):
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     text = DEFAULT_PROMPT
-    history = {"headers": [], "data": []}
     for n in range(1, 4):
-        text, bars, history, speed = c.predict(DEFAULT_PROMPT, text, history, "greedy", 1.0, 50,
-                                               123, api_name="/next_token")
-        assert len(history["data"]) == n
+        text, bars, history, speed = c.predict(DEFAULT_PROMPT, text, "greedy", 1.0, 50, 123,
+                                               api_name="/next_token")
+        assert step_rows(history) == list(range(n, 0, -1))
+        assert f"{n} tokens" in speed and "chosen" in bars
     assert text == _greedy_reference("teach-tiny", DEFAULT_PROMPT, 3)
+
+
+def test_live_step_table_shows_the_newest_rows_and_the_final_one_every_row(app_url,
+                                                                          monkeypatch):
+    monkeypatch.setattr(ui, "STREAM_INTERVAL_S", 0.0)
+    monkeypatch.setattr(ui, "TABLE_INTERVAL_S", 0.0)    # a table with every update
+    n = ui.LIVE_TABLE_ROWS + 10
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    job = c.submit(DEFAULT_PROMPT, n, "greedy", 1.0, 50, 123, False, api_name="/generate")
+    tables = [o[2] for o in job if isinstance(o[2], str) and "<table>" in o[2]]
+    last_live = [t for t in tables if "earlier steps" in t][-1]
+    assert step_rows(last_live) == list(range(n, 10, -1)) and "10 earlier steps" in last_live
+    assert step_rows(job.result()[2]) == list(range(n, 0, -1))
+    # After Stop, the page asks for the whole table from the session's rows.
+    state = {"gen_rows": [[2, "b"], [1, "a"]]}
+    assert step_rows(ui.full_table(state)) == [2, 1] and "<tbody></tbody>" in ui.full_table(None)
+
+
+def test_next_token_continues_a_generation_and_its_step_table(app_url):
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    text, _, history, _ = c.predict(DEFAULT_PROMPT, 5, "greedy", 1.0, 50, 123, False,
+                                    api_name="/generate")
+    assert step_rows(history) == [5, 4, 3, 2, 1]
+    text, _, history, speed = c.predict(DEFAULT_PROMPT, text, "greedy", 1.0, 50, 123,
+                                        api_name="/next_token")
+    assert step_rows(history) == [6, 5, 4, 3, 2, 1] and "6 tokens" in speed
+    assert text == _greedy_reference("teach-tiny", DEFAULT_PROMPT, 6)
 
 
 def test_generation_arguments_out_of_range_are_refused(app_url):

@@ -35,7 +35,6 @@ CALL_TIMEOUT_S = 60
 APP_WORKERS = 6
 ENDPOINTS = ("/build", "/trace", "/inside_views", "/attention", "/activation_curves",
              "/generate", "/next_token", "/logit_lens", "/export_stats", "/export_attention")
-EMPTY_HISTORY = {"headers": [], "data": []}
 # A valid call per endpoint, and what the session needs before it.
 FOLLOW_UP = {
     "/build": (None, build_args()),
@@ -44,7 +43,7 @@ FOLLOW_UP = {
     "/attention": ("traced", (1, "0")),
     "/activation_curves": (None, (-3, 3, ["gelu", "silu"], True, 0)),
     "/generate": ("built", gen_args(n=3)),
-    "/next_token": ("built", (PROMPT, "", EMPTY_HISTORY, "greedy", 1.0, 50, 123)),
+    "/next_token": ("built", (PROMPT, "", "greedy", 1.0, 50, 123)),
     "/logit_lens": ("built", (PROMPT,)),
     "/export_stats": ("traced", ("JSON",)),
     "/export_attention": ("traced", (0, "mean")),

@@ -33,7 +33,7 @@ from explorer.cache import ModelCache, model_bytes
 from explorer.config import PRESETS
 from explorer.generate import generate_steps, generate_text_simple
 from explorer.model import build_model
-from explorer.probes import trace
+from explorer.probes import trace, trace_peak_bytes
 from explorer.server import create_demo, launch_options
 from explorer.tokenizer import get_tokenizer
 
@@ -292,8 +292,8 @@ def test_sixteen_sessions_get_correct_answers_within_the_memory_budget(app, load
         deadline = time.monotonic() + CALL_TIMEOUT_S
         while not long_job.done() and time.monotonic() < deadline:
             time.sleep(0.05)
-        long_text, _, history = long_job.outputs()[-1][:3]
-        streamed_tokens = len(history["data"])  # one row per generated token
+        long_text, _, _, speed = long_job.outputs()[-1][:4]
+        streamed_tokens = int(speed.split(" tokens")[0])  # "37 tokens · 25.1 tokens/s"
         with one_torch_thread():
             expected_long = refs.long_text(streamed_tokens)
         # the session goes on after a long (or stopped) generation
@@ -411,7 +411,7 @@ def test_a_model_at_the_budget_fits_and_one_byte_more_does_not():
 
 
 def test_the_trace_size_guard_covers_a_traces_real_peak():
-    """The app refuses a trace whose estimated memory (ui.trace_bytes) is over its share of
+    """The app refuses a trace whose estimated memory (trace_peak_bytes) is over its share of
     the budget; the estimate must not be below what a trace really takes."""
     cfg = {"vocab_size": 1000, "context_length": 2048, "emb_dim": 64, "n_heads": 8,
            "n_layers": 2, "drop_rate": 0.0}
@@ -425,7 +425,7 @@ def test_the_trace_size_guard_covers_a_traces_real_peak():
         sampler.start()
         trace(model, ids)
         sampler.stop()
-    estimate = ui.trace_bytes(model.cfg, len(ids))
+    estimate = trace_peak_bytes(model.cfg, len(ids))
     assert estimate > 300 * MB  # the attention weights dominate
     assert sampler.peak_rss - baseline <= 1.2 * estimate
 

@@ -12,6 +12,7 @@ from explorer.model import (
     KVCache,
     LayerNorm,
     build_model,
+    prepare_for_decoding,
     recording,
 )
 
@@ -251,6 +252,34 @@ def test_eval_model_is_deterministic(variant_model):
     ids = random_ids(model.cfg)
     with torch.no_grad():
         assert torch.equal(model(ids), model(ids))
+
+
+def linear_weights(model):
+    return [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+
+@pytest.mark.parametrize("variant", VARIANT_IDS)
+def test_decoding_layout_keeps_values_and_results(variant):
+    book_layout = build_model(VARIANTS[variant], seed=5, device="cpu")
+    decoding = build_model(VARIANTS[variant], seed=5, device="cpu")
+    assert all(w.is_contiguous() for w in linear_weights(decoding))
+    assert prepare_for_decoding(decoding) is True
+    assert prepare_for_decoding(decoding) is False          # once per model
+    # Same values and shapes, now stored [in, out] (the transpose is contiguous).
+    assert all(w.t().is_contiguous() and not w.is_contiguous()
+               for w in linear_weights(decoding) if min(w.shape) > 1)
+    for (name, a), (_, b) in zip(book_layout.state_dict().items(),
+                                 decoding.state_dict().items()):
+        assert torch.equal(a, b), name
+    ids = random_ids(book_layout.cfg, batch=1, length=10)
+    with torch.no_grad():
+        torch.testing.assert_close(decoding(ids), book_layout(ids), atol=1e-5, rtol=1e-4)
+        caches = KVCache(book_layout), KVCache(decoding)
+        for t in range(ids.shape[1]):       # one token at a time: the path the layout is for
+            step = ids[:, t:t + 1]
+            torch.testing.assert_close(decoding(step, cache=caches[1]),
+                                       book_layout(step, cache=caches[0]),
+                                       atol=1e-5, rtol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------

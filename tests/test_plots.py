@@ -75,7 +75,6 @@ def all_figures(t, layer=0):
                                               ff_pre_hist=(ff.hist_counts[layer],
                                                            ff.hist_edges[layer])),
         "activation_plain": plots.activation_figure(curves),
-        "next_token": plots.next_token_figure(t.next_texts[-1], t.next_probs[-1].tolist(), 0),
         "logit_lens": plots.logit_lens_figure(t),
     }
     if kept:
@@ -358,29 +357,43 @@ def test_a_trace_with_inf_and_nan_builds_every_figure(overflow_trace):
 
 # ---------------------------------------------------------------------------------------------
 # Next token, logit lens
-def test_next_token_figure_is_under_2_kb_for_10_candidates():
+def test_next_token_bars_are_under_2_kb_for_10_candidates():
     texts = [" the", " a", "\n\n", " international", "<|endoftext|>", " of", "ing", " and",
              " to", " 1234567890"]
     probs = [0.31234, 0.12, 0.08, 0.05, 0.04, 0.03, 0.02, 0.015, 0.01, 0.005]
-    fig = plots.next_token_figure(texts, probs, chosen=3)
-    assert len(fig.to_json().encode()) <= 2000
+    bars = plots.next_token_bars_html(texts, probs, chosen=3)
+    assert len(bars.encode()) <= 2000
     # the worst case: long pieces that need escaping, non-ASCII, probabilities with many digits
     nasty = ["<" * 30, "&" * 30, "日本語のテキストです" * 3, " " * 40, "\n" * 40] * 2
-    worst = plots.next_token_figure(nasty, [1 / 3 ** i for i in range(10)], chosen=9)
-    assert len(worst.to_json().encode()) <= 2000
-    colors = list(fig.data[0].marker.color)
-    assert colors[3] != colors[0] and len(set(colors)) == 2
-    assert list(fig.data[0].y)[0] == "␣the"       # most likely first (axis reversed)
-    assert fig.layout.yaxis.autorange == "reversed"
+    worst = plots.next_token_bars_html(nasty, [1 / 3 ** i for i in range(10)], chosen=9)
+    assert len(worst.encode()) <= 2000
 
 
-def test_next_token_figure_keeps_lookalike_tokens_apart_and_checks_input():
-    fig = plots.next_token_figure([" the", "␣the"], [0.5, 0.4])
-    assert len(set(fig.data[0].y)) == 2
+def bar_rows(bars_html):
+    """(token, width %, colour, label) of each bar, top to bottom."""
+    return re.findall(r'<div><span>(.*?)</span><b><i( class=c)? style="width:([\d.]+)%"></i>'
+                      r'</b><span>(.*?)</span></div>', bars_html)
+
+
+def test_next_token_bars_show_candidates_in_order_with_the_chosen_one_marked():
+    bars = plots.next_token_bars_html([" the", "<u>", "&"], [0.5, 0.25, 0.125], chosen=1)
+    rows = bar_rows(bars)
+    assert [r[0] for r in rows] == ["␣the", "&lt;u&gt;", "&amp;"]   # token text never markup
+    assert "<u>" not in bars
+    assert [float(r[2]) for r in rows] == [100.0, 50.0, 25.0]       # widths ∝ probability
+    assert [r[1] for r in rows] == ["", " class=c", ""]             # the chosen one stands out
+    assert f"i.c {{background: {plots.ORANGE};}}" in plots.NEXT_TOKEN_CSS
+    assert [r[3] for r in rows] == ["50 %", "25 % ◀ chosen", "12.5 %"]
+    assert bar_rows(plots.next_token_bars_html(["a"], [0.000171234]))[0][3] == "0.0171 %"
+    assert "chosen" not in plots.next_token_bars_html(["a"], [1.0])
+    assert bar_rows(plots.next_token_bars_html(["a", "b"], [0.0, 0.0]))[0][2] == "0.0"
+
+
+def test_next_token_bars_check_their_input():
     with pytest.raises(ValueError):
-        plots.next_token_figure(["a"], [0.5, 0.4])
+        plots.next_token_bars_html(["a"], [0.5, 0.4])
     with pytest.raises(ValueError):
-        plots.next_token_figure(["a"], [0.5], chosen=1)
+        plots.next_token_bars_html(["a"], [0.5], chosen=1)
 
 
 def test_logit_lens_shows_guesses_and_caps_positions(tiny, long_trace):

@@ -15,7 +15,11 @@ from explorer.probes import (
     HIST_BINS,
     POINT_LABELS,
     STAT_NAMES,
+    _HEAD_ROWS,
+    longest_trace,
     trace,
+    trace_peak_bytes,
+    with_attention_of_layer,
 )
 
 from engine_variants import VARIANT_IDS, VARIANTS
@@ -263,6 +267,25 @@ def test_next_token_top_k_and_lens_are_exact_for_a_gpt2_sized_vocabulary():
     np.testing.assert_allclose(traced.lens_probs[0], first.max(-1).values.numpy(), rtol=1e-5)
 
 
+def test_long_inputs_take_the_head_in_chunks_with_the_same_results():
+    # Beyond _HEAD_ROWS positions the head runs a chunk of positions at a time, so that the
+    # (T, vocab) logits are never held at once; top-k, lens and kept logits stay exact.
+    n = _HEAD_ROWS * 2 + 7
+    cfg = GPTConfig(vocab_size=4099, context_length=n, emb_dim=16, n_heads=2, n_layers=2)
+    model = build_model(cfg, device="cpu")
+    ids = [(13 * i) % 4099 for i in range(n)]
+    logits = plain_logits(model, ids)
+    expected = torch.topk(torch.softmax(logits, dim=-1), 3, dim=-1)
+    for keep_logits in (False, True):
+        traced = trace(model, ids, top_k=3, lens=[0, n - 1], keep_logits=keep_logits)
+        assert traced.next_ids.shape == (n, 3)
+        np.testing.assert_array_equal(traced.next_ids, expected.indices.numpy())
+        np.testing.assert_allclose(traced.next_probs, expected.values.numpy(), rtol=1e-5)
+        np.testing.assert_array_equal(traced.lens_ids[-1], expected.indices[[0, n - 1], 0])
+    assert traced.logits.shape == (n, cfg.vocab_size)
+    np.testing.assert_allclose(traced.logits, logits.numpy(), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("top_k", [1, 5])
 def test_next_token_top_k_is_topk_of_the_softmax(model, top_k):
     traced = trace(model, PROMPT, top_k=top_k)
@@ -401,6 +424,26 @@ def test_auto_attention_keeps_no_layer_beyond_the_limit_and_a_chosen_layer_on_de
     assert trace(model, ids[:10], attention_layers=None).attention == {}
 
 
+def test_attention_of_one_layer_on_demand_runs_only_the_blocks_up_to_it(monkeypatch):
+    n = ATTENTION_ALL_LAYERS_MAX_TOKENS + 5
+    cfg = GPTConfig(vocab_size=101, context_length=n, emb_dim=16, n_heads=2, n_layers=3)
+    model = build_model(cfg, device="cpu")
+    ids = [(5 * i) % 101 for i in range(n)]
+    traced = trace(model, ids)
+    everything = trace(model, ids, attention_layers="all")
+    for layer in range(cfg.n_layers):
+        shown = with_attention_of_layer(model, traced, layer)
+        assert list(shown.attention) == [layer]             # one layer held at a time
+        np.testing.assert_array_equal(shown.attention[layer], everything.attention[layer])
+        assert shown.points is traced.points and traced.attention == {}
+    # Layer 0 needs block 0 only: the later blocks must not run at all.
+    for block in model.trf_blocks[1:]:
+        monkeypatch.setattr(block, "forward", lambda *a, **k: pytest.fail("ran a later block"))
+    assert with_attention_of_layer(model, traced, 0).attention[0].shape == (2, n, n)
+    with pytest.raises(ValueError, match="Layer 3 does not exist"):
+        with_attention_of_layer(model, traced, 3)
+
+
 @pytest.mark.parametrize("kwargs, ids, message", [
     ({"attention_layers": [CFG.n_layers]}, PROMPT, "Layer"),
     ({"attention_layers": [-1]}, PROMPT, "Layer"),
@@ -447,6 +490,18 @@ def test_trace_memory_stays_bounded_at_the_full_context():
     assert traced.nbytes() < cfg.n_heads * n * n * 4   # smaller than one layer's attention
     with_layer = trace(model, ids, attention_layers=[0])
     assert with_layer.nbytes() - traced.nbytes() == cfg.n_heads * n * n * 4
+
+
+@pytest.mark.parametrize("budget_mb", [0.001, 1, 50, 400, 10_000])
+def test_longest_trace_is_the_longest_input_whose_estimate_fits(budget_mb):
+    cfg = GPTConfig(vocab_size=50257, context_length=1024, emb_dim=768, n_heads=12, n_layers=1)
+    budget = budget_mb * 2 ** 20
+    n = longest_trace(cfg, budget)
+    assert 0 <= n <= cfg.context_length
+    assert n == 0 or trace_peak_bytes(cfg, n) <= budget
+    assert n == cfg.context_length or trace_peak_bytes(cfg, n + 1) > budget
+    # The head's logits count for at most _HEAD_ROWS positions; attention for all of them.
+    assert trace_peak_bytes(cfg, 1024) - trace_peak_bytes(cfg, 1023) == 12 * 12 * (2 * 1023 + 1)
 
 
 # ---------------------------------------------------------------------------------------------
