@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 
 import gradio as gr
 
+from .heap import release_freed_memory_promptly
 from .ui import CSS, build_app
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
@@ -30,24 +30,6 @@ def launch_options(host=None, port=None, share=False) -> dict:
         # "error" — the message only, never a traceback.
         show_error=True,
     )
-
-
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-MMAP_THRESHOLD = 4 * 1024 ** 2
-
-
-def release_freed_memory_promptly() -> bool:
-    """Give the memory of freed tensors (an evicted model's weights) back to the operating
-    system. glibc otherwise raises its mmap threshold each time a large block is freed (up to
-    32 MB) and keeps later blocks of that size in its heap, so memory of evicted models stays
-    in the process: a 160 MB model cache churning teaching models held about 900 MB of RSS
-    instead of 450 MB. A fixed threshold maps every tensor of 4 MB or more on its own. Returns
-    False (and changes nothing) where the C library is not glibc."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-    except (OSError, AttributeError):
-        return False
 
 
 def create_demo() -> gr.Blocks:

@@ -16,7 +16,7 @@ import time
 import gradio as gr
 import numpy as np
 
-from . import plots
+from . import heap, plots
 from .cache import ModelCache, model_bytes
 from .config import (ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, GPTConfig,
                      count_parameters, get_preset)
@@ -72,7 +72,9 @@ CSS = """
 # ---------------------------------------------------------------------------------------------
 # Errors: a ValueError from the core is a message for the student; anything else is our bug.
 def friendly(fn):
-    """Show ``ValueError`` messages in the page (gr.Error) and never a traceback."""
+    """Every handler's wrapper: show ``ValueError`` messages in the page (gr.Error), never a
+    traceback; and when the handler is done, hand the memory its temporaries took back to the
+    system (``heap.trim``), so that the app's resident memory stays near what it holds."""
     def translate(exc):
         if isinstance(exc, gr.Error):
             return exc
@@ -91,6 +93,8 @@ def friendly(fn):
                 yield from fn(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - translated for the user
                 raise translate(exc) from None
+            finally:
+                heap.trim()
         return gen_wrapper
 
     @functools.wraps(fn)
@@ -99,6 +103,8 @@ def friendly(fn):
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - translated for the user
             raise translate(exc) from None
+        finally:
+            heap.trim()
     return wrapper
 
 
