@@ -108,10 +108,13 @@ def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_a
     for index in range(max_new_tokens):
         started = time.perf_counter()
         with torch.inference_mode():
-            if index == 0 or cache is None or cache.pos >= cache.capacity:
+            if index == 0 or cache is None or cache.pos >= context_length:
                 # Prefill, or the window is full: recompute the last context_length tokens.
                 window = torch.tensor([ids[-context_length:]], device=device)
-                cache = KVCache(model) if use_cache and len(ids) < context_length else None
+                # Room for this window and the tokens still to come, within the context.
+                needed = window.shape[1] + max_new_tokens - index
+                cache = (KVCache(model, capacity=needed)
+                         if use_cache and len(ids) < context_length else None)
                 logits = model(window, cache=cache, last_only=True)
             else:
                 logits = model(torch.tensor([[ids[-1]]], device=device), cache=cache,

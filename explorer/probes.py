@@ -120,11 +120,14 @@ class Trace:
 
 
 def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", top_k=5,
-          keep_logits=False, tokenizer=None) -> Trace:
+          keep_logits=False, entropy=True, tokenizer=None) -> Trace:
     """Run one forward pass over ``token_ids`` and record what happens inside.
 
     attention_layers: "auto" (every layer up to ``ATTENTION_ALL_LAYERS_MAX_TOKENS`` tokens,
-        none beyond), "all", None, or a list of layer indices. Per-head entropy is always kept.
+        none beyond), "all", None, or a list of layer indices.
+    entropy: per-head attention entropy for every layer (it needs the book's explicit
+        attention in every block). False: NaN entropy, and the blocks whose weights are not
+        kept take the fused attention (for a view that needs neither, like the logit lens).
     lens: the logit lens (final norm + output head on every block's output) at the "last"
         position, at "all" positions, None, or a list of positions. Reading it at every
         position runs the vocabulary-wide head once per layer, which costs more than the
@@ -145,7 +148,7 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
     tokenizer = tokenizer or get_tokenizer()
 
     started = time.perf_counter()
-    recorder = _Recorder(model, keep_layers, positions, n, top_k, keep_logits)
+    recorder = _Recorder(model, keep_layers, positions, n, top_k, keep_logits, entropy)
     device = model_device(model)
     try:
         with torch.inference_mode(), recording(recorder):
@@ -256,7 +259,8 @@ class _Recorder:
     system (the peak RSS of a T=1024 trace then varied from 1x to 2.5x a plain forward's).
     """
 
-    def __init__(self, model, keep_layers, lens_positions, n_tokens, top_k=5, keep_logits=False):
+    def __init__(self, model, keep_layers, lens_positions, n_tokens, top_k=5, keep_logits=False,
+                 entropy=True):
         cfg = model.cfg
         device = model_device(model)
         self.model = model
@@ -271,7 +275,9 @@ class _Recorder:
         self.per_token = torch.empty((capacity, 6, n_tokens), device=device)
         self.hist = torch.empty((capacity, HIST_BINS + 1), dtype=torch.int64, device=device)
         self.used = 0                                 # rows of per_token / hist filled so far
-        self.entropy = torch.empty((cfg.n_layers, cfg.n_heads, n_tokens), device=device)
+        self.wants_entropy = entropy
+        self.entropy = (torch.empty if entropy else torch.zeros)(
+            (cfg.n_layers, cfg.n_heads, n_tokens), device=device)
         self.lens_inputs = torch.empty((cfg.n_layers, len(lens_positions), cfg.emb_dim),
                                        dtype=model.tok_emb.weight.dtype, device=device)
         self.lens_index = torch.tensor(lens_positions, dtype=torch.int64, device=device)
@@ -289,7 +295,8 @@ class _Recorder:
         self.last_output_stats: dict | None = None
 
     def wants_attention(self) -> bool:
-        return True  # the explicit path: its weights give every head's entropy
+        # The explicit path: its weights give every head's entropy (or the kept layers').
+        return self.wants_entropy or self.layer in self.keep_layers
 
     def record(self, name, x):
         if name == "attn_pattern":
@@ -378,6 +385,9 @@ class _Recorder:
         points = {p: _to_point_stats(p, [layer[p] for layer in self.block_stats]) for p in names}
         final = {p: _to_point_stats(p, [s]) for p, s in self.final_stats.items()}
         entropy = (self.entropy / -math.log(2)).cpu().numpy()
+        if not self.wants_entropy:        # not computed: NaN, not a misleading 0 bits
+            entropy[[layer for layer in range(len(entropy)) if layer not in self.keep_layers]] \
+                = np.nan
         attention = {k: v.numpy() for k, v in self.attention.items()}
         return {"points": points, "final": final, "attention": attention, "entropy": entropy}
 

@@ -104,6 +104,24 @@ def test_cache_serves_tokens_until_the_window_slides(model):
     assert all(not s.cached for s in generate_steps(model, ids, 6, use_cache=False))
 
 
+def test_the_cache_has_room_for_the_prompt_and_the_new_tokens_only(model, monkeypatch):
+    import explorer.generate as generate_module
+    made = []
+
+    class Recording(generate_module.KVCache):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self.capacity)
+    monkeypatch.setattr(generate_module, "KVCache", Recording)
+    ids = prompt(3)
+    steps = list(generate_steps(model, ids, 8))
+    assert made == [3 + 8] and all(s.cached for s in steps)
+    assert [s.token_id for s in steps] == simple_tokens(model, ids, 8)
+    made.clear()
+    list(generate_steps(model, prompt(C - 3, seed=1), 10))   # capped at the context, then slides
+    assert made == [C]
+
+
 def test_zero_new_tokens_yields_nothing(model):
     assert list(generate_steps(model, prompt(3), 0)) == []
 

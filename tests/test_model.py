@@ -238,6 +238,23 @@ def test_cache_overflow_is_refused():
             model(random_ids(SMALL, batch=1, length=7), cache=cache)
 
 
+def test_a_cache_sized_for_a_generation_holds_just_that_and_refuses_more():
+    model = build_model(SMALL, seed=0, device="cpu")
+    ids = random_ids(SMALL, batch=1, length=9)
+    small, full = KVCache(model, capacity=9), KVCache(model)
+    assert small.layers[0].keys.shape[2] == 9 and full.layers[0].keys.shape[2] == SMALL.context_length
+    assert KVCache(model, capacity=10 ** 6).capacity == SMALL.context_length
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids[:, :5], cache=small), model(ids[:, :5], cache=full))
+        for t in range(5, 9):
+            torch.testing.assert_close(model(ids[:, t:t + 1], cache=small),
+                                       model(ids[:, t:t + 1], cache=full))
+        with pytest.raises(ValueError, match="holds 9 positions"):
+            model(ids[:, :1], cache=small)
+    with pytest.raises(ValueError, match="at least one token"):
+        KVCache(model, capacity=0)
+
+
 def test_last_only_equals_last_row_of_full_logits(variant_model):
     _, model = variant_model
     ids = random_ids(model.cfg, length=9)

@@ -9,7 +9,7 @@ import torch
 
 import explorer.model as model_module
 from explorer.config import GPTConfig
-from explorer.model import BLOCK_PROBE_POINTS, build_model, recording
+from explorer.model import BLOCK_PROBE_POINTS, MultiHeadAttention, build_model, recording
 from explorer.probes import (
     ATTENTION_ALL_LAYERS_MAX_TOKENS,
     HIST_BINS,
@@ -442,6 +442,25 @@ def test_attention_of_one_layer_on_demand_runs_only_the_blocks_up_to_it(monkeypa
     assert with_attention_of_layer(model, traced, 0).attention[0].shape == (2, n, n)
     with pytest.raises(ValueError, match="Layer 3 does not exist"):
         with_attention_of_layer(model, traced, 3)
+
+
+def test_a_trace_without_entropy_takes_the_fused_attention_and_says_nan(monkeypatch):
+    cfg = GPTConfig(vocab_size=101, context_length=40, emb_dim=16, n_heads=2, n_layers=3)
+    model = build_model(cfg, device="cpu")
+    ids = [(3 * i) % 101 for i in range(40)]
+    full = trace(model, ids, lens="all")
+    explicit = []                      # which calls take the book's step-by-step attention
+    original = MultiHeadAttention._explicit_attention
+    monkeypatch.setattr(MultiHeadAttention, "_explicit_attention",
+                        lambda self, *a: explicit.append(1) or original(self, *a))
+    lean = trace(model, ids, lens="all", attention_layers=[1], entropy=False)
+    assert len(explicit) == 1                                   # the kept layer only
+    np.testing.assert_array_equal(lean.lens_ids, full.lens_ids)
+    np.testing.assert_array_equal(lean.next_ids, full.next_ids)
+    np.testing.assert_allclose(lean.next_probs, full.next_probs, rtol=1e-5)
+    assert np.isnan(lean.attention_entropy[[0, 2]]).all()      # not computed: said so
+    np.testing.assert_allclose(lean.attention_entropy[1], full.attention_entropy[1], rtol=1e-6)
+    np.testing.assert_allclose(lean.attention[1], full.attention[1], atol=1e-6)  # fused before
 
 
 @pytest.mark.parametrize("kwargs, ids, message", [
