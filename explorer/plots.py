@@ -680,14 +680,16 @@ def next_token_bars_html(texts: list[str], probs: list[float], chosen: int | Non
             '</small></h4>' + "".join(rows) + "</section>")
 
 
-def table_html(headers: list[str], rows: list[list], elem_class: str = "steps") -> str:
+def table_html(headers: list[str], rows: list[list], caption: str = "",
+               elem_class: str = "steps") -> str:
     """A plain HTML table; every cell is text, escaped. The browser lays out hundreds of rows
     in about a millisecond, where Gradio's Dataframe took ~100 ms per update."""
+    title = f"<h4>{html.escape(caption)}</h4>" if caption else ""
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
                    for row in rows)
-    return (f'<div class="{html.escape(elem_class)}"><table><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>")
+    return (f'{title}<div class="{html.escape(elem_class)}"><table><thead><tr>{head}</tr>'
+            f"</thead><tbody>{body}</tbody></table></div>")
 
 
 # The bars' layout (lean markup above, the looks here); the app adds it to its style sheet.
@@ -706,7 +708,7 @@ NEXT_TOKEN_CSS = f"""
 .steps {{max-height: 460px; overflow-y: auto; font-size: 15px;}}
 .steps table {{border-collapse: collapse; width: 100%;}}
 .steps th {{position: sticky; top: 0; background: #f3f4f6; text-align: left;}}
-.steps th, .steps td {{padding: 3px 8px; border-bottom: 1px solid {GRID_COLOR};
+.steps th, .steps td {{padding: 3px 8px; border: none; border-bottom: 1px solid {GRID_COLOR};
                       font-variant-numeric: tabular-nums;}}
 .steps td:nth-child(2) {{font-family: ui-monospace, monospace; white-space: pre;}}
 """

@@ -417,7 +417,7 @@ def _table(rows, live=False):
     if live and len(rows) > LIVE_TABLE_ROWS:
         more = len(rows) - LIVE_TABLE_ROWS
         rows = rows[:LIVE_TABLE_ROWS] + [["…", f"{more} earlier steps", "", "", "", ""]]
-    return plots.table_html(HISTORY_HEADERS, rows)
+    return plots.table_html(HISTORY_HEADERS, rows, caption="Steps (newest first)")
 
 
 def full_table(state):
