@@ -173,6 +173,9 @@ class MultiHeadAttention(nn.Module):
             queries, keys = self.rope(queries, start), self.rope(keys, start)
         if cache is not None:
             keys, values = cache.update(keys, values)     # (b, num_heads, start + T, head_dim)
+        # What the attention weights are computed from (after RoPE, cached keys included): a
+        # recorder can rebuild the weights from them while the fused kernel runs.
+        queries, keys = probe("attn_queries", queries), probe("attn_keys", keys)
 
         # The book's step-by-step path when a recorder wants the weights, or when dropout is
         # active (so training draws the same random numbers as the book's code).

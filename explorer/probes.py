@@ -20,17 +20,25 @@ Where each statistic is measured (the names are the probe points in ``explorer.m
 
 A model without normalisation has no ``ln*`` points. Recording happens only inside ``trace``;
 raw activations are reduced to statistics as they are recorded, so memory stays bounded.
+
+The attention weights come from ``attn_queries`` and ``attn_keys`` (each block's queries and keys
+after RoPE, cached keys included): the forward pass keeps PyTorch's fused attention, and the
+weights are recomputed from those by the book's steps (``_attention_weights``). On the CPU the
+statistics come from the numba kernels in ``explorer.stat_kernels``; elsewhere, or without
+numba, from PyTorch reductions that give the same figures.
 """
 from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
-from .model import BLOCK_PROBE_POINTS, GPTModel, model_device, recording
+from . import stat_kernels
+from .model import BLOCK_PROBE_POINTS, GPTModel, causal_mask, model_device, recording
 from .tokenizer import as_token_ids, get_tokenizer
 
 HIST_BINS = 48
@@ -125,9 +133,9 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
 
     attention_layers: "auto" (every layer up to ``ATTENTION_ALL_LAYERS_MAX_TOKENS`` tokens,
         none beyond), "all", None, or a list of layer indices.
-    entropy: per-head attention entropy for every layer (it needs the book's explicit
-        attention in every block). False: NaN entropy, and the blocks whose weights are not
-        kept take the fused attention (for a view that needs neither, like the logit lens).
+    entropy: per-head attention entropy for every layer (its weights are computed for it).
+        False: NaN entropy for the layers whose weights are not kept (for a view that needs
+        neither, like the logit lens).
     lens: the logit lens (final norm + output head on every block's output) at the "last"
         position, at "all" positions, None, or a list of positions. Reading it at every
         position runs the vocabulary-wide head once per layer, which costs more than the
@@ -164,7 +172,7 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
     out = recorder.result()
     seconds = time.perf_counter() - started
 
-    piece = _piece_fn(tokenizer)
+    pieces = _pieces_fn(tokenizer)
     notes = []
     if keep_layers != set(range(cfg.n_layers)) and attention_layers == "auto":
         notes.append(f"Attention patterns are kept for the layers asked for only beyond "
@@ -172,14 +180,14 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
     if any(s.overall["nonfinite"].any() for s in out["points"].values()):
         notes.append("Some activations are inf or NaN: the values overflowed.")
     return Trace(
-        token_ids=ids, tokens=[piece(t) for t in ids], config=cfg.to_dict(),
+        token_ids=ids, tokens=pieces(ids), config=cfg.to_dict(),
         points=out["points"], final=out["final"], attention=out["attention"],
         attention_entropy=out["entropy"],
         next_ids=next_ids, next_probs=next_probs,
-        next_texts=[[piece(t) for t in row] for row in next_ids.tolist()],
+        next_texts=pieces(next_ids),
         lens_positions=positions, lens_ids=lens_ids, lens_probs=lens_probs,
         lens_final_probs=lens_final,
-        lens_texts=[[piece(t) for t in row] for row in lens_ids.tolist()],
+        lens_texts=pieces(lens_ids),
         seconds=seconds, logits=recorder.logits.float().cpu().numpy() if keep_logits else None,
         notes=notes)
 
@@ -197,7 +205,7 @@ def with_attention_of_layer(model: GPTModel, traced: Trace, layer: int) -> Trace
         raise RuntimeError("The model never reached the attention of the chosen layer.")
     except _LayerAttention.Done:
         pass
-    return replace(traced, attention={layer: recorder.weights})
+    return replace(traced, attention={layer: recorder.weights.numpy()})
 
 
 class _LayerAttention:
@@ -207,25 +215,36 @@ class _LayerAttention:
         pass
 
     def __init__(self, layer):
-        self.layer, self.current, self.weights = layer, -1, None
+        self.layer, self.current, self.weights, self.queries = layer, -1, None, None
 
     def wants_attention(self):
-        # The explicit path up to the chosen block, as in a trace: the very same weights.
-        return self.current <= self.layer
+        return False
 
     def record(self, name, x):
         if name == "resid_pre":
             self.current += 1
-        elif name == "attn_pattern" and self.current == self.layer:
-            self.weights = x[0].float().cpu().numpy()
+        elif self.current == self.layer and name == "attn_queries":
+            self.queries = x
+        elif self.current == self.layer and name == "attn_keys":
+            # The trace's own computation: the very same weights.
+            queries, keys = self.queries[0].float(), x[0].float()
+            self.weights = _attention_weights(queries @ keys.transpose(-2, -1),
+                                              queries.shape[-1]).cpu()
             raise self.Done
 
 
 def trace_peak_bytes(cfg, n_tokens: int) -> int:
-    """Memory a trace of ``n_tokens`` needs at its peak, beyond the model: the book's attention
-    computes (n_heads, T, T) weights in every layer (about three such float32 arrays at once),
-    and the output head at most ``_HEAD_ROWS`` positions of (vocab_size) logits at a time."""
-    return 12 * cfg.n_heads * n_tokens ** 2 + 4 * cfg.vocab_size * min(n_tokens, _HEAD_ROWS)
+    """Memory a trace of ``n_tokens`` needs at its peak, beyond the model: (n_heads, T, T)
+    attention weights of one layer, about three such float32 arrays at once, or two batches
+    of several layers' (``_ATTENTION_BATCH_BYTES`` each) for short inputs; and the output head
+    at most ``_HEAD_ROWS`` positions of (vocab_size) logits at a time. Short inputs also hold
+    every layer's queries and keys until the end."""
+    one_layer = 4 * cfg.n_heads * n_tokens ** 2
+    short = min(n_tokens, ATTENTION_ALL_LAYERS_MAX_TOKENS)     # (keeps the figure rising with T)
+    batch = min(4 * cfg.n_heads * short ** 2 * cfg.n_layers, _ATTENTION_BATCH_BYTES)
+    queries_and_keys = 8 * cfg.n_layers * short * cfg.emb_dim
+    return (max(3 * one_layer, 2 * batch + queries_and_keys)
+            + 4 * cfg.vocab_size * min(n_tokens, _HEAD_ROWS))
 
 
 def longest_trace(cfg, max_bytes: float) -> int:
@@ -250,13 +269,14 @@ class _Recorder:
     """Receives the probe points of one forward pass and reduces each block's activations to
     statistics as soon as the block ends, so no raw activation outlives its block.
 
-    The activations of one block and one width are stacked and reduced together: a few dozen
-    tensor operations per block rather than a few dozen per activation. That matters most on a
-    busy machine, where every multi-threaded operation may wait for a descheduled thread.
-    What it keeps (per-token sums, histogram counts, entropies, lens inputs) goes into buffers
-    allocated up front: thousands of small results allocated between the forward pass's large
-    temporaries would pin the allocator's heap and keep freed memory from returning to the
-    system (the peak RSS of a T=1024 trace then varied from 1x to 2.5x a plain forward's).
+    The forward pass is the plain one (fused attention): the attention weights are recomputed
+    from each block's queries and keys (``_attention_weights``), for all layers in one batch at
+    the end when the input is short, else block by block so that one layer's T x T weights are
+    held at a time. What it keeps (per-token sums, histogram counts, entropies, lens inputs)
+    goes into buffers allocated up front: thousands of small results allocated between the
+    forward pass's large temporaries would pin the allocator's heap and keep freed memory from
+    returning to the system (the peak RSS of a T=1024 trace then varied from 1x to 2.5x a plain
+    forward's).
     """
 
     def __init__(self, model, keep_layers, lens_positions, n_tokens, top_k=5, keep_logits=False,
@@ -275,9 +295,15 @@ class _Recorder:
         self.per_token = torch.empty((capacity, 6, n_tokens), device=device)
         self.hist = torch.empty((capacity, HIST_BINS + 1), dtype=torch.int64, device=device)
         self.used = 0                                 # rows of per_token / hist filled so far
+        use_kernels = device.type == "cpu" and stat_kernels.AVAILABLE
+        self.scratch = None if use_kernels else _Scratch(n_tokens, device)
         self.wants_entropy = entropy
-        self.entropy = (torch.empty if entropy else torch.zeros)(
-            (cfg.n_layers, cfg.n_heads, n_tokens), device=device)
+        self.entropy = torch.full((cfg.n_layers, cfg.n_heads, n_tokens), torch.nan, device=device)
+        # Layers whose weights are computed: all of them for the entropy, else the kept ones.
+        self.weight_layers = set(range(cfg.n_layers)) if entropy else set(keep_layers)
+        self.batch_attention = n_tokens <= ATTENTION_ALL_LAYERS_MAX_TOKENS
+        self.queries: torch.Tensor | None = None      # this block's, until its keys arrive
+        self.qk: dict[int, tuple] = {}                # layer -> (queries, keys) when batched
         self.lens_inputs = torch.empty((cfg.n_layers, len(lens_positions), cfg.emb_dim),
                                        dtype=model.tok_emb.weight.dtype, device=device)
         self.lens_index = torch.tensor(lens_positions, dtype=torch.int64, device=device)
@@ -295,21 +321,20 @@ class _Recorder:
         self.last_output_stats: dict | None = None
 
     def wants_attention(self) -> bool:
-        # The explicit path: its weights give every head's entropy (or the kept layers').
-        return self.wants_entropy or self.layer in self.keep_layers
+        return False        # the fused attention: weights come from the queries and keys
 
     def record(self, name, x):
-        if name == "attn_pattern":
-            weights = x[0].float()                                          # (heads, T, S)
-            # sum(w * ln w) per query row (negated and turned into bits in result()); xlogy(0,
-            # 0) = 0 for the masked future. A few heads at a time: small temporaries.
-            step = max(1, 2 ** 21 // weights[0].numel())
-            for start in range(0, weights.shape[0], step):
-                w = weights[start:start + step]
-                torch.sum(torch.special.xlogy(w, w), dim=-1,
-                          out=self.entropy[self.layer, start:start + step])
-            if self.layer in self.keep_layers:
-                self.attention[self.layer] = weights.cpu()
+        if name == "attn_queries":
+            self.queries = x[0]                                     # (heads, T, head_dim)
+            return
+        if name == "attn_keys":
+            if self.layer in self.weight_layers:
+                self.qk[self.layer] = (self.queries, x[0])
+                if not self.batch_attention:
+                    self._keep_attention()
+            self.queries = None
+            return
+        if name == "attn_pattern":       # only from a model in training mode with dropout
             return
         if name == "resid_pre":
             self.layer += 1
@@ -332,21 +357,56 @@ class _Recorder:
         elif name == "final_norm_out":
             self._reduce_pending(target)
             self.last_output = self.last_output_stats = None
+            self._keep_attention()
             self.head(x[0])
             raise _HeadComputed  # stop the model before it runs the same head again
 
+    def _keep_attention(self):
+        """Attention weights of the layers in ``self.qk`` from their queries and keys (heads,
+        T, d): each head's entropy, and the weights of the layers asked for. Several layers'
+        scores go into one batch (up to ``_ATTENTION_BATCH_BYTES``), so that the steps after
+        the products run once per batch rather than once per layer."""
+        layers = sorted(self.qk)
+        if not layers:
+            return
+        heads, n, _ = self.qk[layers[0]][0].shape
+        per_layer = 4 * heads * n * self.qk[layers[0]][1].shape[1]
+        step = max(1, _ATTENTION_BATCH_BYTES // per_layer)
+        for first in range(0, len(layers), step):
+            batch = layers[first:first + step]
+            attn_scores = torch.empty((len(batch), heads, n, self.qk[batch[0]][1].shape[1]),
+                                      device=self.entropy.device)
+            for i, layer in enumerate(batch):
+                queries, keys = self.qk.pop(layer)
+                torch.matmul(queries.float(), keys.float().transpose(-2, -1), out=attn_scores[i])
+            weights = _attention_weights(attn_scores, queries.shape[-1])   # (batch, heads, T, S)
+            # sum(w * ln w) per query row (negated and turned into bits in result()); ln of
+            # the weights clamped to 1e-30, so the masked future (w = 0) adds 0 * -69 = 0.
+            plogp = torch.clamp_min(weights, 1e-30).log_().mul_(weights)
+            self.entropy[batch] = plogp.sum(-1)
+            del plogp
+            kept = [i for i, layer in enumerate(batch) if layer in self.keep_layers]
+            whole = len(kept) == len(batch)      # else copies, so the batch can be freed
+            for i in kept:
+                self.attention[batch[i]] = (weights[i] if whole else weights[i].clone()).cpu()
+
     def _reduce_pending(self, target):
-        by_width: dict[int, list[int]] = {}
-        for i, x in enumerate(self.pending):
-            by_width.setdefault(x.shape[-1], []).append(i)
-        stats = [None] * len(self.pending)
-        for indices in by_width.values():
-            rows = slice(self.used, self.used + len(indices))
-            self.used += len(indices)
-            group = _group_stats([self.pending[i][0] for i in indices], self.per_token[rows],
-                                 self.hist[rows])
-            for i, s in zip(indices, group):
-                stats[i] = s
+        if self.scratch is None:
+            stats = _cpu_stats([x[0] for x in self.pending], self.per_token, self.hist,
+                               self.used)
+            self.used += len(self.pending)
+        else:
+            by_width: dict[int, list[int]] = {}
+            for i, x in enumerate(self.pending):
+                by_width.setdefault(x.shape[-1], []).append(i)
+            stats = [None] * len(self.pending)
+            for indices in by_width.values():
+                rows = slice(self.used, self.used + len(indices))
+                self.used += len(indices)
+                group = _group_stats([self.pending[i][0] for i in indices],
+                                     self.per_token[rows], self.hist[rows], self.scratch)
+                for row, (i, s) in enumerate(zip(indices, group), start=rows.start):
+                    stats[i] = {**s, "row": row}
         for name, i in self.names.items():
             target[name] = stats[i]
         self.pending, self.names = [], {}
@@ -366,60 +426,133 @@ class _Recorder:
                 logits, self.lens_logits = logits[:n], logits[n:]
             else:
                 logits = self.model.out_head(normed)
+            self.logits = logits.clone() if self.keep_logits else None
             self.next_ids, self.next_probs = _top_probs(logits, self.top_k)
-            self.logits = logits if self.keep_logits else None
             return
         ids, probs, kept = [], [], []
         for start in range(0, n, _HEAD_ROWS):
             logits = self.model.out_head(normed[start:start + _HEAD_ROWS])
+            if self.keep_logits:
+                kept.append(logits.clone())
             chunk_ids, chunk_probs = _top_probs(logits, self.top_k)
             ids.append(chunk_ids)
             probs.append(chunk_probs)
-            if self.keep_logits:
-                kept.append(logits)
         self.next_ids, self.next_probs = torch.cat(ids), torch.cat(probs)
         self.logits = torch.cat(kept) if self.keep_logits else None
 
     def result(self):
         names = [p for p in BLOCK_PROBE_POINTS if self.block_stats and p in self.block_stats[0]]
-        points = {p: _to_point_stats(p, [layer[p] for layer in self.block_stats]) for p in names}
-        final = {p: _to_point_stats(p, [s]) for p, s in self.final_stats.items()}
+        table = _StatsTable(self.per_token[:self.used], self.hist[:self.used],
+                            [s for layer in self.block_stats for s in layer.values()]
+                            + list(self.final_stats.values()))
+        points = {p: table.point(p, [layer[p] for layer in self.block_stats]) for p in names}
+        final = {p: table.point(p, [s]) for p, s in self.final_stats.items()}
+        # NaN where not computed (entropy=False), not a misleading 0 bits.
         entropy = (self.entropy / -math.log(2)).cpu().numpy()
-        if not self.wants_entropy:        # not computed: NaN, not a misleading 0 bits
-            entropy[[layer for layer in range(len(entropy)) if layer not in self.keep_layers]] \
-                = np.nan
         attention = {k: v.numpy() for k, v in self.attention.items()}
         return {"points": points, "final": final, "attention": attention, "entropy": entropy}
 
 
-def _group_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Tensor) -> list:
-    """Statistics of P activations of one width (each (T, width)), reduced together.
+def _attention_weights(attn_scores, head_dim):
+    """The book's attention weights from a block's scores ``queries @ keys.T`` (..., T, S),
+    S >= T, the queries being the last T positions, computed in place: the future masked to
+    -inf, divided by sqrt(head_dim), softmax; the steps of
+    ``MultiHeadAttention._explicit_attention``, in its order. (..., T, S)"""
+    num_queries, num_keys = attn_scores.shape[-2:]
+    mask_bool = causal_mask(num_queries, num_keys, num_keys - num_queries, attn_scores.device)
+    # masked_fill_ as an addition of 0 / -inf: the same values, 10x faster for a batch of
+    # layers (a broadcast boolean mask is not vectorised).
+    attn_scores += torch.zeros(mask_bool.shape, device=attn_scores.device).masked_fill_(
+        mask_bool, -torch.inf)
+    attn_scores /= head_dim ** 0.5
+    return torch.softmax(attn_scores, dim=-1, out=attn_scores)
 
-    Per-token sums go into ``per_token`` (P, 6, T): sum, sum of squares, min, max, sum of
-    absolute values, count of non-zeros (each one vectorised pass over the stack); histogram
-    counts into ``hist`` (P, HIST_BINS + 1), the last bin for the maximum. Everything derived
-    from these (means, std, RMS, histogram edges, figures over the whole tensor) is computed
-    later for all layers at once (``_to_point_stats``). Returns one small dict per activation.
+
+# One helper thread: the statistics of a block's activations are split between it and the
+# thread running the forward pass (the kernels release the GIL), so both cores work on them.
+_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer-stats")
+
+
+def _cpu_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Tensor,
+               first: int) -> list:
+    """Statistics of activations (each (T, width)) on the CPU with ``stat_kernels``, into rows
+    ``first``, ``first + 1``, ... of ``per_token`` and ``hist``; about half of the elements on
+    the helper thread. A tensor with inf or NaN takes the careful PyTorch path."""
+    def run(indices):
+        for i in indices:
+            stats[i] = _cpu_point_stats(xs[i], per_token[first + i], hist[first + i])
+            stats[i]["row"] = first + i
+
+    stats = [None] * len(xs)
+    # Largest first, each to whichever thread has fewer elements so far.
+    order = sorted(range(len(xs)), key=lambda i: -xs[i].numel())
+    mine, theirs, load = [], [], [0, 0]
+    for i in order:
+        side = 0 if load[0] <= load[1] else 1
+        (mine, theirs)[side].append(i)
+        load[side] += xs[i].numel()
+    helper = _helper.submit(run, theirs) if theirs else None
+    run(mine)
+    if helper is not None:
+        helper.result()
+    return stats
+
+
+def _cpu_point_stats(x: torch.Tensor, per_token: torch.Tensor, hist: torch.Tensor) -> dict:
+    values = x.float().contiguous().numpy()                                # (T, width)
+    lo, span = stat_kernels.point_stats(values, per_token.numpy(), hist.numpy())
+    if math.isnan(lo):                            # inf or NaN somewhere: count them exactly
+        return _group_stats([x], per_token[None], hist[None], _Scratch(x.shape[0], x.device))[0]
+    return {"nonfinite": None, "width": values.shape[1], "hist_range": (lo, span)}
+
+
+class _Scratch:
+    """Work buffers reused by every block of one trace, one set per activation width: fresh
+    multi-MB tensors for each block would cost a page fault per 4 KB page, which took longer
+    than the statistics themselves."""
+
+    def __init__(self, n_tokens, device):
+        self.n_tokens, self.device = n_tokens, device
+        self.buffers: dict[int, tuple] = {}
+
+    def get(self, p, width):
+        """(stack, work, bins) views of shape (p, T, width): float32, float32, int32."""
+        have = self.buffers.get(width)
+        if have is None or have[0].shape[0] < p:
+            shape = (p, self.n_tokens, width)
+            have = (torch.empty(shape, device=self.device),
+                    torch.empty(shape, device=self.device),
+                    torch.empty(shape, dtype=torch.int32, device=self.device))
+            self.buffers[width] = have
+        return tuple(buffer[:p] for buffer in have)
+
+
+def _group_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Tensor,
+                 scratch: _Scratch) -> list:
+    """The PyTorch path (GPU, no numba, inf/NaN): statistics of P activations of one width
+    (each (T, width)), stacked and reduced together.
+
+    Per-token sums go into ``per_token`` (P, 6, T): sum, sum of squared deviations from the
+    token's mean, min, max, sum of absolute values, count of non-zeros; histogram counts into
+    ``hist`` (P, HIST_BINS + 1), the last bin for the maximum. Everything derived from these
+    (means, std, RMS, histogram edges, figures over the whole tensor) is computed later for all
+    layers at once (``_StatsTable``). Returns one small dict per activation.
     """
-    x = (xs[0][None] if len(xs) == 1 else torch.stack(xs)).float()         # (P, T, width)
-    p, _, width = x.shape
-    total = x.sum(-1)                                                       # (P, T)
-    sq_total = torch.linalg.vector_norm(x, dim=-1).square_()
-    lo, hi = x.amin(-1), x.amax(-1)
-    scratch = torch.abs(x)
-    abs_total = scratch.sum(-1)
-    nonzero = scratch.sign_().sum(-1)                       # sign(|x|): 1 unless x == 0
+    p, width = len(xs), xs[0].shape[-1]
+    x, work, bins = scratch.get(p, width)                                  # (P, T, width)
+    for i, activation in enumerate(xs):
+        x[i].copy_(activation)                                              # float32 too
+    total = torch.sum(x, -1, out=per_token[:, 0])                          # (P, T)
+    torch.sub(x, (total / width)[..., None], out=work)
+    torch.linalg.vector_norm(work, dim=-1, out=per_token[:, 1]).square_()
+    lo = torch.amin(x, -1, out=per_token[:, 2])
+    hi = torch.amax(x, -1, out=per_token[:, 3])
+    torch.sum(torch.abs(x, out=work), -1, out=per_token[:, 4])
+    nonzero = torch.sum(work.sign_(), -1, out=per_token[:, 5])            # sign(|x|): 1 unless 0
     ranges = torch.stack([lo.amin(-1), hi.amax(-1)], dim=1).tolist()       # P x [lo, hi]
-    # variance = sq_total / width - mean^2 loses precision when a token's mean is large
-    # against its spread (mean^2 > 10 variance): then sum the squares about the mean instead.
-    imprecise = (11 * total.square() > 10 * width * sq_total).any(-1).tolist()
-    stats = [{"sq_dev": None, "nonfinite": None, "width": width, "per_token": per_token[i],
-              "hist_counts": hist[i]} for i in range(p)]
+    stats = [{"nonfinite": None, "width": width} for i in range(p)]
     fast = True
     for i, (a, b) in enumerate(ranges):
-        if imprecise[i]:
-            stats[i]["sq_dev"] = torch.linalg.vector_norm(
-                x[i] - total[i, :, None] / width, dim=-1).square_()
         if not (math.isfinite(a) and math.isfinite(b)):
             # inf or NaN somewhere (rare): count them, and count zeros exactly (sign(NaN) is
             # NaN); the histogram then covers the finite values only.
@@ -431,7 +564,6 @@ def _group_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Te
             span = _hist_span(a, b)
             stats[i]["hist_range"] = (a, span)
             fast = fast and max(abs(a), abs(b)) * HIST_BINS / span < 1e5
-    torch.stack([total, sq_total, lo, hi, abs_total, nonzero], dim=1, out=per_token)
     if fast:
         # bin = floor((x - lo) * HIST_BINS / span) for all P at once: x * scale + offset in one
         # fused pass. Its rounding error (< 0.02 of a bin while |x| * scale < 1e5) can only move
@@ -445,9 +577,9 @@ def _group_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Te
         # A (P, 1, width) addend keeps the fused kernel vectorised along the width.
         offset = offset.view(p, 1, 1).expand(p, 1, width).contiguous()
         torch.addcmul(offset, x, torch.tensor(scales, device=x.device).view(p, 1, 1),
-                      out=scratch)
-        counts = torch.bincount(scratch.to(torch.int32).view(-1), minlength=p * slots)
-        counts = counts.view(p, slots)
+                      out=work)
+        bins.copy_(work)                                   # float -> int truncates toward 0
+        counts = torch.bincount(bins.view(-1), minlength=p * slots).view(p, slots)
         hist.copy_(counts[:, 1:])
         hist[:, 0] += counts[:, 0]
     else:
@@ -469,115 +601,98 @@ def _exact_histogram(x):
 
 
 def _hist_span(lo: float, hi: float) -> float:
-    """The histogram's range hi - lo, widened where needed so that every bin spans at least
-    four float32 steps at these values (a constant tensor gets a small positive range)."""
-    return max(hi - lo, max(abs(lo), abs(hi)) * 2.0 ** -23 * 4 * HIST_BINS, 1e-6)
+    return stat_kernels.hist_span(lo, hi, HIST_BINS)
 
 
-def _to_point_stats(point, layers: list[dict]) -> PointStats:
-    """Means, std, RMS, ... per token and over the whole tensor, for every layer at once."""
-    width = layers[0]["width"]
-    sums = torch.stack([layer["per_token"] for layer in layers]).cpu().numpy()  # (L, 6, T)
-    total, sq_total, lo, hi, abs_total, nonzero = sums.astype(np.float64).transpose(1, 0, 2)
-    with np.errstate(all="ignore"):           # inf/NaN are reported as such, not warned about
-        mean = total / width                                                # (layers, T)
-        var = np.maximum(sq_total / width - mean ** 2, 0.0)
-        for i, layer in enumerate(layers):
-            if layer["sq_dev"] is not None:   # summed about the mean: the precise figure
-                var[i] = layer["sq_dev"].cpu().numpy() / width
-        nonfinite = np.stack([np.zeros(mean.shape[1]) if layer["nonfinite"] is None
-                              else layer["nonfinite"].cpu().numpy() for layer in layers])
-        per_token = {
-            "mean": mean, "std": np.sqrt(var), "rms": np.sqrt(var + mean ** 2),
-            "min": lo, "max": hi, "abs_mean": abs_total / width,
-            "zero_frac": 1.0 - nonzero / width, "nonfinite": nonfinite,
-        }
-        overall = {
-            "mean": mean.mean(-1),
-            # Every token has the same width: total variance = mean of the tokens' variances
-            # + variance of their means.
-            "std": np.sqrt(var.mean(-1) + mean.var(-1)),
-            "rms": np.sqrt((var + mean ** 2).mean(-1)),
-            "min": per_token["min"].min(-1), "max": per_token["max"].max(-1),
-            "abs_mean": per_token["abs_mean"].mean(-1),
-            "zero_frac": per_token["zero_frac"].mean(-1),
-            "nonfinite": nonfinite.sum(-1),
-        }
-    counts = torch.stack([layer["hist_counts"] for layer in layers]).cpu().numpy()
-    hist_counts = counts[:, :HIST_BINS].copy()
-    hist_counts[:, -1] += counts[:, HIST_BINS]          # the maximum belongs to the last bin
-    lo, span = np.array([layer["hist_range"] for layer in layers]).T
-    # Exact end points: lo, and lo + span (= the maximum unless the tensor is constant).
-    hist_edges = lo[:, None] + span[:, None] * np.linspace(0.0, 1.0, HIST_BINS + 1)
-    return PointStats(
-        point=point,
-        overall={s: overall[s].astype(np.float32) for s in STAT_NAMES},
-        per_token={s: per_token[s].astype(np.float32) for s in STAT_NAMES},
-        hist_counts=hist_counts, hist_edges=hist_edges.astype(np.float32))
+class _StatsTable:
+    """Means, std, RMS, ... per token and over the whole tensor, computed once for every row of
+    the recorder's buffers (every probe point of every layer), then handed out per point."""
+
+    def __init__(self, per_token: torch.Tensor, hist: torch.Tensor, stats: list[dict]):
+        sums = per_token.cpu().numpy().astype(np.float64)                 # (rows, 6, T)
+        rows, _, n_tokens = sums.shape
+        width = np.ones((rows, 1))
+        nonfinite = np.zeros((rows, n_tokens))
+        for s in stats:
+            width[s["row"]] = s["width"]
+            if s["nonfinite"] is not None:
+                nonfinite[s["row"]] = s["nonfinite"].cpu().numpy()
+        total, sq_dev, lo, hi, abs_total, nonzero = sums.transpose(1, 0, 2)
+        with np.errstate(all="ignore"):       # inf/NaN are reported as such, not warned about
+            mean = total / width                                               # (rows, T)
+            var = sq_dev / width              # squares summed about each token's mean: precise
+            per_token = {
+                "mean": mean, "std": np.sqrt(var), "rms": np.sqrt(var + mean ** 2),
+                "min": lo, "max": hi, "abs_mean": abs_total / width,
+                "zero_frac": 1.0 - nonzero / width, "nonfinite": nonfinite,
+            }
+            overall = {
+                "mean": mean.mean(-1),
+                # Every token has the same width: total variance = mean of the tokens'
+                # variances + variance of their means.
+                "std": np.sqrt(var.mean(-1) + mean.var(-1)),
+                "rms": np.sqrt((var + mean ** 2).mean(-1)),
+                "min": lo.min(-1), "max": hi.max(-1),
+                "abs_mean": per_token["abs_mean"].mean(-1),
+                "zero_frac": per_token["zero_frac"].mean(-1),
+                "nonfinite": nonfinite.sum(-1),
+            }
+        self.per_token = {s: per_token[s].astype(np.float32) for s in STAT_NAMES}
+        self.overall = {s: overall[s].astype(np.float32) for s in STAT_NAMES}
+        counts = hist.cpu().numpy()
+        self.hist_counts = counts[:, :HIST_BINS].copy()
+        self.hist_counts[:, -1] += counts[:, HIST_BINS]   # the maximum belongs to the last bin
+
+    def point(self, point, layers: list[dict]) -> PointStats:
+        rows = [layer["row"] for layer in layers]
+        lo, span = np.array([layer["hist_range"] for layer in layers]).T
+        # Exact end points: lo, and lo + span (= the maximum unless the tensor is constant).
+        hist_edges = lo[:, None] + span[:, None] * np.linspace(0.0, 1.0, HIST_BINS + 1)
+        return PointStats(
+            point=point,
+            overall={s: a[rows] for s, a in self.overall.items()},
+            per_token={s: a[rows] for s, a in self.per_token.items()},
+            hist_counts=self.hist_counts[rows], hist_edges=hist_edges.astype(np.float32))
 
 
 # ---------------------------------------------------------------------------------------------
 # Vocabulary-wide reductions: next-token top-k and the logit lens
 _TOPK_GROUP = 256   # consecutive vocabulary entries per group in _row_topk
+_ATTENTION_BATCH_BYTES = 32 * 2 ** 20   # attention scores of several layers computed at once
 _HEAD_ROWS = 256    # rows per output-head product for the logit lens at many positions
-
-
-def _rows_per_chunk(vocab_size: int, target_elements: int = 2 ** 20) -> int:
-    """Rows of vocabulary-wide logits handled at once: a few MB, so temporaries stay small."""
-    return max(1, target_elements // vocab_size)
-
-
-def _padded_width(vocab_size: int, k: int) -> int:
-    """The width _row_topk works on: a whole number of groups when grouping pays off."""
-    if vocab_size < 8 * k * _TOPK_GROUP:
-        return vocab_size
-    return -(-vocab_size // _TOPK_GROUP) * _TOPK_GROUP
 
 
 def _row_topk(x, k):
     """``torch.topk(x, k, dim=-1)`` for vocabulary-wide rows, in about one pass over ``x``.
 
     The k largest values of a row lie in the k groups (of ``_TOPK_GROUP`` neighbours) with the
-    largest maxima, so only those k groups are searched. x: (rows, width), width a multiple of
-    the group size, or anything when grouping would not pay off.
+    largest maxima, so only those k groups are searched. The last group of a row may be shorter
+    (GPT-2's 50,257 entries are 196 groups of 256 and one of 81); with narrow rows, where
+    grouping would not pay off, this is ``torch.topk`` itself.
     """
     rows, width = x.shape
-    if width % _TOPK_GROUP or width < 8 * k * _TOPK_GROUP:
+    if width < 8 * k * _TOPK_GROUP:
         return torch.topk(x, k, dim=-1)
-    groups = x.view(rows, -1, _TOPK_GROUP).amax(-1).topk(k, dim=-1).indices   # (rows, k)
+    whole = width // _TOPK_GROUP * _TOPK_GROUP
+    maxima = x[:, :whole].unflatten(1, (-1, _TOPK_GROUP)).amax(-1)     # (rows, groups)
+    if whole < width:
+        maxima = torch.cat([maxima, x[:, whole:].amax(-1, keepdim=True)], dim=1)
+    groups = maxima.topk(k, dim=-1).indices                              # (rows, k)
     candidates = (groups[..., None] * _TOPK_GROUP
                   + torch.arange(_TOPK_GROUP, device=x.device)).view(rows, -1)
-    values, where = x.gather(1, candidates).topk(k, dim=-1)
+    beyond = candidates >= width              # the short group's missing entries: -inf
+    values = x.gather(1, candidates.clamp_max_(width - 1)).masked_fill_(beyond, -torch.inf)
+    values, where = values.topk(k, dim=-1)
     return values, candidates.gather(1, where)
 
 
-class _LogSoftmaxRows:
-    """Log-softmax of a few vocabulary-wide rows at a time into one reused buffer whose padding
-    (up to a whole number of ``_row_topk`` groups) holds -inf."""
-
-    def __init__(self, vocab_size, n_rows, k, device):
-        self.vocab_size = vocab_size
-        self.rows = _rows_per_chunk(vocab_size)
-        width = _padded_width(vocab_size, k)
-        self.buffer = torch.full((min(self.rows, n_rows), width), -torch.inf, device=device)
-
-    def __call__(self, logits):
-        out = self.buffer[:logits.shape[0]]
-        torch.log_softmax(logits.float(), dim=-1, out=out[:, :self.vocab_size])
-        return out
-
-
 def _top_probs(logits, k):
-    """Top-k next-token ids and probabilities at every position, without a full-size softmax
-    copy: (T, k) tensors."""
-    log_softmax = _LogSoftmaxRows(logits.shape[-1], logits.shape[0], k, logits.device)
-    ids, probs = [], []
-    for start in range(0, logits.shape[0], log_softmax.rows):
-        values, indices = _row_topk(log_softmax(logits[start:start + log_softmax.rows]), k)
-        # Padding is -inf: it is chosen only when fewer than k tokens are possible at all.
-        ids.append(indices.clamp_max_(logits.shape[-1] - 1))
-        probs.append(values.exp())
-    return torch.cat(ids), torch.cat(probs)
+    """Top-k next-token ids and probabilities at every position: (T, k) tensors. ``logits``
+    (T, vocab) is overwritten with its log-softmax (one fused pass, no full-size copy)."""
+    logits = logits.float()                   # (a copy only for a half-precision model)
+    log_probs = torch.log_softmax(logits, dim=-1, out=logits)
+    values, indices = _row_topk(log_probs, k)
+    return indices, values.exp_()
 
 
 def _logit_lens(model, recorder, positions, top_ids, top_probs):
@@ -597,16 +712,14 @@ def _logit_lens(model, recorder, positions, top_ids, top_probs):
     ids, probs, target = [], [], []
     if n_layers > 1:
         targets = final_ids.repeat(n_layers - 1)                           # ((L-1)*P,)
-        log_softmax = _LogSoftmaxRows(model.cfg.vocab_size, targets.shape[0], 1,
-                                      top_ids.device)
         for start, logits in _lens_logits(model, recorder):
-            for i in range(0, logits.shape[0], log_softmax.rows):
-                log_probs = log_softmax(logits[i:i + log_softmax.rows])
-                values, indices = _row_topk(log_probs, 1)
-                rows = targets[start + i:start + i + log_probs.shape[0]]
-                ids.append(indices[:, 0])
-                probs.append(values[:, 0].exp())
-                target.append(log_probs.gather(1, rows[:, None])[:, 0].exp())
+            log_probs = logits.float()
+            torch.log_softmax(log_probs, dim=-1, out=log_probs)           # in place
+            values, indices = _row_topk(log_probs, 1)
+            rows = targets[start:start + log_probs.shape[0]]
+            ids.append(indices[:, 0])
+            probs.append(values[:, 0].exp())
+            target.append(log_probs.gather(1, rows[:, None])[:, 0].exp())
     ids.append(final_ids)
     probs.append(final_probs)
     target.append(final_probs)
@@ -673,9 +786,14 @@ def _lens_positions(choice, n_tokens) -> list[int]:
     return positions
 
 
-def _piece_fn(tokenizer):
-    def piece(token_id):
-        if token_id < tokenizer.n_vocab:
-            return tokenizer.token_text(token_id)
-        return f"<id {token_id}>"
-    return piece
+def _pieces_fn(tokenizer):
+    """ids (a list, or a 2-D array) -> their text pieces, in the same shape; an id beyond the
+    tokenizer's vocabulary (a model with a larger vocab_size) shows as "<id N>"."""
+    def pieces(ids):
+        if isinstance(ids, np.ndarray) and ids.ndim == 2:
+            flat, width = pieces(ids.ravel().tolist()), ids.shape[1]
+            return [flat[row * width:(row + 1) * width] for row in range(ids.shape[0])]
+        if all(i < tokenizer.n_vocab for i in ids):
+            return tokenizer.token_texts(ids)              # one call for all of them
+        return [tokenizer.token_text(i) if i < tokenizer.n_vocab else f"<id {i}>" for i in ids]
+    return pieces

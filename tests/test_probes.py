@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import explorer.model as model_module
+from explorer import stat_kernels
 from explorer.config import GPTConfig
 from explorer.model import BLOCK_PROBE_POINTS, MultiHeadAttention, build_model, recording
 from explorer.probes import (
@@ -16,6 +17,7 @@ from explorer.probes import (
     POINT_LABELS,
     STAT_NAMES,
     _HEAD_ROWS,
+    _row_topk,
     longest_trace,
     trace,
     trace_peak_bytes,
@@ -444,23 +446,49 @@ def test_attention_of_one_layer_on_demand_runs_only_the_blocks_up_to_it(monkeypa
         with_attention_of_layer(model, traced, 3)
 
 
-def test_a_trace_without_entropy_takes_the_fused_attention_and_says_nan(monkeypatch):
+def test_a_trace_runs_the_fused_attention_and_rebuilds_the_books_weights(monkeypatch):
     cfg = GPTConfig(vocab_size=101, context_length=40, emb_dim=16, n_heads=2, n_layers=3)
     model = build_model(cfg, device="cpu")
     ids = [(3 * i) % 101 for i in range(40)]
-    full = trace(model, ids, lens="all")
-    explicit = []                      # which calls take the book's step-by-step attention
-    original = MultiHeadAttention._explicit_attention
+    book = record_everything(model, ids)      # the book's explicit path hands over its weights
     monkeypatch.setattr(MultiHeadAttention, "_explicit_attention",
-                        lambda self, *a: explicit.append(1) or original(self, *a))
+                        lambda *a: pytest.fail("a trace took the explicit path"))
+    full = trace(model, ids, lens="all")
+    for layer in range(cfg.n_layers):
+        np.testing.assert_allclose(full.attention[layer], book.layers[layer]["attn_pattern"],
+                                   rtol=1e-6, atol=1e-7)
+    # Without entropy only the kept layer's weights are computed; the rest is said to be NaN.
     lean = trace(model, ids, lens="all", attention_layers=[1], entropy=False)
-    assert len(explicit) == 1                                   # the kept layer only
     np.testing.assert_array_equal(lean.lens_ids, full.lens_ids)
     np.testing.assert_array_equal(lean.next_ids, full.next_ids)
     np.testing.assert_allclose(lean.next_probs, full.next_probs, rtol=1e-5)
     assert np.isnan(lean.attention_entropy[[0, 2]]).all()      # not computed: said so
     np.testing.assert_allclose(lean.attention_entropy[1], full.attention_entropy[1], rtol=1e-6)
-    np.testing.assert_allclose(lean.attention[1], full.attention[1], atol=1e-6)  # fused before
+    np.testing.assert_array_equal(lean.attention[1], full.attention[1])
+    one = trace(model, ids, attention_layers=[2])    # entropy of all, weights of one layer
+    assert list(one.attention) == [2]
+    np.testing.assert_array_equal(one.attention[2], full.attention[2])
+    np.testing.assert_array_equal(one.attention_entropy, full.attention_entropy)
+
+
+def test_long_inputs_get_the_same_attention_block_by_block():
+    # Beyond ATTENTION_ALL_LAYERS_MAX_TOKENS the weights are computed per block as it runs
+    # (one layer's T x T at a time) instead of in one batch at the end: same figures.
+    n = ATTENTION_ALL_LAYERS_MAX_TOKENS + 3
+    cfg = GPTConfig(vocab_size=101, context_length=n, emb_dim=16, n_heads=2, n_layers=2)
+    model = build_model(cfg, device="cpu")
+    ids = [(11 * i) % 101 for i in range(n)]
+    long = trace(model, ids, attention_layers="all")
+    short = trace(model, ids[:ATTENTION_ALL_LAYERS_MAX_TOKENS], attention_layers="all")
+    book = record_everything(model, ids)
+    for layer in range(cfg.n_layers):
+        np.testing.assert_allclose(long.attention[layer], book.layers[layer]["attn_pattern"],
+                                   rtol=1e-6, atol=1e-7)
+        m = ATTENTION_ALL_LAYERS_MAX_TOKENS    # causal: the first m rows do not see the rest
+        np.testing.assert_allclose(long.attention[layer][:, :m, :m], short.attention[layer],
+                                   rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(long.attention_entropy[layer, :, :m],
+                                   short.attention_entropy[layer], rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("kwargs, ids, message", [
@@ -493,7 +521,8 @@ def test_trace_memory_stays_bounded_at_the_full_context():
             return True
 
         def record(self, name, x):
-            CountBytes.raw += x.nelement() * x.element_size()
+            if name not in ("attn_queries", "attn_keys"):   # activations and patterns only
+                CountBytes.raw += x.nelement() * x.element_size()
 
     with torch.inference_mode(), recording(CountBytes()):
         model(torch.tensor([ids]))
@@ -539,7 +568,7 @@ def test_a_trace_that_fails_midway_leaves_no_recorder_behind(model, monkeypatch)
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(probes, "_group_stats", broken)
+    monkeypatch.setattr(probes._Recorder, "_reduce_pending", broken)
     with pytest.raises(RuntimeError):
         trace(model, PROMPT)
     assert model_module._ACTIVE_RECORDER.get() is None
@@ -587,3 +616,71 @@ def test_concurrent_traces_on_one_shared_model_each_get_their_own_results():
                                               stats.hist_counts.sum(-1))
     assert model_module._ACTIVE_RECORDER.get() is None
 
+
+
+# ---------------------------------------------------------------------------------------------
+# The CPU kernels and the PyTorch reductions are two ways to the same figures
+@pytest.mark.skipif(not stat_kernels.AVAILABLE, reason="numba is not installed")
+@pytest.mark.parametrize("name", ["gpt2-like", "relu", "post_ln", "mean_dwarfs_spread"])
+def test_cpu_kernels_and_torch_reductions_give_the_same_statistics(monkeypatch, name):
+    cfg = CFG.replace(activation="relu") if name == "relu" else \
+        CFG.replace(norm_placement="post") if name == "post_ln" else CFG
+    model = build_model(cfg, device="cpu")
+    if name == "mean_dwarfs_spread":
+        with torch.no_grad():
+            model.tok_emb.weight.add_(1000.0)
+    kernels = trace(model, PROMPT)
+    monkeypatch.setattr(stat_kernels, "AVAILABLE", False)
+    reductions = trace(model, PROMPT)
+    for group in ("points", "final"):
+        for point, got in getattr(kernels, group).items():
+            expected = getattr(reductions, group)[point]
+            for s in STAT_NAMES:
+                np.testing.assert_allclose(got.per_token[s], expected.per_token[s], rtol=2e-5,
+                                           atol=1e-5, err_msg=f"{point} {s}")
+                np.testing.assert_allclose(got.overall[s], expected.overall[s], rtol=2e-5,
+                                           atol=1e-5, err_msg=f"{point} {s}")
+            np.testing.assert_array_equal(got.hist_edges, expected.hist_edges)
+            np.testing.assert_array_equal(got.hist_counts.sum(-1), expected.hist_counts.sum(-1))
+            # A value on a bin edge may round to either side: at most one or two such values.
+            assert np.abs(got.hist_counts - expected.hist_counts).sum() <= 4, point
+
+
+@pytest.mark.skipif(not stat_kernels.AVAILABLE, reason="numba is not installed")
+def test_point_stats_kernel_counts_each_value_in_its_bin_and_refuses_inf():
+    x = np.array([[0.0, 0.5, 0.99, 1.0, 2.5], [3.999, 4.0, 0.001, 1.5, 2.0]], np.float32)
+    counts = np.zeros(5, np.int64)                 # 4 bins over [0, 4] + a slot for the max
+    sums = np.empty((6, 2), np.float32)
+    assert stat_kernels.point_stats(x, sums, counts) == (0.0, 4.0)
+    np.testing.assert_array_equal(counts, [4, 2, 2, 1, 1])   # [0,1) [1,2) [2,3) [3,4) {4}
+    per_token, _ = direct_stats(x)
+    np.testing.assert_allclose(sums[0] / 5, per_token["mean"], rtol=1e-6)
+    np.testing.assert_allclose(np.sqrt(sums[1] / 5), per_token["std"], rtol=1e-6)
+    np.testing.assert_array_equal(sums[2], per_token["min"])
+    np.testing.assert_array_equal(sums[3], per_token["max"])
+    np.testing.assert_allclose(sums[4] / 5, per_token["abs_mean"], rtol=1e-6)
+    np.testing.assert_array_equal(sums[5], [4, 5])             # non-zeros
+    for bad in (np.inf, np.nan):
+        y = x.copy()
+        y[1, 2] = bad
+        untouched = np.full(5, -1)
+        assert np.isnan(stat_kernels.point_stats(y, sums, untouched)).all()
+        assert (untouched == -1).all()
+    with pytest.raises(ValueError, match="256"):
+        stat_kernels.point_stats(x, sums, np.zeros(257, np.int64))
+
+
+@pytest.mark.parametrize("width", [50257, 256 * 40, 256 * 40 + 1])
+def test_row_topk_is_torch_topk_even_with_the_winner_in_a_short_last_group(width):
+    generator = torch.Generator().manual_seed(width)
+    x = torch.randn(6, width, generator=generator)
+    x[0, -1] = 50.0                     # the best entry in the last (short) group
+    x[1, -3:] = torch.tensor([40.0, 41.0, 42.0])
+    x[2, :] = -torch.inf                # nothing possible but a few entries
+    x[2, [5, width - 1]] = torch.tensor([1.0, 2.0])
+    for k in (1, 5):
+        values, ids = _row_topk(x, k)
+        expected = torch.topk(x, k, dim=-1)
+        torch.testing.assert_close(values, expected.values, rtol=0, atol=0)
+        finite = torch.isfinite(expected.values)
+        torch.testing.assert_close(ids[finite], expected.indices[finite], rtol=0, atol=0)
