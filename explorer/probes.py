@@ -24,8 +24,8 @@ raw activations are reduced to statistics as they are recorded, so memory stays 
 The attention weights come from ``attn_queries`` and ``attn_keys`` (each block's queries and keys
 after RoPE, cached keys included): the forward pass keeps PyTorch's fused attention, and the
 weights are recomputed from those by the book's steps (``_attention_weights``). On the CPU the
-statistics come from the numba kernels in ``explorer.stat_kernels``; elsewhere, or without
-numba, from PyTorch reductions that give the same figures.
+statistics come from the C kernel in ``explorer.stat_kernels``; elsewhere, or without a C
+compiler, from PyTorch reductions that give the same figures.
 """
 from __future__ import annotations
 
@@ -295,7 +295,7 @@ class _Recorder:
         self.per_token = torch.empty((capacity, 6, n_tokens), device=device)
         self.hist = torch.empty((capacity, HIST_BINS + 1), dtype=torch.int64, device=device)
         self.used = 0                                 # rows of per_token / hist filled so far
-        use_kernels = device.type == "cpu" and stat_kernels.AVAILABLE
+        use_kernels = device.type == "cpu" and stat_kernels.available()
         self.scratch = None if use_kernels else _Scratch(n_tokens, device)
         self.wants_entropy = entropy
         self.entropy = torch.full((cfg.n_layers, cfg.n_heads, n_tokens), torch.nan, device=device)
@@ -529,7 +529,7 @@ class _Scratch:
 
 def _group_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Tensor,
                  scratch: _Scratch) -> list:
-    """The PyTorch path (GPU, no numba, inf/NaN): statistics of P activations of one width
+    """The PyTorch path (GPU, no C compiler, inf/NaN): statistics of P activations of one width
     (each (T, width)), stacked and reduced together.
 
     Per-token sums go into ``per_token`` (P, 6, T): sum, sum of squared deviations from the

@@ -36,8 +36,8 @@ def launch_options(host=None, port=None, share=False) -> dict:
 
 def create_demo() -> gr.Blocks:
     release_freed_memory_promptly()
-    # The trace's statistics kernels compile once per machine (~4 s; then ~0.3 s from the
-    # cache): in the background while the server starts, not in the first user's trace.
+    # The trace's statistics kernel compiles once per machine (~0.5 s, then it is cached): in
+    # the background while the server starts, not in the first user's trace.
     threading.Thread(target=stat_kernels.warm_up, name="warm-up", daemon=True).start()
     demo = build_app()
     demo.queue(max_size=QUEUE_MAX_SIZE, default_concurrency_limit=2)

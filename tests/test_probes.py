@@ -620,7 +620,7 @@ def test_concurrent_traces_on_one_shared_model_each_get_their_own_results():
 
 # ---------------------------------------------------------------------------------------------
 # The CPU kernels and the PyTorch reductions are two ways to the same figures
-@pytest.mark.skipif(not stat_kernels.AVAILABLE, reason="numba is not installed")
+@pytest.mark.skipif(not stat_kernels.available(), reason="no C compiler")
 @pytest.mark.parametrize("name", ["gpt2-like", "relu", "post_ln", "mean_dwarfs_spread"])
 def test_cpu_kernels_and_torch_reductions_give_the_same_statistics(monkeypatch, name):
     cfg = CFG.replace(activation="relu") if name == "relu" else \
@@ -630,7 +630,7 @@ def test_cpu_kernels_and_torch_reductions_give_the_same_statistics(monkeypatch, 
         with torch.no_grad():
             model.tok_emb.weight.add_(1000.0)
     kernels = trace(model, PROMPT)
-    monkeypatch.setattr(stat_kernels, "AVAILABLE", False)
+    monkeypatch.setattr(stat_kernels, "available", lambda: False)
     reductions = trace(model, PROMPT)
     for group in ("points", "final"):
         for point, got in getattr(kernels, group).items():
@@ -646,7 +646,7 @@ def test_cpu_kernels_and_torch_reductions_give_the_same_statistics(monkeypatch, 
             assert np.abs(got.hist_counts - expected.hist_counts).sum() <= 4, point
 
 
-@pytest.mark.skipif(not stat_kernels.AVAILABLE, reason="numba is not installed")
+@pytest.mark.skipif(not stat_kernels.available(), reason="no C compiler")
 def test_point_stats_kernel_counts_each_value_in_its_bin_and_refuses_inf():
     x = np.array([[0.0, 0.5, 0.99, 1.0, 2.5], [3.999, 4.0, 0.001, 1.5, 2.0]], np.float32)
     counts = np.zeros(5, np.int64)                 # 4 bins over [0, 4] + a slot for the max
@@ -684,3 +684,28 @@ def test_row_topk_is_torch_topk_even_with_the_winner_in_a_short_last_group(width
         torch.testing.assert_close(values, expected.values, rtol=0, atol=0)
         finite = torch.isfinite(expected.values)
         torch.testing.assert_close(ids[finite], expected.indices[finite], rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not stat_kernels.available(), reason="no C compiler")
+@pytest.mark.parametrize("lo, hi", [(0.0, 1.0), (-3.5, 2.25), (5.0, 5.0), (1000.0, 1000.001),
+                                    (-1e30, 1e30), (0.0, 0.0), (-7.0, -7.0)])
+def test_histogram_span_rule_is_the_same_in_the_kernel_and_in_python(lo, hi):
+    kernel = stat_kernels._load().hist_span(lo, hi, HIST_BINS)
+    assert kernel == stat_kernels.hist_span(lo, hi, HIST_BINS)
+
+
+@pytest.mark.parametrize("compiler", ["no-such-compiler-here", "false"])
+def test_without_a_working_c_compiler_traces_use_pytorch_and_say_why(monkeypatch, tmp_path,
+                                                                     compiler):
+    monkeypatch.setenv("CC", compiler)
+    monkeypatch.setenv("GPT_EXPLORER_CACHE", str(tmp_path))
+    monkeypatch.setattr(stat_kernels, "_library", None)
+    monkeypatch.setattr(stat_kernels, "_tried", False)
+    with pytest.warns(RuntimeWarning, match="PyTorch's reductions"):
+        assert not stat_kernels.available()
+    assert list(tmp_path.iterdir()) == []                # no half-built file left behind
+    model = build_model(CFG, device="cpu")
+    traced = trace(model, PROMPT)
+    per_token, _ = direct_stats(record_everything(model, PROMPT).layers[1]["ff_post"])
+    np.testing.assert_allclose(traced.points["ff_post"].per_token["std"][1], per_token["std"],
+                               rtol=1e-4)
