@@ -68,8 +68,8 @@ def _build() -> Path:
     compiler = os.environ.get("CC") or "cc"
     if shutil.which(compiler) is None:
         raise OSError(f"no C compiler ({compiler!r}) found")
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler, *FLAGS, platform.machine(),
-                                    platform.node()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler, *FLAGS,
+                                    _cpu_signature()]).encode()).hexdigest()[:16]
     target = cache_dir() / f"stat_kernels-{key}.so"
     if target.exists():
         return target
@@ -87,6 +87,18 @@ def _build() -> Path:
         if os.path.exists(partial):
             os.remove(partial)
     return target
+
+
+def _cpu_signature() -> str:
+    """What -march=native compiles for: a library built on one CPU must never be loaded on
+    another (a shared cache folder would otherwise crash the app with an illegal
+    instruction)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            lines = [line for line in info if line.startswith(("model name", "flags", "Features"))]
+    except OSError:
+        lines = []
+    return "\n".join([platform.machine(), platform.processor(), *dict.fromkeys(lines)])
 
 
 def _open(path: Path) -> ctypes.CDLL:
