@@ -297,7 +297,6 @@ class _Recorder:
         self.used = 0                                 # rows of per_token / hist filled so far
         use_kernels = device.type == "cpu" and stat_kernels.available()
         self.scratch = None if use_kernels else _Scratch(n_tokens, device)
-        self.wants_entropy = entropy
         self.entropy = torch.full((cfg.n_layers, cfg.n_heads, n_tokens), torch.nan, device=device)
         # Layers whose weights are computed: all of them for the entropy, else the kept ones.
         self.weight_layers = set(range(cfg.n_layers)) if entropy else set(keep_layers)
