@@ -25,6 +25,37 @@ def load_average() -> float:
         return 0.0
 
 
+class OthersCPU:
+    """The share of the machine's CPU time that other processes used while the block ran
+    (Linux: /proc/stat minus this process's own time; None elsewhere). Unlike the load
+    average, it does not count the benchmark's own threads."""
+
+    def __enter__(self):
+        self.start = self._sample()
+        return self
+
+    def __exit__(self, *exc):
+        end = self._sample()
+        self.share = None
+        if self.start and end:
+            total, busy, mine = (b - a for a, b in zip(self.start, end))
+            self.share = max(0.0, (busy - mine) / total) if total > 0 else None
+        return False
+
+    @staticmethod
+    def _sample():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+            with open("/proc/self/stat") as f:
+                own = f.read().rsplit(")", 1)[1].split()
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)      # idle + iowait
+        total = sum(fields[:8])                                         # guest time is in user
+        return total, total - idle, int(own[11]) + int(own[12])          # utime + stime
+
+
 def wait_for_quiet(max_load: float, max_wait_s: float = 60.0) -> float:
     """Wait (up to ``max_wait_s``) until the 1-minute load drops below ``max_load``; return it.
     Other processes on a 2-core machine distort timings; this makes that visible."""

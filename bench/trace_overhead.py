@@ -21,8 +21,8 @@ import subprocess
 import sys
 import time
 
-from _common import (PeakRSS, interleaved, load_average, mb, median, paired_ratios,
-                     print_table, verdict, wait_for_quiet)
+from _common import (OthersCPU, PeakRSS, interleaved, mb, median, paired_ratios, print_table,
+                     verdict, wait_for_quiet)
 
 import torch
 
@@ -33,6 +33,7 @@ from explorer.tokenizer import get_tokenizer
 
 TARGET_RATIO = 1.10
 RAW_SHARE_TARGET = 0.05   # the Trace keeps at most this share of the raw activations
+OTHERS_MAX = 0.05         # other processes' share of the CPU above which the timing is suspect
 
 
 class _CountBytes:
@@ -147,13 +148,14 @@ def main(argv=None):
 
     load_before = wait_for_quiet(args.max_load)
     ids = random_ids(args.tokens, cfg.vocab_size)
-    times, ratios = time_overhead(model, ids, repeats, tokenizer)
-    load_after = load_average()
+    with OthersCPU() as others:
+        times, ratios = time_overhead(model, ids, repeats, tokenizer)
     plain = median(times["plain forward"])
 
+    used = "unknown" if others.share is None else f"{others.share:.0%}"
     print(f"\nTime at T={args.tokens} ({repeats} interleaved rounds after 2 warm-ups; "
-          f"load average {load_before:.2f} -> {load_after:.2f})")
-    busy = max(load_before, load_after) > args.max_load
+          f"load average before {load_before:.2f}; other processes used {used} of the CPU)")
+    busy = others.share is not None and others.share > OTHERS_MAX
     rows = []
     for name, ts in times.items():
         target = "" if name == "plain forward" else "(none)"
@@ -167,8 +169,8 @@ def main(argv=None):
                        "target"])
     print("  ratio: median over rounds of (variant / plain forward in the same round)")
     if busy:
-        print(f"  note: the load average exceeded {args.max_load}; other processes were using "
-              f"the CPU, so rerun for a clean figure.")
+        print(f"  note: other processes used more than {OTHERS_MAX:.0%} of the CPU during the "
+              f"timing, so rerun for a clean figure.")
 
     raw, raw_tensors = raw_activation_bytes(model, args.long)
     del model
