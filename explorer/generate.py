@@ -2,12 +2,14 @@
 explorer that reports, for every new token, what the model considered."""
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
 
 import torch
 
+from . import decode_kernels
 from .model import GPTModel, KVCache, model_device, prepare_for_decoding
 from .tokenizer import EOT_ID, as_token_ids, get_tokenizer
 
@@ -104,11 +106,18 @@ def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_a
         generator.manual_seed(seed if seed is not None else 123)
     ids = list(token_ids)
     cache = None
-    prepare_for_decoding(model)  # once per model: the weight layout one-token steps read fastest
+    prepare_for_decoding(model)  # once per model: one-token products on two cores
     for index in range(max_new_tokens):
         started = time.perf_counter()
-        with torch.inference_mode():
-            if index == 0 or cache is None or cache.pos >= context_length:
+        prefill = index == 0 or cache is None or cache.pos >= context_length
+        # Many tokens at once use every core; one token at a time, the products' kernel uses
+        # the second core and PyTorch's small operations stay on this one (explorer.decode_kernels).
+        if prefill:
+            decode_kernels.full_threads()
+        one_token = not prefill and device.type == "cpu"
+        with torch.inference_mode(), (decode_kernels.one_torch_thread() if one_token
+                                      else contextlib.nullcontext()):
+            if prefill:
                 # Prefill, or the window is full: recompute the last context_length tokens.
                 window = torch.tensor([ids[-context_length:]], device=device)
                 # Room for this window and the tokens still to come, within the context.
@@ -140,6 +149,10 @@ def _choose(logits, temperature, top_k, generator, show_top):
         probs = torch.softmax(logits, dim=-1)
         token = torch.multinomial(probs, 1, generator=generator)[0]
     else:
+        summary = decode_kernels.next_token_summary(logits, show_top)
+        if summary is not None:           # the same figures from one C pass (CPU, greedy)
+            top_ids, top_probs, entropy_bits = summary
+            return top_ids[0], top_probs[0], 1, entropy_bits, top_ids, top_probs
         probs = torch.softmax(logits, dim=-1)
         token = torch.argmax(probs)
     top = torch.topk(probs, show_top)

@@ -10,7 +10,6 @@ cost one context-variable lookup when nobody records (see ``explorer.probes``).
 """
 from __future__ import annotations
 
-import os
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -19,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import decode_kernels
 from .config import GPTConfig
 
 # ---------------------------------------------------------------------------------------------
@@ -160,6 +160,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.context_length = context_length
         self.rope = rope  # a RotaryEmbedding shared by all blocks, or None (learned positions)
+        self.decoding = False  # set by prepare_for_decoding: one new token uses explorer.decode_kernels
 
     def forward(self, x, cache=None):
         b, num_tokens, d_in = x.shape
@@ -201,6 +202,10 @@ class MultiHeadAttention(nn.Module):
         num_queries, num_keys = queries.shape[2], keys.shape[2]
         dropout_p = self.dropout.p if self.training else 0.0
         if num_queries == 1:          # one new token may look at every cached token
+            if self.decoding and dropout_p == 0.0:
+                context_vec = decode_kernels.attention(queries, keys, values)
+                if context_vec is not None:
+                    return context_vec
             return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p)
         if num_queries == num_keys:   # no cache in front: the plain causal case
             return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p,
@@ -432,58 +437,43 @@ _LAYOUT_LOCK = threading.Lock()
 
 
 def prepare_for_decoding(model: GPTModel) -> bool:
-    """Store a CPU model's Linear weights the way one-token-at-a-time products read fastest
-    (``store_weights_input_major``), once per model; ``generate_steps`` calls it. Building
-    doesn't: the copy takes ~0.3 s for GPT-2 small and only decoding gains from it. Values and
-    shapes don't change, so results are the same up to float rounding. Returns True if it
-    changed the layout now. Safe while other threads run the model: each weight is swapped
-    for an equal one in a single assignment."""
+    """Let a CPU model's Linear layers multiply a single token's vector, and its attention
+    modules attend for a single new token, with the two-core kernels of ``explorer.decode_kernels``
+    (``DecodingLinear``), once per model; ``generate_steps`` calls it. No weight is copied or
+    changed; results are the same up to float rounding. Returns True if it
+    changed the model now. Safe while other threads run the model."""
     if model_device(model).type != "cpu" or getattr(model, "decode_layout", False):
         return False
     with _LAYOUT_LOCK:
         if getattr(model, "decode_layout", False):
             return False
-        store_weights_input_major(model)
+        for module in model.modules():
+            if type(module) is nn.Linear:
+                module.__class__ = DecodingLinear
+            elif isinstance(module, MultiHeadAttention):
+                module.decoding = True
         model.decode_layout = True
     return True
 
 
-def store_weights_input_major(model: nn.Module) -> None:
-    """Keep every Linear weight's values and shape, but store it as the transpose of an
-    [in, out] matrix, and let it multiply a single token's vector on two cores
-    (``InputMajorLinear``). Generating one token multiplies one vector by each weight, and on
-    a CPU that product reads [in, out] storage faster (bench/decode.py: about 1.1x more
-    tokens/s for GPT-2 small; a 128-token forward pass is unchanged)."""
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.Linear) and module.weight.is_contiguous():
-                module.weight.data = module.weight.data.t().contiguous().t()
-                module.__class__ = InputMajorLinear
-
-
-class InputMajorLinear(nn.Linear):
-    """``nn.Linear`` (same parameters, same results up to float rounding) whose weight is
-    stored [in, out]. For a single token's vector it splits the product along the input
-    features into two halves that two threads compute at once (one batched product) and adds
-    them: one core alone streams the weights at about 2/3 of the machine's bandwidth. That
-    pays where OpenMP threads spin between operations (``OMP_WAIT_POLICY=ACTIVE``, a dedicated
-    machine: ~1.3x more tokens/s); with the explorer's default sleeping threads
-    (``PASSIVE``) waking a thread for every product costs what the second core saves, so
-    there it is the plain product (README, Performance)."""
-
-    split = os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE"
+class DecodingLinear(nn.Linear):
+    """``nn.Linear`` (same parameters, same results up to float rounding) that multiplies a
+    single token's vector with ``explorer.decode_kernels``'s kernel: one token at a time, the product reads
+    every weight for one multiply-add each, and the kernel reads them on two cores without
+    OpenMP's meeting at the end of every product (README, Performance). Anything else (several
+    tokens, gradients, no C compiler) is the plain product."""
 
     def forward(self, x):
-        weight = self.weight.t()                                 # [in, out], contiguous
-        half = self.in_features // 2
-        if (not self.split or x.numel() != self.in_features or self.in_features % 2
-                or torch.is_grad_enabled() or not weight.is_contiguous()):
-            return super().forward(x)
-        halves = torch.bmm(x.reshape(2, 1, half), weight.view(2, half, self.out_features))
-        y = halves.sum(0)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.view(*x.shape[:-1], self.out_features)
+        if x.numel() == self.in_features and not torch.is_grad_enabled():
+            product = self.__dict__.get("product")
+            if product is None or product.weight is not self.weight or \
+                    product.bias is not self.bias:
+                product = self.__dict__["product"] = decode_kernels.Product(self.weight, self.bias)
+            if product.usable():
+                y = product(x)
+                if y is not None:
+                    return y
+        return super().forward(x)
 
 
 def model_device(model: nn.Module) -> torch.device:

@@ -7,7 +7,7 @@ import threading
 
 import gradio as gr
 
-from . import stat_kernels
+from . import decode_kernels, stat_kernels
 from .heap import release_freed_memory_promptly
 from .ui import CSS, build_app
 
@@ -36,9 +36,10 @@ def launch_options(host=None, port=None, share=False) -> dict:
 
 def create_demo() -> gr.Blocks:
     release_freed_memory_promptly()
-    # The trace's statistics kernel compiles once per machine (~0.5 s, then it is cached): in
-    # the background while the server starts, not in the first user's trace.
-    threading.Thread(target=stat_kernels.warm_up, name="warm-up", daemon=True).start()
+    # The C kernels compile once per machine (~0.5 s each, then they are cached): in the
+    # background while the server starts, not in the first user's trace or generation.
+    for kernels in (stat_kernels, decode_kernels):
+        threading.Thread(target=kernels.warm_up, name="warm-up", daemon=True).start()
     demo = build_app()
     demo.queue(max_size=QUEUE_MAX_SIZE, default_concurrency_limit=2)
     return demo

@@ -5,8 +5,7 @@ about ten passes, which made a trace's statistics cost a quarter of the forward 
 ``stat_kernels.c`` each token's row is summed, squared about its mean and bounded while it sits
 in the L1 cache, and the histogram is a second pass.
 
-The C file is compiled once per machine with its C compiler (``$CC``, else ``cc``) into a cache
-folder (``$GPT_EXPLORER_CACHE``, else ``~/.cache/gpt-explorer``) and loaded with ctypes: about
+The C file is compiled once per machine and loaded with ctypes (``explorer.native``): about
 0.5 s the first time, nothing to install, no memory beyond the kernel's few KB. Where there is no
 compiler (``available()`` is False), ``explorer.probes`` computes the same figures with PyTorch
 reductions, about 5x slower; a test checks that both agree.
@@ -14,101 +13,32 @@ reductions, about 5x slower; a test checks that both agree.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
-import threading
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-SOURCE = Path(__file__).with_suffix(".c")
-# Float sums may be reordered (so that the loops vectorise); inf and NaN keep their meaning.
-FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-signed-zeros",
-         "-fno-trapping-math", "-fassociative-math"]
-
-_lock = threading.Lock()
-_library: ctypes.CDLL | None = None
-_tried = False
+from .native import NativeLibrary
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("GPT_EXPLORER_CACHE")
-                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-                / "gpt-explorer")
-
-
-def available() -> bool:
-    """Whether the kernel is built and loaded (building it on the first call)."""
-    return _load() is not None
-
-
-def _load() -> ctypes.CDLL | None:
-    global _library, _tried
-    if _tried:
-        return _library
-    with _lock:
-        if not _tried:
-            try:
-                _library = _open(_build())
-            except (OSError, subprocess.SubprocessError) as exc:
-                warnings.warn(f"GPT Explorer: the statistics kernel could not be built ({exc}); "
-                              f"traces use PyTorch's reductions instead (slower).",
-                              RuntimeWarning, stacklevel=3)
-            _tried = True
-    return _library
-
-
-def _build() -> Path:
-    """The compiled library for this source, compiler and machine, built if not cached."""
-    compiler = os.environ.get("CC") or "cc"
-    if shutil.which(compiler) is None:
-        raise OSError(f"no C compiler ({compiler!r}) found")
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler, *FLAGS,
-                                    _cpu_signature()]).encode()).hexdigest()[:16]
-    target = cache_dir() / f"stat_kernels-{key}.so"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Build beside the target, then rename: a concurrent build or reader never sees half a file.
-    fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
-    os.close(fd)
-    try:
-        subprocess.run([compiler, *FLAGS, "-o", partial, str(SOURCE), "-lm"], check=True,
-                       capture_output=True, text=True, timeout=120)
-        os.replace(partial, target)
-    except subprocess.CalledProcessError as exc:
-        raise OSError(f"{compiler} failed: {exc.stderr.strip()[:300]}") from None
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
-    return target
-
-
-def _cpu_signature() -> str:
-    """What -march=native compiles for: a library built on one CPU must never be loaded on
-    another (a shared cache folder would otherwise crash the app with an illegal
-    instruction)."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            lines = [line for line in info if line.startswith(("model name", "flags", "Features"))]
-    except OSError:
-        lines = []
-    return "\n".join([platform.machine(), platform.processor(), *dict.fromkeys(lines)])
-
-
-def _open(path: Path) -> ctypes.CDLL:
-    library = ctypes.CDLL(str(path))        # ctypes releases the GIL during each call
+def _declare(library: ctypes.CDLL) -> None:
     pointer, long = ctypes.c_void_p, ctypes.c_long
     library.point_stats.argtypes = [pointer, long, long, pointer, pointer, long, pointer]
     library.point_stats.restype = ctypes.c_int
     library.hist_span.argtypes = [ctypes.c_double, ctypes.c_double, long]
     library.hist_span.restype = ctypes.c_double
-    return library
+
+
+_native = NativeLibrary(Path(__file__).with_suffix(".c"), _declare,
+                        "traces use PyTorch's reductions instead (slower)")
+
+
+def available() -> bool:
+    """Whether the kernel is built and loaded (building it on the first call)."""
+    return _native.load() is not None
+
+
+def _load() -> ctypes.CDLL | None:
+    return _native.load()
 
 
 def hist_span(lo: float, hi: float, bins: int) -> float:

@@ -183,10 +183,7 @@ def build(preset, vocab_size, context_length, emb_dim, n_heads, n_layers, drop_r
     progress(0.2, desc="Initialising the weights (torch.manual_seed, then GPTModel(cfg))")
     started = time.perf_counter()
     model, cached = CACHE.get(key)
-    # Store the weights the way generation reads them fastest (~0.5 s for GPT-2 small, once
-    # per model) now, while the session holds nothing else: the copy's temporary memory (the
-    # 154 MB output head) then never adds to a trace's or a generation's peak.
-    progress(0.8, desc="Storing the weights for one-token-at-a-time generation")
+    # One-token products and attention through explorer.decode_kernels (nothing is copied).
     prepare_for_decoding(model)
     seconds = time.perf_counter() - started
     progress(1.0, desc="Done")

@@ -9,13 +9,10 @@ from explorer.config import GPT_CONFIG_124M, count_parameters
 from explorer.model import (
     GELU,
     GPTModel,
-    InputMajorLinear,
     KVCache,
     LayerNorm,
     build_model,
-    prepare_for_decoding,
     recording,
-    store_weights_input_major,
 )
 
 from engine_variants import SMALL, VARIANT_IDS, VARIANTS
@@ -271,54 +268,6 @@ def test_eval_model_is_deterministic(variant_model):
     ids = random_ids(model.cfg)
     with torch.no_grad():
         assert torch.equal(model(ids), model(ids))
-
-
-def linear_weights(model):
-    return [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
-
-
-@pytest.mark.parametrize("variant", VARIANT_IDS)
-def test_decoding_layout_keeps_values_and_results(variant):
-    book_layout = build_model(VARIANTS[variant], seed=5, device="cpu")
-    decoding = build_model(VARIANTS[variant], seed=5, device="cpu")
-    assert all(w.is_contiguous() for w in linear_weights(decoding))
-    assert prepare_for_decoding(decoding) is True
-    assert prepare_for_decoding(decoding) is False          # once per model
-    assert all(isinstance(m, InputMajorLinear) for m in decoding.modules()
-               if isinstance(m, torch.nn.Linear))
-    # Same values and shapes, now stored [in, out] (the transpose is contiguous).
-    assert all(w.t().is_contiguous() and not w.is_contiguous()
-               for w in linear_weights(decoding) if min(w.shape) > 1)
-    for (name, a), (_, b) in zip(book_layout.state_dict().items(),
-                                 decoding.state_dict().items()):
-        assert torch.equal(a, b), name
-    ids = random_ids(book_layout.cfg, batch=1, length=10)
-    with torch.no_grad():
-        torch.testing.assert_close(decoding(ids), book_layout(ids), atol=1e-5, rtol=1e-4)
-        caches = KVCache(book_layout), KVCache(decoding)
-        for t in range(ids.shape[1]):       # one token at a time: the path the layout is for
-            step = ids[:, t:t + 1]
-            torch.testing.assert_close(decoding(step, cache=caches[1]),
-                                       book_layout(step, cache=caches[0]),
-                                       atol=1e-5, rtol=1e-4)
-
-
-@pytest.mark.parametrize("split", [True, False], ids=["two-halves", "plain"])
-@pytest.mark.parametrize("shape, bias", [((64, 48), True), ((48, 64), False), ((7, 5), True)])
-def test_input_major_linear_equals_the_plain_product(monkeypatch, split, shape, bias):
-    monkeypatch.setattr(InputMajorLinear, "split", split)
-    torch.manual_seed(0)
-    plain = torch.nn.Linear(*shape, bias=bias)
-    model = torch.nn.Sequential(torch.nn.Linear(*shape, bias=bias))
-    model[0].load_state_dict(plain.state_dict())
-    store_weights_input_major(model)
-    layer = model[0]
-    assert isinstance(layer, InputMajorLinear) and layer.weight.t().is_contiguous()
-    for x in (torch.randn(1, 1, shape[0]), torch.randn(3, shape[0]), torch.randn(shape[0])):
-        with torch.inference_mode():              # one row takes the split when it may
-            torch.testing.assert_close(layer(x), plain(x), atol=1e-6, rtol=1e-5)
-        y = layer(x.clone().requires_grad_())     # with gradients: the plain product
-        torch.testing.assert_close(y, plain(x), atol=1e-6, rtol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------

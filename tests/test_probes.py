@@ -11,6 +11,7 @@ import explorer.model as model_module
 from explorer import stat_kernels
 from explorer.config import GPTConfig
 from explorer.model import BLOCK_PROBE_POINTS, MultiHeadAttention, build_model, recording
+from explorer.native import NativeLibrary
 from explorer.probes import (
     ATTENTION_ALL_LAYERS_MAX_TOKENS,
     HIST_BINS,
@@ -699,8 +700,8 @@ def test_without_a_working_c_compiler_traces_use_pytorch_and_say_why(monkeypatch
                                                                      compiler):
     monkeypatch.setenv("CC", compiler)
     monkeypatch.setenv("GPT_EXPLORER_CACHE", str(tmp_path))
-    monkeypatch.setattr(stat_kernels, "_library", None)
-    monkeypatch.setattr(stat_kernels, "_tried", False)
+    monkeypatch.setattr(stat_kernels, "_native", NativeLibrary(
+        stat_kernels._native.source, stat_kernels._declare, stat_kernels._native.without))
     with pytest.warns(RuntimeWarning, match="PyTorch's reductions"):
         assert not stat_kernels.available()
     assert list(tmp_path.iterdir()) == []                # no half-built file left behind

@@ -1,0 +1,214 @@
+"""The two-core product for one token's vector (explorer.decode_kernels) against F.linear, its helper
+taken back when slow, its thread settings, and the model with it against the book's path."""
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from explorer import decode_kernels
+from explorer.model import DecodingLinear, KVCache, build_model, prepare_for_decoding
+from explorer.native import NativeLibrary
+
+from engine_variants import VARIANT_IDS, VARIANTS
+
+needs_kernel = pytest.mark.skipif(not decode_kernels.available(), reason="no C compiler")
+
+SHAPES = [(768, 2304, True), (3072, 768, True), (768, 50257, False), (5, 7, True),
+          (33, 4099, True), (1, 64, False), (768, 63, True)]   # (in, out, bias)
+
+
+def weights(in_features, out_features, bias, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    w = torch.randn(out_features, in_features, generator=generator)
+    b = torch.randn(out_features, generator=generator) if bias else None
+    x = torch.randn(1, 1, in_features, generator=generator)
+    return x, w, b
+
+
+@needs_kernel
+@pytest.mark.parametrize("in_features, out_features, bias", SHAPES)
+def test_the_product_equals_f_linear_and_does_not_depend_on_who_computed_it(in_features,
+                                                                            out_features, bias):
+    x, w, b = weights(in_features, out_features, bias)
+    shared = decode_kernels.linear(x, w, b, share=True)
+    alone = decode_kernels.linear(x, w, b, share=False)
+    assert shared.shape == (1, 1, out_features)
+    torch.testing.assert_close(shared, F.linear(x, w, b), atol=1e-4, rtol=1e-5)
+    assert torch.equal(shared, alone)          # the same rows code, whichever thread ran it
+
+
+@needs_kernel
+def test_a_slow_helper_has_its_chunks_taken_back_and_the_result_is_unchanged():
+    x, w, b = weights(768, 50257, True, seed=1)
+    expected = decode_kernels.linear(x, w, b, share=False)
+    library = decode_kernels._native.load()
+    before = decode_kernels.counts()
+    library.set_helper_delay(2_000_000)         # 2 ms after each chunk: far slower than us
+    try:
+        for _ in range(3):
+            assert torch.equal(decode_kernels.linear(x, w, b), expected)
+            # The helper is still pausing: what it may read stays alive until it has left.
+            assert any(kept[0] is w for _, kept in decode_kernels._in_use)
+    finally:
+        library.set_helper_delay(0)
+    assert decode_kernels.counts()["taken_back"] > before["taken_back"]
+    for _ in range(50):                         # an unhindered helper does its share again
+        assert torch.equal(decode_kernels.linear(x, w, b), expected)
+    assert decode_kernels.counts()["helper"] > before["helper"]
+
+
+@needs_kernel
+def test_products_from_many_threads_at_once_are_each_right():
+    problems = [weights(i, o, bias, seed=n) for n, (i, o, bias) in enumerate(SHAPES * 2)]
+    expected = [decode_kernels.linear(*p, share=False) for p in problems]
+    errors = []
+
+    def work(which):
+        try:
+            for _ in range(20):
+                for p, e in zip(problems[which::4], expected[which::4]):
+                    assert torch.equal(decode_kernels.linear(*p), e)
+        except AssertionError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_what_the_kernel_does_not_take_falls_back():
+    x, w, b = weights(16, 8, True)
+    assert decode_kernels.linear(torch.randn(2, 16), w, b) is None                 # two rows
+    assert decode_kernels.linear(x.double(), w.double(), b.double()) is None       # not float32
+    assert decode_kernels.linear(x, w.t().contiguous().t(), b) is None             # [in, out] storage
+
+
+def test_without_a_compiler_decoding_uses_f_linear_and_says_why(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", "no-such-compiler-here")
+    monkeypatch.setenv("GPT_EXPLORER_CACHE", str(tmp_path))
+    monkeypatch.setattr(decode_kernels, "_native", NativeLibrary(
+        decode_kernels._native.source, decode_kernels._declare, decode_kernels._native.without, decode_kernels._native.libraries))
+    with pytest.warns(RuntimeWarning, match="PyTorch's products"):
+        assert not decode_kernels.available()
+    layer = torch.nn.Linear(16, 8)
+    plain = layer(torch.ones(16))
+    layer.__class__ = DecodingLinear
+    with torch.inference_mode():
+        assert torch.equal(layer(torch.ones(16)), plain)
+
+
+def test_one_torch_thread_is_this_threads_alone_and_restored():
+    default = torch.get_num_threads()
+    seen = {}
+    started, release = threading.Event(), threading.Event()
+
+    def other():
+        torch.get_num_threads()                 # this thread's team is set up before
+        started.set()
+        release.wait()
+        seen["other"] = torch.get_num_threads()
+
+    t = threading.Thread(target=other)
+    t.start()
+    started.wait()
+    with decode_kernels.one_torch_thread():
+        seen["inside"] = torch.get_num_threads()
+        release.set()
+        t.join()
+        late = threading.Thread(target=lambda: (seen.setdefault("new", torch.get_num_threads()),
+                                                decode_kernels.full_threads(),
+                                                seen.setdefault("fixed",
+                                                                torch.get_num_threads())))
+        late.start()
+        late.join()
+    assert torch.get_num_threads() == default
+    assert seen["other"] == default                 # another thread keeps its team
+    if decode_kernels.available() and default > 1:
+        assert seen["inside"] == 1
+    assert seen["fixed"] == decode_kernels.DEFAULT_THREADS    # a thread born meanwhile gets it back
+
+
+@pytest.mark.parametrize("variant", VARIANT_IDS)
+def test_decoding_products_keep_the_weights_and_the_results(variant):
+    book = build_model(VARIANTS[variant], seed=5, device="cpu")
+    decoding = build_model(VARIANTS[variant], seed=5, device="cpu")
+    storage = [p.data_ptr() for p in decoding.parameters()]
+    assert prepare_for_decoding(decoding) is True
+    assert prepare_for_decoding(decoding) is False          # once per model
+    assert all(isinstance(m, DecodingLinear) for m in decoding.modules()
+               if isinstance(m, torch.nn.Linear))
+    assert [p.data_ptr() for p in decoding.parameters()] == storage   # nothing copied
+    for (name, a), (_, b) in zip(book.state_dict().items(), decoding.state_dict().items()):
+        assert torch.equal(a, b), name
+    generator = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, book.cfg.vocab_size, (1, 10), generator=generator)
+    with torch.inference_mode():
+        torch.testing.assert_close(decoding(ids), book(ids), atol=1e-5, rtol=1e-4)
+        caches = KVCache(book), KVCache(decoding)
+        for t in range(ids.shape[1]):       # one token at a time: the path the kernel is for
+            step = ids[:, t:t + 1]
+            torch.testing.assert_close(decoding(step, cache=caches[1]),
+                                       book(step, cache=caches[0]), atol=1e-5, rtol=1e-4)
+
+
+def torch_summary(logits, k):
+    probs = torch.softmax(logits.double(), dim=-1)
+    top = torch.topk(probs, k)
+    entropy = float(torch.special.entr(probs).sum() / torch.log(torch.tensor(2.0)))
+    return top.indices.tolist(), top.values.tolist(), entropy
+
+
+@needs_kernel
+@pytest.mark.parametrize("n, k, scale", [(50257, 10, 3.0), (50257, 1, 0.01), (100, 64, 1.0),
+                                         (7, 7, 5.0), (1000, 10, 60.0)])
+def test_next_token_summary_equals_softmax_topk_and_entropy(n, k, scale):
+    generator = torch.Generator().manual_seed(n + k)
+    logits = torch.randn(n, generator=generator) * scale
+    logits[n // 2] = logits.max() + 0.5 if n > 10 else logits[n // 2]   # a clear winner
+    ids, probs, entropy = decode_kernels.next_token_summary(logits, k)
+    expected_ids, expected_probs, expected_entropy = torch_summary(logits, k)
+    assert ids == expected_ids
+    torch.testing.assert_close(torch.tensor(probs, dtype=torch.float64),
+                               torch.tensor(expected_probs, dtype=torch.float64), rtol=2e-6,
+                               atol=1e-9)
+    assert entropy == pytest.approx(expected_entropy, rel=1e-5, abs=1e-6)
+
+
+@needs_kernel
+def test_next_token_summary_breaks_ties_like_argmax_and_refuses_inf_and_nan():
+    logits = torch.zeros(50)
+    logits[[7, 3, 30]] = 2.0                    # three equal best: argmax picks 3
+    ids, probs, _ = decode_kernels.next_token_summary(logits, 4)
+    assert ids[:3] == [3, 7, 30] and int(torch.argmax(torch.softmax(logits, -1))) == 3
+    assert probs[0] == probs[1] == probs[2]
+    uniform = decode_kernels.next_token_summary(torch.zeros(1024), 1)
+    assert uniform[2] == pytest.approx(10.0, rel=1e-6)        # log2(1024) bits
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        broken = logits.clone()
+        broken[11] = bad
+        assert decode_kernels.next_token_summary(broken, 4) is None
+    assert decode_kernels.next_token_summary(logits, 65) is None          # more than 64
+    assert decode_kernels.next_token_summary(logits.double(), 4) is None
+
+
+@needs_kernel
+@pytest.mark.parametrize("heads, keys, head_dim, capacity", [(12, 1, 64, 1024), (12, 300, 64, 400),
+                                                             (3, 17, 5, 17), (1, 2000, 128, 2048)])
+def test_one_query_attention_equals_scaled_dot_product_attention(heads, keys, head_dim,
+                                                                 capacity):
+    generator = torch.Generator().manual_seed(keys)
+    cache_k = torch.randn(1, heads, capacity, head_dim, generator=generator) * 2
+    cache_v = torch.randn(1, heads, capacity, head_dim, generator=generator)
+    q = torch.randn(1, heads, head_dim, generator=generator).unsqueeze(2)   # (1, heads, 1, d)
+    k, v = cache_k[:, :, :keys], cache_v[:, :, :keys]     # views, as the KV cache hands them
+    expected = F.scaled_dot_product_attention(q, k, v)
+    for share in (True, False):
+        got = decode_kernels.attention(q, k, v, share=share)
+        torch.testing.assert_close(got, expected, atol=2e-6, rtol=1e-5)
+    assert decode_kernels.attention(q, k.contiguous().transpose(2, 3).contiguous()
+                                    .transpose(2, 3), v) is None    # keys not stored by rows
+    assert decode_kernels.attention(q.double(), k.double(), v.double()) is None
