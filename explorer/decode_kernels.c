@@ -1,6 +1,7 @@
-/* One token's step on two cores without ever waiting for the second one: its vector times a
- * Linear weight (y = W x + b, W stored [out, in] as nn.Linear keeps it), and its query against
- * the cached keys and values (attention for one new token).
+/* One generated token of the chapter-4 GPT on the CPU: the whole step (model_step) in one call,
+ * its products (y = W x + b, W stored [out, in] as nn.Linear keeps it) and its attention over
+ * the cached keys and values on two cores without ever waiting for the second one, and the
+ * next-token summary (top-k, probabilities, entropy) in two passes over the logits.
  *
  * Generating a token reads every weight once, so decoding runs at the speed memory is read.
  * One core reads ~18 GB/s on the machines we measured, two ~32 GB/s. OpenMP's threads have to
@@ -91,6 +92,25 @@ static void rows(const float *W, const float *x, const float *b, float *y, long 
     }
 }
 
+/* e^x for x <= 0 (x - max over logits), to ~1e-7 relative: the classic range reduction
+ * x = n ln2 + r and a degree-7 polynomial for e^r, written so that the loops that call it
+ * vectorise (the C library's expf does not without -ffast-math). Below e^-87 it returns
+ * ~1e-38 instead of 0, which no figure shown can tell apart. */
+static inline float exp_of_nonpositive(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    float n = floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
+    return p * scale.f;
+}
+
 /* One head of one query: softmax(q K^T * scale) V over the cached keys, into y (head_dim). */
 static void attend_head(const struct job *j, long head, float *y) {
     float weights[MAX_KEYS];
@@ -105,7 +125,7 @@ static void attend_head(const struct job *j, long head, float *y) {
         top = weights[t] > top ? weights[t] : top;
     }
     for (long t = 0; t < j->keys; t++) {
-        weights[t] = expf(weights[t] - top);
+        weights[t] = exp_of_nonpositive(weights[t] - top);
         total += weights[t];
     }
     for (long i = 0; i < d; i++) y[i] = 0.f;
@@ -290,25 +310,6 @@ int64_t attend(const float *q, const float *K, const float *V, float *y, long he
     return (int64_t)run(&spec, share);
 }
 
-/* e^x for x <= 0 (x - max over logits), to ~1e-7 relative: the classic range reduction
- * x = n ln2 + r and a degree-7 polynomial for e^r, written so that the loops that call it
- * vectorise (the C library's expf does not without -ffast-math). Below e^-87 it returns
- * ~1e-38 instead of 0, which no figure shown can tell apart. */
-static inline float exp_of_nonpositive(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    float n = floorf(x * 1.44269504088896341f + 0.5f);
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
-    return p * scale.f;
-}
-
 /* The next-token distribution softmax(logits) summarised in two passes over the n logits,
  * without writing the probabilities anywhere: the k most likely tokens (most likely first; of
  * equal logits the lower id first, as argmax), their probabilities, and the entropy in bits.
@@ -346,6 +347,134 @@ int next_token_summary(const float *logits, long n, long k, int64_t *top_ids, fl
     /* H = -sum p log p = log(total) - weighted / total, in nats */
     *entropy_bits = (log((double)total) - (double)weighted / total) / log(2.0);
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * A whole one-token step of the chapter-4 GPT (every variant the explorer builds), so that a
+ * generated token costs one call instead of ~250 PyTorch operations from Python (~7 ms of a
+ * 28 ms step on GPT-2 small). explorer/model.py stays the reference; the tests compare. */
+enum { NORM_NONE = 0, NORM_PRE = 1, NORM_POST = 2 };
+enum { ACT_GELU = 0, ACT_GELU_EXACT = 1, ACT_RELU = 2, ACT_SILU = 3 };
+
+struct block_weights {     /* NULL where a variant has no such tensor */
+    const float *norm1_scale, *norm1_shift, *norm2_scale, *norm2_shift;
+    const float *W_query, *b_query, *W_key, *b_key, *W_value, *b_value, *W_out, *b_out;
+    const float *W_ff1, *b_ff1, *W_ff2, *b_ff2;
+    float *cache_keys, *cache_values;                   /* (heads, capacity, head_dim) */
+};
+
+struct model_weights {
+    long emb, heads, head_dim, hidden, vocab, layers, capacity;
+    int norm, shortcut, activation;
+    float eps;
+    const float *tok_emb, *pos_emb;                      /* pos_emb NULL with RoPE */
+    const float *rope_cos, *rope_sin;                    /* (context, head_dim) or NULL */
+    const float *final_scale, *final_shift, *W_head;
+    const struct block_weights *blocks;
+};
+
+static void layer_norm(const float *x, const float *scale, const float *shift, float eps,
+                       long n, float *y) {
+    double sum = 0.0, squares = 0.0;
+    for (long i = 0; i < n; i++) sum += x[i];
+    float mean = (float)(sum / n);
+    for (long i = 0; i < n; i++) squares += (double)(x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf((float)(squares / n) + eps);
+    for (long i = 0; i < n; i++) y[i] = (x[i] - mean) * inv * scale[i] + shift[i];
+}
+
+static void activate(int kind, float *x, long n) {
+    for (long i = 0; i < n; i++) {
+        float v = x[i];
+        if (kind == ACT_GELU)
+            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        else if (kind == ACT_GELU_EXACT)
+            x[i] = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+        else if (kind == ACT_RELU)
+            x[i] = v > 0.f ? v : 0.f;
+        else
+            x[i] = v / (1.0f + expf(-v));
+    }
+}
+
+static void rotate(float *x, const float *cos_, const float *sin_, long heads, long d) {
+    long half = d / 2;
+    for (long h = 0; h < heads; h++) {
+        float *v = x + h * d;
+        for (long i = 0; i < half; i++) {
+            float x1 = v[i], x2 = v[i + half];
+            v[i] = x1 * cos_[i] - x2 * sin_[i];
+            v[i + half] = x2 * cos_[i + half] + x1 * sin_[i + half];
+        }
+    }
+}
+
+/* gemv, remembering the highest job number whose chunk was taken back (see run()). */
+static void product(const float *W, const float *x, const float *b, float *y, long in,
+                    long out, int share, uint64_t *keep_until) {
+    uint64_t job = gemv(W, x, b, y, in, out, share);
+    if (job > *keep_until) *keep_until = job;
+}
+
+/* One token at position `pos` (its keys and values go into the caches there) -> logits
+ * (vocab). `scratch` holds 6 * emb + hidden floats. Returns the job number the caller must keep
+ * the weights and scratch alive for (as gemv), 0 if none, -1 for sizes it does not take. */
+int64_t model_step(const struct model_weights *m, long token, long pos, float *scratch,
+                   float *logits, int share) {
+    long E = m->emb, H = m->heads, D = m->head_dim;
+    if (pos + 1 > MAX_KEYS || D > MAX_CHUNK_ROWS || H > MAX_CHUNKS || pos >= m->capacity
+            || (m->rope_cos && D % 2))
+        return -1;
+    float *x = scratch, *h = x + E, *q = h + E, *k = q + E, *v = k + E, *ctx = v + E,
+          *f = ctx + E;
+    uint64_t keep_until = 0;
+    for (long i = 0; i < E; i++)
+        x[i] = m->tok_emb[token * E + i] + (m->pos_emb ? m->pos_emb[pos * E + i] : 0.f);
+    for (long l = 0; l < m->layers; l++) {
+        const struct block_weights *w = &m->blocks[l];
+        /* attention sub-block */
+        if (m->norm == NORM_PRE) layer_norm(x, w->norm1_scale, w->norm1_shift, m->eps, E, h);
+        else memcpy(h, x, (size_t)E * sizeof(float));
+        product(w->W_key, h, w->b_key, k, E, E, share, &keep_until);
+        product(w->W_query, h, w->b_query, q, E, E, share, &keep_until);
+        product(w->W_value, h, w->b_value, v, E, E, share, &keep_until);
+        if (m->rope_cos) {
+            rotate(q, m->rope_cos + pos * D, m->rope_sin + pos * D, H, D);
+            rotate(k, m->rope_cos + pos * D, m->rope_sin + pos * D, H, D);
+        }
+        for (long head = 0; head < H; head++) {
+            memcpy(w->cache_keys + (head * m->capacity + pos) * D, k + head * D,
+                   (size_t)D * sizeof(float));
+            memcpy(w->cache_values + (head * m->capacity + pos) * D, v + head * D,
+                   (size_t)D * sizeof(float));
+        }
+        struct job spec = {.kind = ATTENTION, .x = q, .K = w->cache_keys, .V = w->cache_values,
+                           .y = ctx, .chunks = H, .keys = pos + 1, .head_dim = D,
+                           .head_stride = m->capacity * D, .scale = 1.0f / sqrtf((float)D)};
+        uint64_t job = run(&spec, share);
+        keep_until = job > keep_until ? job : keep_until;
+        product(w->W_out, ctx, w->b_out, h, E, E, share, &keep_until);
+        for (long i = 0; i < E; i++) x[i] = m->shortcut ? x[i] + h[i] : h[i];
+        if (m->norm == NORM_POST) {
+            layer_norm(x, w->norm1_scale, w->norm1_shift, m->eps, E, h);
+            memcpy(x, h, (size_t)E * sizeof(float));
+        }
+        /* feed-forward sub-block */
+        if (m->norm == NORM_PRE) layer_norm(x, w->norm2_scale, w->norm2_shift, m->eps, E, h);
+        else memcpy(h, x, (size_t)E * sizeof(float));
+        product(w->W_ff1, h, w->b_ff1, f, E, m->hidden, share, &keep_until);
+        activate(m->activation, f, m->hidden);
+        product(w->W_ff2, f, w->b_ff2, h, m->hidden, E, share, &keep_until);
+        for (long i = 0; i < E; i++) x[i] = m->shortcut ? x[i] + h[i] : h[i];
+        if (m->norm == NORM_POST) {
+            layer_norm(x, w->norm2_scale, w->norm2_shift, m->eps, E, h);
+            memcpy(x, h, (size_t)E * sizeof(float));
+        }
+    }
+    if (m->norm != NORM_NONE) layer_norm(x, m->final_scale, m->final_shift, m->eps, E, h);
+    else memcpy(h, x, (size_t)E * sizeof(float));
+    product(m->W_head, h, NULL, logits, E, m->vocab, share, &keep_until);
+    return (int64_t)keep_until;
 }
 
 uint64_t helper_left(void) { return atomic_load(&last_left); }

@@ -12,11 +12,32 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from pathlib import Path
 
 import torch
 
 from .native import NativeLibrary
+
+
+_BLOCK_TENSORS = ("norm1_scale", "norm1_shift", "norm2_scale", "norm2_shift", "W_query",
+                  "b_query", "W_key", "b_key", "W_value", "b_value", "W_out", "b_out", "W_ff1",
+                  "b_ff1", "W_ff2", "b_ff2", "cache_keys", "cache_values")
+
+
+class _BlockWeights(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_void_p) for name in _BLOCK_TENSORS]
+
+
+class _ModelWeights(ctypes.Structure):
+    _fields_ = ([(name, ctypes.c_long) for name in ("emb", "heads", "head_dim", "hidden",
+                                                     "vocab", "layers", "capacity")]
+                + [(name, ctypes.c_int) for name in ("norm", "shortcut", "activation")]
+                + [("eps", ctypes.c_float)]
+                + [(name, ctypes.c_void_p) for name in ("tok_emb", "pos_emb", "rope_cos",
+                                                         "rope_sin", "final_scale",
+                                                         "final_shift", "W_head")]
+                + [("blocks", ctypes.POINTER(_BlockWeights))])
 
 
 def _declare(library: ctypes.CDLL) -> None:
@@ -28,6 +49,9 @@ def _declare(library: ctypes.CDLL) -> None:
     library.attend.restype = ctypes.c_int64
     library.next_token_summary.argtypes = [pointer, long, long, pointer, pointer, pointer]
     library.next_token_summary.restype = ctypes.c_int
+    library.model_step.argtypes = [ctypes.POINTER(_ModelWeights), long, long, pointer, pointer,
+                                   ctypes.c_int]
+    library.model_step.restype = ctypes.c_int64
     library.helper_left.argtypes = []
     library.helper_left.restype = ctypes.c_uint64
     library.set_helper_delay.argtypes = [ctypes.c_long]
@@ -66,48 +90,24 @@ def counts() -> dict[str, int]:
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
            share: bool = True) -> torch.Tensor | None:
     """``F.linear(x, weight, bias)`` for one float32 CPU vector ``x`` (any shape with
-    ``in_features`` elements), or None where the kernel does not apply."""
-    product = Product(weight, bias)
-    return product(x, share) if product.usable() else None
-
-
-class Product:
-    """A Linear layer's weight and bias, checked once for the kernel, then multiplied by one
-    vector at a time with as little Python as possible (a step makes 73 such calls)."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
-        self.weight, self.bias = weight, bias
-        self.out_features, self.in_features = weight.shape
-        self.pointers = self._pointers()
-
-    def _pointers(self):
-        w, b = self.weight, self.bias
-        if (_native.load() is None or w.dtype != torch.float32 or w.device.type != "cpu"
-                or not w.is_contiguous() or (b is not None and (
-                    b.dtype != torch.float32 or b.device.type != "cpu"
-                    or not b.is_contiguous()))):
-            return None
-        return w.data_ptr(), (b.data_ptr() if b is not None else None)
-
-    def usable(self) -> bool:
-        """Whether the kernel can take the weights as they are now (storage may be replaced)."""
-        if self.pointers is not None and self.pointers[0] != self.weight.data_ptr():
-            self.pointers = self._pointers()
-        return self.pointers is not None
-
-    def __call__(self, x: torch.Tensor, share: bool = True) -> torch.Tensor | None:
-        """W x + b for ``x`` with ``in_features`` elements, shaped like x; None if x is not a
-        float32 CPU tensor of that size."""
-        if (x.numel() != self.in_features or x.dtype != torch.float32 or not x.is_cpu):
-            return None
-        x = x.contiguous()
-        y = torch.empty(*x.shape[:-1], self.out_features)   # (a torch.Size + tuple: 2x slower)
-        weight, bias = self.pointers
-        job = _native.load().gemv(weight, x.data_ptr(), bias, y.data_ptr(), self.in_features,
-                                  self.out_features, share)
-        if job or _in_use:
-            _keep_until_helper_leaves(_native.load(), job, (self.weight, x, self.bias))
-        return y
+    ``in_features`` elements) and a row-major [out, in] weight, or None where the kernel does
+    not apply. ``model_step`` makes these products itself; this is the same kernel, alone."""
+    out_features, in_features = weight.shape
+    library = _native.load()
+    tensors = (x, weight) if bias is None else (x, weight, bias)
+    if (library is None or x.numel() != in_features or not weight.is_contiguous()
+            or (bias is not None and not bias.is_contiguous())
+            or any(t.dtype != torch.float32 or not t.is_cpu for t in tensors)
+            or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))):
+        return None
+    x = x.contiguous()
+    y = torch.empty(*x.shape[:-1], out_features)
+    job = library.gemv(weight.data_ptr(), x.data_ptr(),
+                       bias.data_ptr() if bias is not None else None, y.data_ptr(),
+                       in_features, out_features, int(share))
+    if job or _in_use:
+        _keep_until_helper_leaves(library, job, (weight, x, bias))
+    return y
 
 
 def attention(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
@@ -159,38 +159,109 @@ def next_token_summary(logits: torch.Tensor, k: int):
     return list(ids), list(probs), entropy.value
 
 
+# ---------------------------------------------------------------------------------------------
+# A whole one-token step in C
+_NORMS = {"none": 0, "pre": 1, "post": 2}
+_ACTIVATIONS = {"gelu": 0, "gelu_exact": 1, "relu": 2, "silu": 3}
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> _StepTable
+
+
+class _StepTable:
+    """The addresses of a model's weights (and of one KV cache's buffers) for ``model_step``,
+    with the tensors they belong to, checked once; rebuilt if a weight's storage changes."""
+
+    def __init__(self, model, cache):
+        cfg = model.cfg
+        self.cache = weakref.ref(cache)     # a finished generation's cache may go
+        self.tensors = [p for p in model.parameters()] + [b for b in model.buffers()]
+        self.fingerprint = [t.data_ptr() for t in self.tensors]
+        rope = model.trf_blocks[0].att.rope if cfg.n_layers else None
+        blocks = (_BlockWeights * cfg.n_layers)()
+        for block, target, layer in zip(model.trf_blocks, blocks, cache.layers):
+            att, ff = block.att, block.ff
+            named = {"W_query": att.W_query.weight, "b_query": att.W_query.bias,
+                     "W_key": att.W_key.weight, "b_key": att.W_key.bias,
+                     "W_value": att.W_value.weight, "b_value": att.W_value.bias,
+                     "W_out": att.out_proj.weight, "b_out": att.out_proj.bias,
+                     "W_ff1": ff.layers[0].weight, "b_ff1": ff.layers[0].bias,
+                     "W_ff2": ff.layers[2].weight, "b_ff2": ff.layers[2].bias,
+                     "cache_keys": layer.keys, "cache_values": layer.values}
+            if cfg.norm_placement != "none":
+                named.update(norm1_scale=block.norm1.scale, norm1_shift=block.norm1.shift,
+                             norm2_scale=block.norm2.scale, norm2_shift=block.norm2.shift)
+            for name, tensor in named.items():
+                setattr(target, name, _address(tensor))
+        final = cfg.norm_placement != "none"
+        self.weights = _ModelWeights(
+            emb=cfg.emb_dim, heads=cfg.n_heads, head_dim=cfg.head_dim,
+            hidden=model.trf_blocks[0].ff.layers[0].out_features if cfg.n_layers else 0,
+            vocab=cfg.vocab_size, layers=cfg.n_layers, capacity=cache.capacity,
+            norm=_NORMS[cfg.norm_placement], shortcut=int(cfg.shortcut),
+            activation=_ACTIVATIONS[cfg.activation],
+            eps=model.final_norm.eps if final else 1e-5,
+            tok_emb=_address(model.tok_emb.weight),
+            pos_emb=_address(model.pos_emb.weight) if model.pos_emb is not None else None,
+            rope_cos=_address(rope.cos) if rope is not None else None,
+            rope_sin=_address(rope.sin) if rope is not None else None,
+            final_scale=_address(model.final_norm.scale) if final else None,
+            final_shift=_address(model.final_norm.shift) if final else None,
+            W_head=_address(model.out_head.weight), blocks=blocks)
+        self.blocks = blocks
+
+    def current(self, model, cache) -> bool:
+        return self.cache() is cache and all(
+            t.data_ptr() == address for t, address in zip(self.tensors, self.fingerprint))
+
+
+class _Unsuitable(Exception):
+    pass
+
+
+def _address(tensor):
+    if tensor is None:
+        return None
+    if tensor.dtype != torch.float32 or not tensor.is_cpu or not tensor.is_contiguous():
+        raise _Unsuitable
+    return tensor.data_ptr()
+
+
+def model_step(model, token_id: int, cache) -> torch.Tensor | None:
+    """The logits (1, 1, vocab) of ``model(torch.tensor([[token_id]]), cache=cache,
+    last_only=True)`` computed in one C call, the token's keys and values stored in ``cache``
+    and its position advanced, as the model does; or None (nothing changed) where the step does
+    not apply: no compiler, a GPU or float64 model, training mode, a full cache, a recorder
+    listening, gradients on."""
+    from .model import _ACTIVE_RECORDER        # explorer.model's probe points (no cycle)
+    library = _native.load()
+    weight = model.tok_emb.weight
+    if (library is None or not weight.is_cpu or weight.dtype != torch.float32
+            or model.training or torch.is_grad_enabled()
+            or _ACTIVE_RECORDER.get() is not None or cache.pos >= cache.capacity
+            or cache.layers[0].keys.shape[0] != 1 or not 0 <= token_id < model.cfg.vocab_size
+            or cache.pos >= model.cfg.context_length):
+        return None
+    table = _tables.get(model)
+    if table is None or not table.current(model, cache):
+        try:
+            table = _tables[model] = _StepTable(model, cache)
+        except _Unsuitable:
+            return None
+    cfg = model.cfg
+    scratch = torch.empty(6 * cfg.emb_dim + table.weights.hidden)
+    logits = torch.empty(1, 1, cfg.vocab_size)
+    job = library.model_step(ctypes.byref(table.weights), token_id, cache.pos,
+                             scratch.data_ptr(), logits.data_ptr(), 1)
+    if job < 0:
+        return None
+    if job or _in_use:
+        _keep_until_helper_leaves(library, job, (table, cache, scratch))
+    cache.advance(1)
+    return logits
+
+
 def _keep_until_helper_leaves(library, job, tensors):
     left = library.helper_left()
     with _in_use_lock:
         _in_use[:] = [(j, kept) for j, kept in _in_use if j > left]
         if job > left:
             _in_use.append((job, tensors))
-
-
-# PyTorch's own operations of a one-token step (attention over the cache, softmax over the
-# vocabulary) are small; with two OpenMP threads they wake the second core that the kernel's
-# helper is using, and a step took 39 ms instead of 25 (GPT-2 small, 2 cores). A thread's
-# OpenMP team size is its own: setting it changes only the calling thread, and new threads start
-# from the last value set, which is why heavy work restores the default first (full_threads).
-DEFAULT_THREADS = torch.get_num_threads()
-
-
-class one_torch_thread:
-    """Run this thread's PyTorch operations on one thread inside the block (decoding steps)."""
-
-    def __enter__(self):
-        self.before = torch.get_num_threads()
-        if self.before != 1 and available():
-            torch.set_num_threads(1)
-        return self
-
-    def __exit__(self, *exc):
-        if torch.get_num_threads() != self.before:
-            torch.set_num_threads(self.before)
-
-
-def full_threads() -> None:
-    """Give this thread PyTorch's default team again if it started while a decoding step had
-    set one thread (a forward pass over many tokens needs every core)."""
-    if torch.get_num_threads() < DEFAULT_THREADS:
-        torch.set_num_threads(DEFAULT_THREADS)

@@ -2,7 +2,6 @@
 explorer that reports, for every new token, what the model considered."""
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -10,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import decode_kernels
-from .model import GPTModel, KVCache, model_device, prepare_for_decoding
+from .model import GPTModel, KVCache, model_device
 from .tokenizer import EOT_ID, as_token_ids, get_tokenizer
 
 
@@ -106,18 +105,10 @@ def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_a
         generator.manual_seed(seed if seed is not None else 123)
     ids = list(token_ids)
     cache = None
-    prepare_for_decoding(model)  # once per model: one-token products on two cores
     for index in range(max_new_tokens):
         started = time.perf_counter()
-        prefill = index == 0 or cache is None or cache.pos >= context_length
-        # Many tokens at once use every core; one token at a time, the products' kernel uses
-        # the second core and PyTorch's small operations stay on this one (explorer.decode_kernels).
-        if prefill:
-            decode_kernels.full_threads()
-        one_token = not prefill and device.type == "cpu"
-        with torch.inference_mode(), (decode_kernels.one_torch_thread() if one_token
-                                      else contextlib.nullcontext()):
-            if prefill:
+        with torch.inference_mode():
+            if index == 0 or cache is None or cache.pos >= context_length:
                 # Prefill, or the window is full: recompute the last context_length tokens.
                 window = torch.tensor([ids[-context_length:]], device=device)
                 # Room for this window and the tokens still to come, within the context.
@@ -126,8 +117,12 @@ def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_a
                          if use_cache and len(ids) < context_length else None)
                 logits = model(window, cache=cache, last_only=True)
             else:
-                logits = model(torch.tensor([[ids[-1]]], device=device), cache=cache,
-                               last_only=True)
+                # One token after the cached ones: the whole step in C where it applies
+                # (explorer.decode_kernels; the same logits as the model's forward pass).
+                logits = decode_kernels.model_step(model, ids[-1], cache)
+                if logits is None:
+                    logits = model(torch.tensor([[ids[-1]]], device=device), cache=cache,
+                                   last_only=True)
             step = _choose(logits[0, -1].float(), temperature, top_k, generator, show_top)
         token_id, prob, rank, entropy, top_ids, top_probs = step
         ids.append(token_id)

@@ -18,7 +18,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import decode_kernels
 from .config import GPTConfig
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +159,6 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.context_length = context_length
         self.rope = rope  # a RotaryEmbedding shared by all blocks, or None (learned positions)
-        self.decoding = False  # set by prepare_for_decoding: one new token uses explorer.decode_kernels
 
     def forward(self, x, cache=None):
         b, num_tokens, d_in = x.shape
@@ -202,10 +200,6 @@ class MultiHeadAttention(nn.Module):
         num_queries, num_keys = queries.shape[2], keys.shape[2]
         dropout_p = self.dropout.p if self.training else 0.0
         if num_queries == 1:          # one new token may look at every cached token
-            if self.decoding and dropout_p == 0.0:
-                context_vec = decode_kernels.attention(queries, keys, values)
-                if context_vec is not None:
-                    return context_vec
             return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p)
         if num_queries == num_keys:   # no cache in front: the plain causal case
             return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p,
@@ -431,49 +425,6 @@ def build_model(cfg, seed: int = 123, device: str = "auto", dtype: str = "float3
     model.eval()
     model.requires_grad_(False)
     return model.to(device=target, dtype=torch_dtype)
-
-
-_LAYOUT_LOCK = threading.Lock()
-
-
-def prepare_for_decoding(model: GPTModel) -> bool:
-    """Let a CPU model's Linear layers multiply a single token's vector, and its attention
-    modules attend for a single new token, with the two-core kernels of ``explorer.decode_kernels``
-    (``DecodingLinear``), once per model; ``generate_steps`` calls it. No weight is copied or
-    changed; results are the same up to float rounding. Returns True if it
-    changed the model now. Safe while other threads run the model."""
-    if model_device(model).type != "cpu" or getattr(model, "decode_layout", False):
-        return False
-    with _LAYOUT_LOCK:
-        if getattr(model, "decode_layout", False):
-            return False
-        for module in model.modules():
-            if type(module) is nn.Linear:
-                module.__class__ = DecodingLinear
-            elif isinstance(module, MultiHeadAttention):
-                module.decoding = True
-        model.decode_layout = True
-    return True
-
-
-class DecodingLinear(nn.Linear):
-    """``nn.Linear`` (same parameters, same results up to float rounding) that multiplies a
-    single token's vector with ``explorer.decode_kernels``'s kernel: one token at a time, the product reads
-    every weight for one multiply-add each, and the kernel reads them on two cores without
-    OpenMP's meeting at the end of every product (README, Performance). Anything else (several
-    tokens, gradients, no C compiler) is the plain product."""
-
-    def forward(self, x):
-        if x.numel() == self.in_features and not torch.is_grad_enabled():
-            product = self.__dict__.get("product")
-            if product is None or product.weight is not self.weight or \
-                    product.bias is not self.bias:
-                product = self.__dict__["product"] = decode_kernels.Product(self.weight, self.bias)
-            if product.usable():
-                y = product(x)
-                if y is not None:
-                    return y
-        return super().forward(x)
 
 
 def model_device(model: nn.Module) -> torch.device:

@@ -23,7 +23,7 @@ from .config import (ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, GPTCo
 from .curves import activation_curves
 from .generate import check_generation_args, generate_steps
 from .gradients import gpt_gradients, shortcut_demo
-from .model import prepare_for_decoding, resolve_device
+from .model import resolve_device
 from .plots import percent
 from .probes import (POINT_LABELS, STAT_NAMES, longest_trace, trace, trace_peak_bytes,
                      with_attention_of_layer)
@@ -183,8 +183,6 @@ def build(preset, vocab_size, context_length, emb_dim, n_heads, n_layers, drop_r
     progress(0.2, desc="Initialising the weights (torch.manual_seed, then GPTModel(cfg))")
     started = time.perf_counter()
     model, cached = CACHE.get(key)
-    # One-token products and attention through explorer.decode_kernels (nothing is copied).
-    prepare_for_decoding(model)
     seconds = time.perf_counter() - started
     progress(1.0, desc="Done")
     counts = count_parameters(cfg)

@@ -143,13 +143,6 @@ def _greedy_reference(preset, prompt, n, seed=123):
     return get_tokenizer().decode(out[0].tolist())
 
 
-def test_a_build_readies_the_model_for_decoding(app_url):
-    c = client(app_url)
-    c.predict(**build_args("teach-small", seed=777))      # a model no other test builds
-    model, _ = ui.CACHE.get(ui.CACHE.key(PRESETS["teach-small"], seed=777, device="cpu"))
-    assert model.decode_layout
-
-
 def test_generation_streams_the_engines_greedy_tokens(app_url, monkeypatch):
     monkeypatch.setattr(ui, "STREAM_INTERVAL_S", 0.0)   # every step goes out
     c = client(app_url)

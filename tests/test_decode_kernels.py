@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from explorer import decode_kernels
-from explorer.model import DecodingLinear, KVCache, build_model, prepare_for_decoding
+from explorer.generate import generate_steps
+from explorer.model import KVCache, build_model, recording
 from explorer.native import NativeLibrary
 
 from engine_variants import VARIANT_IDS, VARIANTS
@@ -87,72 +88,81 @@ def test_what_the_kernel_does_not_take_falls_back():
     assert decode_kernels.linear(x, w.t().contiguous().t(), b) is None             # [in, out] storage
 
 
-def test_without_a_compiler_decoding_uses_f_linear_and_says_why(monkeypatch, tmp_path):
+def test_without_a_compiler_decoding_uses_pytorch_and_says_why(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", "no-such-compiler-here")
     monkeypatch.setenv("GPT_EXPLORER_CACHE", str(tmp_path))
     monkeypatch.setattr(decode_kernels, "_native", NativeLibrary(
-        decode_kernels._native.source, decode_kernels._declare, decode_kernels._native.without, decode_kernels._native.libraries))
-    with pytest.warns(RuntimeWarning, match="PyTorch's products"):
+        decode_kernels._native.source, decode_kernels._declare, decode_kernels._native.without,
+        decode_kernels._native.libraries))
+    with pytest.warns(RuntimeWarning, match="PyTorch"):
         assert not decode_kernels.available()
-    layer = torch.nn.Linear(16, 8)
-    plain = layer(torch.ones(16))
-    layer.__class__ = DecodingLinear
+    model = build_model(VARIANTS[VARIANT_IDS[0]], seed=3, device="cpu")
     with torch.inference_mode():
-        assert torch.equal(layer(torch.ones(16)), plain)
+        assert decode_kernels.model_step(model, 1, KVCache(model)) is None
+    assert [s.token_id for s in generate_steps(model, [1, 2], 4)] == \
+        [s.token_id for s in generate_steps(model, [1, 2], 4, use_cache=False)]
 
 
-def test_one_torch_thread_is_this_threads_alone_and_restored():
-    default = torch.get_num_threads()
-    seen = {}
-    started, release = threading.Event(), threading.Event()
-
-    def other():
-        torch.get_num_threads()                 # this thread's team is set up before
-        started.set()
-        release.wait()
-        seen["other"] = torch.get_num_threads()
-
-    t = threading.Thread(target=other)
-    t.start()
-    started.wait()
-    with decode_kernels.one_torch_thread():
-        seen["inside"] = torch.get_num_threads()
-        release.set()
-        t.join()
-        late = threading.Thread(target=lambda: (seen.setdefault("new", torch.get_num_threads()),
-                                                decode_kernels.full_threads(),
-                                                seen.setdefault("fixed",
-                                                                torch.get_num_threads())))
-        late.start()
-        late.join()
-    assert torch.get_num_threads() == default
-    assert seen["other"] == default                 # another thread keeps its team
-    if decode_kernels.available() and default > 1:
-        assert seen["inside"] == 1
-    assert seen["fixed"] == decode_kernels.DEFAULT_THREADS    # a thread born meanwhile gets it back
-
-
+@needs_kernel
 @pytest.mark.parametrize("variant", VARIANT_IDS)
-def test_decoding_products_keep_the_weights_and_the_results(variant):
-    book = build_model(VARIANTS[variant], seed=5, device="cpu")
-    decoding = build_model(VARIANTS[variant], seed=5, device="cpu")
-    storage = [p.data_ptr() for p in decoding.parameters()]
-    assert prepare_for_decoding(decoding) is True
-    assert prepare_for_decoding(decoding) is False          # once per model
-    assert all(isinstance(m, DecodingLinear) for m in decoding.modules()
-               if isinstance(m, torch.nn.Linear))
-    assert [p.data_ptr() for p in decoding.parameters()] == storage   # nothing copied
-    for (name, a), (_, b) in zip(book.state_dict().items(), decoding.state_dict().items()):
-        assert torch.equal(a, b), name
+def test_the_c_step_gives_the_models_logits_and_cache_for_every_variant(variant):
+    model = build_model(VARIANTS[variant], seed=5, device="cpu")
     generator = torch.Generator().manual_seed(2)
-    ids = torch.randint(0, book.cfg.vocab_size, (1, 10), generator=generator)
+    ids = torch.randint(0, model.cfg.vocab_size, (1, 9), generator=generator)
+    book_cache, c_cache = KVCache(model, capacity=12), KVCache(model, capacity=12)
     with torch.inference_mode():
-        torch.testing.assert_close(decoding(ids), book(ids), atol=1e-5, rtol=1e-4)
-        caches = KVCache(book), KVCache(decoding)
-        for t in range(ids.shape[1]):       # one token at a time: the path the kernel is for
-            step = ids[:, t:t + 1]
-            torch.testing.assert_close(decoding(step, cache=caches[1]),
-                                       book(step, cache=caches[0]), atol=1e-5, rtol=1e-4)
+        model(ids[:, :3], cache=book_cache)              # the prompt, as generation prefills
+        model(ids[:, :3], cache=c_cache)
+        for t in range(3, ids.shape[1]):
+            expected = model(ids[:, t:t + 1], cache=book_cache, last_only=True)
+            got = decode_kernels.model_step(model, int(ids[0, t]), c_cache)
+            torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+            assert c_cache.pos == book_cache.pos == t + 1
+        for mine, theirs in zip(c_cache.layers, book_cache.layers):
+            torch.testing.assert_close(mine.keys[:, :, :9], theirs.keys[:, :, :9],
+                                       atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(mine.values[:, :, :9], theirs.values[:, :, :9],
+                                       atol=1e-5, rtol=1e-5)
+
+
+@needs_kernel
+def test_the_c_step_steps_aside_where_the_model_must_run():
+    model = build_model(VARIANTS[VARIANT_IDS[0]], seed=5, device="cpu")
+    cache = KVCache(model, capacity=2)
+    with torch.inference_mode():
+        assert decode_kernels.model_step(model, 1, cache) is not None
+        with recording(type("Listener", (), {"record": lambda self, name, x: None,
+                                             "wants_attention": lambda self: False})()):
+            assert decode_kernels.model_step(model, 1, cache) is None   # a recorder listens
+        assert decode_kernels.model_step(model, 1, cache) is not None
+        assert decode_kernels.model_step(model, 1, cache) is None       # the cache is full
+        assert cache.pos == 2
+        model.train()
+        assert decode_kernels.model_step(model, 1, KVCache(model)) is None
+        model.eval()
+    assert decode_kernels.model_step(model, 1, KVCache(model)) is None  # gradients on
+    with torch.inference_mode():
+        old = model.out_head.weight.data_ptr()
+        model.out_head.weight = torch.nn.Parameter(model.out_head.weight.double(),
+                                                   requires_grad=False)
+        assert model.out_head.weight.data_ptr() != old
+        assert decode_kernels.model_step(model, 1, KVCache(model)) is None   # float64 now
+
+
+@needs_kernel
+def test_generation_takes_the_c_step_and_gives_the_book_loops_tokens(monkeypatch):
+    model = build_model(VARIANTS[VARIANT_IDS[0]], seed=8, device="cpu")
+    calls = []
+    real = decode_kernels.model_step
+
+    def spy(*args):
+        logits = real(*args)
+        calls.append(logits is not None)
+        return logits
+    monkeypatch.setattr(decode_kernels, "model_step", spy)
+    cached = [s.token_id for s in generate_steps(model, [5, 6, 7], 12)]
+    assert calls and all(calls) and len(calls) == 11       # every step after the prefill
+    assert cached == [s.token_id for s in generate_steps(model, [5, 6, 7], 12, use_cache=False)]
 
 
 def torch_summary(logits, k):

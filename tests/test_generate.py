@@ -78,14 +78,13 @@ def test_greedy_steps_equal_generate_text_simple_for_every_variant(variant_model
         assert [s.token_id for s in steps] == simple_tokens(variant_model, ids, n)
 
 
-def test_steps_in_the_decoding_layout_equal_the_book_loop_on_an_untouched_model():
-    # generate_steps stores the weights [in, out] first; the book's loop on a fresh model with
-    # the book's layout must still give the very same tokens.
+def test_steps_through_the_c_step_equal_the_book_loop_on_an_untouched_model():
+    # generate_steps runs one-token steps in C (explorer.decode_kernels); the book's loop on a
+    # fresh model, all PyTorch, must give the very same tokens.
     fast = build_model(SMALL, seed=11, device="cpu")
     book = build_model(SMALL, seed=11, device="cpu")
     ids = prompt(4, seed=3)
     tokens = [s.token_id for s in generate_steps(fast, ids, 2 * C)]
-    assert fast.decode_layout and not getattr(book, "decode_layout", False)
     assert tokens == simple_tokens(book, ids, 2 * C)
 
 
