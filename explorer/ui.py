@@ -424,7 +424,8 @@ def full_table(state):
 HISTORY_HEADERS = ["step", "token", "probability", "rank", "entropy (bits)", "ms"]
 # The history lists the newest step first, so the live row is always in sight.
 # A page redraws the text and bars up to 40 times a second (a browser keeps up: see
-# bench/browser_rate.py); a faster model skips steps on screen, never the last one. The step
+# bench/browser_rate.py); a faster model skips steps on screen, never the last one, and a
+# slower one's late step is held back a few ms rather than skipped. The step
 # table re-renders all its rows, so it follows twice a second, and completely at the end.
 STREAM_INTERVAL_S = 0.025
 TABLE_INTERVAL_S = 0.5
@@ -455,12 +456,20 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
 
     sent = table_sent = -math.inf     # when the last update, and the last table, went out
     shown = None                      # (steps, whole table shown) of the last update
+    arrived, gap = started, None      # when the last step came, and the smoothed gap between
     for step in steps:
         new_ids.append(step.token_id)
         rows.insert(0, _step_row(step))
         now = time.perf_counter()
+        gap = now - arrived if gap is None else 0.8 * gap + 0.2 * (now - arrived)
+        arrived = now
         if now - sent < STREAM_INTERVAL_S:
-            continue   # faster than a page can draw: the next update carries this step too
+            if gap < STREAM_INTERVAL_S:
+                continue   # faster than a page can draw: the next update carries this step too
+            # A model slower than that, one step late and the next one right behind it: show
+            # it a moment later rather than not at all.
+            time.sleep(sent + STREAM_INTERVAL_S - now)
+            now = time.perf_counter()
         with_table = now - table_sent >= TABLE_INTERVAL_S
         yield update(step, with_table)
         sent, shown = now, (len(new_ids), with_table and len(rows) <= LIVE_TABLE_ROWS)

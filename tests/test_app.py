@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import types
 import urllib.error
 import urllib.request
 
@@ -173,6 +174,34 @@ def test_generation_faster_than_a_page_draws_skips_steps_on_screen_but_never_the
     assert final[0] == _greedy_reference("teach-tiny", DEFAULT_PROMPT, 30)
     assert step_rows(final[2]) == list(range(30, 0, -1))               # newest first
     assert "30 tokens" in final[3] and "chosen" in final[1]
+
+
+def test_a_late_step_of_a_slow_model_is_held_back_a_moment_not_skipped(app_url, monkeypatch):
+    # Steps 30 ms apart (a model slower than the 40 updates/s limit), except that step 5 comes
+    # 40 ms late and step 6 right behind it: step 6 must still get its own update, a few ms
+    # later (arrivals are on a fixed schedule here, as a paced model's are, so the steps
+    # after it are held back a little too). A fake clock: nothing depends on real timing.
+    clock = types.SimpleNamespace(now=0.0, slept=[])
+    fake_time = types.SimpleNamespace(
+        perf_counter=lambda: clock.now,
+        sleep=lambda s: (clock.slept.append(s), setattr(clock, "now", clock.now + s)))
+    arrivals = iter([0.03, 0.06, 0.09, 0.12, 0.19, 0.1905, 0.22, 0.25])
+    real_steps = ui.generate_steps
+
+    def scheduled(*args, **kwargs):
+        for step in real_steps(*args, **kwargs):
+            clock.now = max(clock.now, next(arrivals))
+            yield step
+    monkeypatch.setattr(ui, "time", fake_time)
+    monkeypatch.setattr(ui, "generate_steps", scheduled)
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    job = c.submit(DEFAULT_PROMPT, 8, "greedy", 1.0, 50, 123, False, api_name="/generate")
+    texts = [o[0] for o in job if isinstance(o[0], str) and o[0]]
+    assert len(set(texts)) == 8                      # every step on screen
+    # Held back from step 6 on until the late step's delay is absorbed, each by < 25 ms.
+    assert clock.slept and all(0 < s <= ui.STREAM_INTERVAL_S for s in clock.slept)
+    assert clock.now < 0.25 + ui.STREAM_INTERVAL_S
 
 
 def step_rows(table_html):
