@@ -222,3 +222,24 @@ def test_one_query_attention_equals_scaled_dot_product_attention(heads, keys, he
     assert decode_kernels.attention(q, k.contiguous().transpose(2, 3).contiguous()
                                     .transpose(2, 3), v) is None    # keys not stored by rows
     assert decode_kernels.attention(q.double(), k.double(), v.double()) is None
+
+
+@needs_kernel
+def test_two_generations_at_once_on_one_model_each_get_their_own_tokens():
+    model = build_model(VARIANTS[VARIANT_IDS[0]], seed=9, device="cpu")
+    prompts = [[1, 2, 3], [7, 8]]
+    expected = [[s.token_id for s in generate_steps(model, p, 20)] for p in prompts]
+    results = {}
+
+    def run(i):
+        for _ in range(5):
+            results.setdefault(i, []).append(
+                [s.token_id for s in generate_steps(model, prompts[i], 20)])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, runs in results.items():
+        assert runs == [expected[i]] * 5
