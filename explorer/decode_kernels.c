@@ -477,6 +477,52 @@ int64_t model_step(const struct model_weights *m, long token, long pos, float *s
     return (int64_t)keep_until;
 }
 
+/* next_token_summary for each of `rows` rows of n logits (a trace's every position): ids and
+ * probs are (rows, k), entropy_bits (rows). Returns -1 if any row has inf or NaN. */
+int rows_summary(const float *logits, long rows, long n, long k, int64_t *top_ids,
+                 float *top_probs, double *entropy_bits) {
+    for (long r = 0; r < rows; r++)
+        if (next_token_summary(logits + r * n, n, k, top_ids + r * k, top_probs + r * k,
+                               entropy_bits + r))
+            return -1;
+    return 0;
+}
+
+/* A trace's attention weights, in place, with the steps of the book's explicit attention: each
+ * of `rows` rows of `keys` scores (queries @ keys.T; row r is query r % queries, the queries
+ * being the last `queries` of the keys) gets its future masked (weight exactly 0), is
+ * multiplied by `scale` (1/sqrt(head_dim)) and softmaxed; plogp[r] = sum of w ln w. Returns -1
+ * (the rows already done changed) if a score it uses is inf or NaN. */
+int attention_rows(float *scores, long rows, long queries, long keys, float scale,
+                   float *plogp) {
+    for (long r = 0; r < rows; r++) {
+        float *s = scores + r * keys;
+        long allowed = keys - queries + r % queries + 1;     /* keys 0 .. allowed - 1 */
+        float top = -INFINITY;
+        int finite = 1;
+        for (long j = 0; j < allowed; j++) {
+            float v = s[j] * scale;
+            finite &= isfinite(v);
+            s[j] = v;
+            top = v > top ? v : top;
+        }
+        if (!finite) return -1;
+        float total = 0.f, weighted = 0.f;
+        for (long j = 0; j < allowed; j++) {
+            float d = s[j] - top;
+            float e = exp_of_nonpositive(d);
+            s[j] = e;
+            total += e;
+            weighted += e * d;
+        }
+        float inv = 1.0f / total;
+        for (long j = 0; j < allowed; j++) s[j] *= inv;
+        for (long j = allowed; j < keys; j++) s[j] = 0.f;
+        plogp[r] = weighted * inv - logf(total);
+    }
+    return 0;
+}
+
 uint64_t helper_left(void) { return atomic_load(&last_left); }
 
 /* How many chunks the helper has computed, and how many the caller took back from it. */

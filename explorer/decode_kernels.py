@@ -52,6 +52,10 @@ def _declare(library: ctypes.CDLL) -> None:
     library.model_step.argtypes = [ctypes.POINTER(_ModelWeights), long, long, pointer, pointer,
                                    ctypes.c_int]
     library.model_step.restype = ctypes.c_int64
+    library.rows_summary.argtypes = [pointer, long, long, long, pointer, pointer, pointer]
+    library.rows_summary.restype = ctypes.c_int
+    library.attention_rows.argtypes = [pointer, long, long, long, ctypes.c_float, pointer]
+    library.attention_rows.restype = ctypes.c_int
     library.helper_left.argtypes = []
     library.helper_left.restype = ctypes.c_uint64
     library.set_helper_delay.argtypes = [ctypes.c_long]
@@ -257,6 +261,41 @@ def model_step(model, token_id: int, cache) -> torch.Tensor | None:
         _keep_until_helper_leaves(library, job, (table, cache, scratch))
     cache.advance(1)
     return logits
+
+
+def rows_summary(logits: torch.Tensor, k: int):
+    """``next_token_summary`` for every row of float32 CPU ``logits`` (T, vocab): (ids (T, k)
+    int64, probs (T, k) float32, entropy bits (T,) float64) tensors, or None where the kernel
+    does not apply or a logit is inf or NaN. Releases the GIL: threads may split the rows."""
+    library = _native.load()
+    if (library is None or logits.dim() != 2 or logits.dtype != torch.float32
+            or not logits.is_cpu or not logits.is_contiguous()
+            or not 1 <= k <= min(64, logits.shape[1])):
+        return None
+    rows = logits.shape[0]
+    ids = torch.empty(rows, k, dtype=torch.int64)
+    probs = torch.empty(rows, k)
+    entropy = torch.empty(rows, dtype=torch.float64)
+    if library.rows_summary(logits.data_ptr(), rows, logits.shape[1], k, ids.data_ptr(),
+                            probs.data_ptr(), entropy.data_ptr()):
+        return None
+    return ids, probs, entropy
+
+
+def attention_rows(scores: torch.Tensor, head_dim: int, plogp: torch.Tensor) -> bool:
+    """A trace's attention weights in place: ``scores`` (..., T, S) float32 CPU contiguous
+    (``queries @ keys.T``, the queries being the last T of the S positions) become the book's
+    weights (future masked, divided by sqrt(head_dim), softmax) and ``plogp`` (..., T) the sum
+    of w ln w of each row. False (scores partly changed) where the kernel does not apply or a
+    score is inf or NaN: the caller recomputes the scores and uses PyTorch."""
+    library = _native.load()
+    if (library is None or scores.dtype != torch.float32 or not scores.is_cpu
+            or not scores.is_contiguous() or plogp.dtype != torch.float32
+            or not plogp.is_contiguous() or plogp.shape != scores.shape[:-1]):
+        return False
+    queries, keys = scores.shape[-2:]
+    return library.attention_rows(scores.data_ptr(), plogp.numel(), queries, keys,
+                                  head_dim ** -0.5, plogp.data_ptr()) == 0
 
 
 def _keep_until_helper_leaves(library, job, tensors):

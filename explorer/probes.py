@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from . import stat_kernels
+from . import decode_kernels, stat_kernels
 from .model import BLOCK_PROBE_POINTS, GPTModel, causal_mask, model_device, recording
 from .tokenizer import as_token_ids, get_tokenizer
 
@@ -228,8 +228,11 @@ class _LayerAttention:
         elif self.current == self.layer and name == "attn_keys":
             # The trace's own computation: the very same weights.
             queries, keys = self.queries[0].float(), x[0].float()
-            self.weights = _attention_weights(queries @ keys.transpose(-2, -1),
-                                              queries.shape[-1]).cpu()
+            scores = (queries @ keys.transpose(-2, -1))[None]             # (1, heads, T, S)
+            if _attention_in_c(scores, queries.shape[-1]) is None:
+                scores = _attention_weights((queries @ keys.transpose(-2, -1))[None],
+                                            queries.shape[-1])
+            self.weights = scores[0].cpu()
             raise self.Done
 
 
@@ -375,15 +378,26 @@ class _Recorder:
             batch = layers[first:first + step]
             attn_scores = torch.empty((len(batch), heads, n, self.qk[batch[0]][1].shape[1]),
                                       device=self.entropy.device)
-            for i, layer in enumerate(batch):
-                queries, keys = self.qk.pop(layer)
-                torch.matmul(queries.float(), keys.float().transpose(-2, -1), out=attn_scores[i])
-            weights = _attention_weights(attn_scores, queries.shape[-1])   # (batch, heads, T, S)
-            # sum(w * ln w) per query row (negated and turned into bits in result()); ln of
-            # the weights clamped to 1e-30, so the masked future (w = 0) adds 0 * -69 = 0.
-            plogp = torch.clamp_min(weights, 1e-30).log_().mul_(weights)
-            self.entropy[batch] = plogp.sum(-1)
+            head_dim = self.qk[batch[0]][0].shape[-1]
+
+            def scores():
+                for i, layer in enumerate(batch):
+                    queries, keys = self.qk[layer]
+                    torch.matmul(queries.float(), keys.float().transpose(-2, -1),
+                                 out=attn_scores[i])
+            scores()
+            # sum(w * ln w) per query row (negated and turned into bits in result()).
+            plogp = _attention_in_c(attn_scores, head_dim)
+            weights = attn_scores                                    # (batch, heads, T, S)
+            if plogp is None:                 # no compiler, a GPU, or inf/NaN scores
+                scores()
+                weights = _attention_weights(attn_scores, head_dim)
+                # ln of the weights clamped to 1e-30: the masked future (w = 0) adds 0 * -69.
+                plogp = torch.clamp_min(weights, 1e-30).log_().mul_(weights).sum(-1)
+            self.entropy[batch] = plogp
             del plogp
+            for layer in batch:
+                del self.qk[layer]
             kept = [i for i, layer in enumerate(batch) if layer in self.keep_layers]
             whole = len(kept) == len(batch)      # else copies, so the batch can be freed
             for i in kept:
@@ -465,6 +479,23 @@ def _attention_weights(attn_scores, head_dim):
         mask_bool, -torch.inf)
     attn_scores /= head_dim ** 0.5
     return torch.softmax(attn_scores, dim=-1, out=attn_scores)
+
+
+def _attention_in_c(attn_scores, head_dim):
+    """``_attention_weights`` in place and each row's sum of w ln w ((batch, heads, T)), from
+    ``decode_kernels.attention_rows`` with the heads split between this thread and the helper
+    (three passes over each row instead of PyTorch's ~eight: ~10 -> ~2 ms for GPT-2 small at
+    T = 128); None where it does not apply (the scores are then partly changed)."""
+    if not (attn_scores.is_cpu and attn_scores.dtype == torch.float32
+            and decode_kernels.available()):
+        return None
+    plogp = torch.empty(attn_scores.shape[:-1])
+    units = attn_scores.shape[0] * attn_scores.shape[1]          # (layer, head) pairs
+    scores, rows = attn_scores.view(units, *attn_scores.shape[2:]), plogp.view(units, -1)
+    half = units // 2
+    theirs = _helper.submit(decode_kernels.attention_rows, scores[half:], head_dim, rows[half:])
+    mine = decode_kernels.attention_rows(scores[:half], head_dim, rows[:half])
+    return plogp if theirs.result() and mine else None
 
 
 # One helper thread: the statistics of a block's activations are split between it and the
@@ -686,8 +717,17 @@ def _row_topk(x, k):
 
 
 def _top_probs(logits, k):
-    """Top-k next-token ids and probabilities at every position: (T, k) tensors. ``logits``
-    (T, vocab) is overwritten with its log-softmax (one fused pass, no full-size copy)."""
+    """Top-k next-token ids and probabilities at every position: (T, k) tensors. On the CPU
+    two threads each take half the positions through ``decode_kernels.rows_summary`` (two
+    passes over each row's logits, in C); otherwise ``logits`` (T, vocab) is overwritten with
+    its log-softmax (one fused pass, no full-size copy) and reduced by ``_row_topk``."""
+    if logits.is_cpu and logits.dtype == torch.float32 and logits.is_contiguous() \
+            and k <= 64 and decode_kernels.available():
+        half = (logits.shape[0] + 1) // 2
+        theirs = _helper.submit(decode_kernels.rows_summary, logits[half:], k)
+        mine, theirs = decode_kernels.rows_summary(logits[:half], k), theirs.result()
+        if mine is not None and theirs is not None:
+            return torch.cat([mine[0], theirs[0]]), torch.cat([mine[1], theirs[1]])
     logits = logits.float()                   # (a copy only for a half-precision model)
     log_probs = torch.log_softmax(logits, dim=-1, out=logits)
     values, indices = _row_topk(log_probs, k)

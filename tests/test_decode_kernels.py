@@ -2,6 +2,7 @@
 taken back when slow, its thread settings, and the model with it against the book's path."""
 import threading
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -243,3 +244,35 @@ def test_two_generations_at_once_on_one_model_each_get_their_own_tokens():
         t.join()
     for i, runs in results.items():
         assert runs == [expected[i]] * 5
+
+
+@needs_kernel
+def test_rows_summary_is_the_summary_of_each_row_and_a_trace_gets_the_same_figures(monkeypatch):
+    generator = torch.Generator().manual_seed(4)
+    logits = torch.randn(7, 3000, generator=generator) * 4
+    ids, probs, entropy = decode_kernels.rows_summary(logits, 5)
+    for row in range(7):
+        expected_ids, expected_probs, expected_entropy = torch_summary(logits[row], 5)
+        assert ids[row].tolist() == expected_ids
+        torch.testing.assert_close(probs[row].double(), torch.tensor(expected_probs,
+                                                                     dtype=torch.float64),
+                                   rtol=2e-6, atol=1e-9)
+        assert float(entropy[row]) == pytest.approx(expected_entropy, rel=1e-5)
+    logits[3, 17] = float("nan")
+    assert decode_kernels.rows_summary(logits, 5) is None
+
+    from explorer.probes import trace
+    model = build_model(VARIANTS[VARIANT_IDS[0]], seed=1, device="cpu")
+    prompt = list(range(1, 12))
+    fast = trace(model, prompt, top_k=5, attention_layers="all")
+    monkeypatch.setattr(decode_kernels, "available", lambda: False)
+    torch_path = trace(model, prompt, top_k=5, attention_layers="all")
+    assert (fast.next_ids == torch_path.next_ids).all()
+    np.testing.assert_allclose(fast.next_probs, torch_path.next_probs, rtol=1e-5, atol=1e-7)
+    # The attention weights and entropies (three passes in C, or PyTorch's steps).
+    assert sorted(fast.attention) == sorted(torch_path.attention) == list(range(model.cfg.n_layers))
+    for layer, weights in fast.attention.items():
+        np.testing.assert_allclose(weights, torch_path.attention[layer], rtol=1e-5, atol=1e-7)
+        assert (np.triu(weights, k=1) == 0).all()
+    np.testing.assert_allclose(fast.attention_entropy, torch_path.attention_entropy,
+                               rtol=1e-5, atol=1e-6)
