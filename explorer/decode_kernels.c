@@ -314,35 +314,52 @@ int64_t attend(const float *q, const float *K, const float *V, float *y, long he
  * without writing the probabilities anywhere: the k most likely tokens (most likely first; of
  * equal logits the lower id first, as argmax), their probabilities, and the entropy in bits.
  * Returns 0, or -1 if a logit is inf or NaN or k is out of range (the caller uses PyTorch). */
+/* The largest of n values, assuming none is inf or NaN (so that the loop vectorises; the caller
+ * checks for them without that assumption). */
+__attribute__((optimize("finite-math-only")))
+static float largest(const float *x, long n) {
+    float top = x[0];
+    for (long i = 1; i < n; i++) top = x[i] > top ? x[i] : top;
+    return top;
+}
+
+#define SUMMARY_BLOCK 64
+
 int next_token_summary(const float *logits, long n, long k, int64_t *top_ids, float *top_probs,
                        double *entropy_bits) {
     if (k < 1 || k > 64 || k > n) return -1;
     float best[64] = {0.f};
     long count = 0;
-    float top = -INFINITY;
+    /* Pass 1, the k best: a block of logits is looked at one by one only if its largest beats
+     * the k-th best so far (after the first few blocks, hardly ever). */
+    for (long b = 0; b < n; b += SUMMARY_BLOCK) {
+        long end = b + SUMMARY_BLOCK < n ? b + SUMMARY_BLOCK : n;
+        if (count == k && !(largest(logits + b, end - b) > best[k - 1])) continue;
+        for (long i = b; i < end; i++) {
+            float v = logits[i];
+            if (count == k && !(v > best[k - 1])) continue;
+            long at = count < k ? count++ : k - 1;      /* insert v, keeping best[] sorted */
+            while (at > 0 && v > best[at - 1]) {
+                best[at] = best[at - 1];
+                top_ids[at] = top_ids[at - 1];
+                at--;
+            }
+            best[at] = v;
+            top_ids[at] = i;
+        }
+    }
+    float top = best[0];
+    /* Pass 2: sum e^(v - top) and sum e^(v - top) (v - top); any inf or NaN shows in d. */
+    float total = 0.f, weighted = 0.f;
     int finite = 1;
     for (long i = 0; i < n; i++) {
-        float v = logits[i];
-        finite &= isfinite(v);
-        if (count == k && !(v > best[k - 1])) continue;
-        long at = count < k ? count++ : k - 1;      /* insert v, keeping best[] sorted */
-        while (at > 0 && v > best[at - 1]) {
-            best[at] = best[at - 1];
-            top_ids[at] = top_ids[at - 1];
-            at--;
-        }
-        best[at] = v;
-        top_ids[at] = i;
-    }
-    if (!finite) return -1;
-    top = best[0];
-    float total = 0.f, weighted = 0.f;         /* sum e^(v - top), sum e^(v - top) (v - top) */
-    for (long i = 0; i < n; i++) {
         float d = logits[i] - top;
+        finite &= fabsf(d) <= 3.4e38f;
         float e = exp_of_nonpositive(d);
         total += e;
         weighted += e * d;
     }
+    if (!finite || !(fabsf(top) <= 3.4e38f)) return -1;
     for (long j = 0; j < k; j++) top_probs[j] = exp_of_nonpositive(best[j] - top) / total;
     /* H = -sum p log p = log(total) - weighted / total, in nats */
     *entropy_bits = (log((double)total) - (double)weighted / total) / log(2.0);

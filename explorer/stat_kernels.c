@@ -118,3 +118,14 @@ int point_stats(const float *x, long rows, long width, float *sums, int64_t *cou
     range[1] = span;
     return 0;
 }
+
+/* point_stats for n activations in one call (one call per block from each thread, so that the
+ * threads do not take turns with Python's lock between activations): failed[i] is its result. */
+void many_point_stats(long n, const float *const *xs, const long *rows, const long *widths,
+                      float *const *sums, int64_t *const *counts, long slots, double *ranges,
+                      int *failed)
+{
+    for (long i = 0; i < n; i++)
+        failed[i] = point_stats(xs[i], rows[i], widths[i], sums[i], counts[i], slots,
+                                ranges + 2 * i);
+}

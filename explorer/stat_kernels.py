@@ -24,6 +24,9 @@ def _declare(library: ctypes.CDLL) -> None:
     pointer, long = ctypes.c_void_p, ctypes.c_long
     library.point_stats.argtypes = [pointer, long, long, pointer, pointer, long, pointer]
     library.point_stats.restype = ctypes.c_int
+    library.many_point_stats.argtypes = [long, pointer, pointer, pointer, pointer, pointer, long,
+                                         pointer, pointer]
+    library.many_point_stats.restype = None
     library.hist_span.argtypes = [ctypes.c_double, ctypes.c_double, long]
     library.hist_span.restype = ctypes.c_double
 
@@ -70,6 +73,36 @@ def point_stats(x: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> tuple[fl
                            counts.shape[0], found):
         return float("nan"), float("nan")
     return found[0], found[1]
+
+
+def many_point_stats(xs: list[np.ndarray], sums: list[np.ndarray],
+                     counts: list[np.ndarray]) -> list[tuple[float, float] | None]:
+    """``point_stats`` for several activations in one call into C (Python's lock released
+    throughout): the (lo, span) of each, or None for one with inf or NaN. Same arguments as
+    point_stats, one of each per activation; every histogram has the same number of slots."""
+    library = _load()
+    if library is None:
+        raise RuntimeError("the statistics kernel is not available (see available())")
+    n = len(xs)
+    if not n:
+        return []
+    slots = counts[0].shape[0]
+    for x, s, c in zip(xs, sums, counts):
+        if not (x.dtype == np.float32 and x.ndim == 2 and x.flags.c_contiguous
+                and s.dtype == np.float32 and s.shape == (6, x.shape[0]) and s.flags.c_contiguous
+                and c.dtype == np.int64 and c.shape == (slots,) and c.flags.c_contiguous):
+            raise ValueError("many_point_stats needs what point_stats needs, for each activation")
+    if not 2 <= slots <= 256:
+        raise ValueError("a histogram of 1 to 255 bins plus the maximum: at most 256 slots")
+    pointers = ctypes.c_void_p * n
+    sizes = ctypes.c_long * n
+    ranges = (ctypes.c_double * (2 * n))()
+    failed = (ctypes.c_int * n)()
+    library.many_point_stats(n, pointers(*[x.ctypes.data for x in xs]),
+                             sizes(*[x.shape[0] for x in xs]), sizes(*[x.shape[1] for x in xs]),
+                             pointers(*[s.ctypes.data for s in sums]),
+                             pointers(*[c.ctypes.data for c in counts]), slots, ranges, failed)
+    return [None if failed[i] else (ranges[2 * i], ranges[2 * i + 1]) for i in range(n)]
 
 
 def warm_up() -> None:
