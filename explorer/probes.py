@@ -435,16 +435,17 @@ class _Recorder:
         extra = self.lens_inputs[:-1].flatten(0, 1)                        # ((L-1)*P, emb)
         if n <= _HEAD_ROWS:
             if 0 < extra.shape[0] <= _HEAD_ROWS:
-                logits = self.model.out_head(torch.cat([normed, self.model.final_norm(extra)]))
+                logits = _head_product(self.model.out_head,
+                                       torch.cat([normed, self.model.final_norm(extra)]))
                 logits, self.lens_logits = logits[:n], logits[n:]
             else:
-                logits = self.model.out_head(normed)
+                logits = _head_product(self.model.out_head, normed)
             self.logits = logits.clone() if self.keep_logits else None
             self.next_ids, self.next_probs = _top_probs(logits, self.top_k)
             return
         ids, probs, kept = [], [], []
         for start in range(0, n, _HEAD_ROWS):
-            logits = self.model.out_head(normed[start:start + _HEAD_ROWS])
+            logits = _head_product(self.model.out_head, normed[start:start + _HEAD_ROWS])
             if self.keep_logits:
                 kept.append(logits.clone())
             chunk_ids, chunk_probs = _top_probs(logits, self.top_k)
@@ -696,6 +697,24 @@ class _StatsTable:
 _TOPK_GROUP = 256   # consecutive vocabulary entries per group in _row_topk
 _ATTENTION_BATCH_BYTES = 32 * 2 ** 20   # attention scores of several layers computed at once
 _HEAD_ROWS = 256    # rows per output-head product for the logit lens at many positions
+_HEAD_COLUMNS = 2048  # vocabulary entries per block of _head_product
+
+
+def _head_product(out_head, x):
+    """``out_head(x)`` for x (rows, emb_dim), the vocabulary taken 2,048 entries at a time on
+    the CPU: for GPT-2 small at 128 rows, MKL's single product (768 x 50,257 weights, 154 MB)
+    took 130-140 ms and the blocks, whose weights fit in the cache, 93-103 ms. The same
+    logits up to float rounding; the model's own forward keeps the book's ``out_head(x)``."""
+    weight = out_head.weight
+    if (not x.is_cpu or out_head.bias is not None or weight.shape[0] <= _HEAD_COLUMNS
+            or torch.is_grad_enabled() or x.dim() != 2):
+        return out_head(x)
+    out = torch.empty(x.shape[0], weight.shape[0], dtype=torch.promote_types(x.dtype,
+                                                                            weight.dtype))
+    for start in range(0, weight.shape[0], _HEAD_COLUMNS):
+        block = slice(start, start + _HEAD_COLUMNS)
+        torch.mm(x, weight[block].t(), out=out[:, block])
+    return out
 
 
 def _row_topk(x, k):
@@ -781,7 +800,8 @@ def _lens_logits(model, recorder):
         return
     earlier = recorder.lens_inputs[:-1].flatten(0, 1)                       # ((L-1)*P, emb)
     for start in range(0, earlier.shape[0], _HEAD_ROWS):
-        yield start, model.out_head(model.final_norm(earlier[start:start + _HEAD_ROWS]))
+        yield start, _head_product(model.out_head,
+                                   model.final_norm(earlier[start:start + _HEAD_ROWS]))
 
 
 def _check_ids(token_ids, cfg) -> list[int]:

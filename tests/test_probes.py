@@ -18,6 +18,7 @@ from explorer.probes import (
     POINT_LABELS,
     STAT_NAMES,
     _HEAD_ROWS,
+    _head_product,
     _row_topk,
     longest_trace,
     trace,
@@ -710,3 +711,17 @@ def test_without_a_working_c_compiler_traces_use_pytorch_and_say_why(monkeypatch
     per_token, _ = direct_stats(record_everything(model, PROMPT).layers[1]["ff_post"])
     np.testing.assert_allclose(traced.points["ff_post"].per_token["std"][1], per_token["std"],
                                rtol=1e-4)
+
+
+@pytest.mark.parametrize("vocab", [5000, 2048 * 3, 100])
+def test_the_traces_blocked_head_product_equals_the_output_head(vocab):
+    torch.manual_seed(vocab)
+    head = torch.nn.Linear(48, vocab, bias=False)
+    x = torch.randn(7, 48)
+    with torch.inference_mode():
+        got = _head_product(head, x)
+        torch.testing.assert_close(got, head(x), rtol=1e-5, atol=1e-5)
+        assert got.shape == (7, vocab) and got.is_contiguous()
+    with_grad = _head_product(head, x)          # gradients on: the plain product, which keeps them
+    assert with_grad.requires_grad
+    torch.testing.assert_close(with_grad.detach(), got, rtol=1e-5, atol=1e-5)
