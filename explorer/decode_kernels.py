@@ -167,7 +167,9 @@ def next_token_summary(logits: torch.Tensor, k: int):
 # A whole one-token step in C
 _NORMS = {"none": 0, "pre": 1, "post": 2}
 _ACTIVATIONS = {"gelu": 0, "gelu_exact": 1, "relu": 2, "silu": 3}
-_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> _StepTable
+# One table per generation's KV cache (sessions generating at once on one shared model each
+# keep theirs); it goes with the cache.
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # KVCache -> _StepTable
 
 
 class _StepTable:
@@ -176,7 +178,7 @@ class _StepTable:
 
     def __init__(self, model, cache):
         cfg = model.cfg
-        self.cache = weakref.ref(cache)     # a finished generation's cache may go
+        self.model = weakref.ref(model)
         self.tensors = [p for p in model.parameters()] + [b for b in model.buffers()]
         self.fingerprint = [t.data_ptr() for t in self.tensors]
         rope = model.trf_blocks[0].att.rope if cfg.n_layers else None
@@ -212,8 +214,8 @@ class _StepTable:
             W_head=_address(model.out_head.weight), blocks=blocks)
         self.blocks = blocks
 
-    def current(self, model, cache) -> bool:
-        return self.cache() is cache and all(
+    def current(self, model) -> bool:
+        return self.model() is model and all(
             t.data_ptr() == address for t, address in zip(self.tensors, self.fingerprint))
 
 
@@ -244,10 +246,10 @@ def model_step(model, token_id: int, cache) -> torch.Tensor | None:
             or cache.layers[0].keys.shape[0] != 1 or not 0 <= token_id < model.cfg.vocab_size
             or cache.pos >= model.cfg.context_length):
         return None
-    table = _tables.get(model)
-    if table is None or not table.current(model, cache):
+    table = _tables.get(cache)
+    if table is None or not table.current(model):
         try:
-            table = _tables[model] = _StepTable(model, cache)
+            table = _tables[cache] = _StepTable(model, cache)
         except _Unsuitable:
             return None
     cfg = model.cfg
