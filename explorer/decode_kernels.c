@@ -29,6 +29,8 @@
 #define MAX_KEYS 16384            /* the most cached tokens one query may attend to */
 #define HELPER_SPIN_NS 300000L   /* spin this long after a product before sleeping */
 #define STEAL_AFTER_NS 20000L    /* wait this long for the helper's last chunk, then take it */
+#define MIN_SHARED_BYTES 262144L /* smaller products and attentions: faster alone (no wake-up,
+                                    and a tiny model's decoding leaves the second core free) */
 
 enum { FREE = 0, CALLER = 1, HELPER = 2, COMMITTING = 3, DONE = 4, TAKEN_BACK = 5 };
 enum { PRODUCT = 0, ATTENTION = 1 };
@@ -294,7 +296,7 @@ uint64_t gemv(const float *W, const float *x, const float *b, float *y, long in,
     struct job spec = {.kind = PRODUCT, .W = W, .x = x, .b = b, .y = y, .in = in, .out = out};
     spec.chunk_rows = rows_per_chunk(in, out);
     spec.chunks = (out + spec.chunk_rows - 1) / spec.chunk_rows;
-    return run(&spec, share && out >= 64);
+    return run(&spec, share && in * out * (long)sizeof(float) >= MIN_SHARED_BYTES);
 }
 
 /* One new token's attention: q (heads, head_dim); K and V hold `keys` cached rows of head_dim
@@ -307,7 +309,8 @@ int64_t attend(const float *q, const float *K, const float *V, float *y, long he
     struct job spec = {.kind = ATTENTION, .x = q, .K = K, .V = V, .y = y, .chunks = heads,
                        .keys = keys, .head_dim = head_dim, .head_stride = head_stride,
                        .scale = scale};
-    return (int64_t)run(&spec, share);
+    return (int64_t)run(&spec, share && 2 * heads * keys * head_dim * (long)sizeof(float)
+                                         >= MIN_SHARED_BYTES);
 }
 
 /* The next-token distribution softmax(logits) summarised in two passes over the n logits,
@@ -468,7 +471,8 @@ int64_t model_step(const struct model_weights *m, long token, long pos, float *s
         struct job spec = {.kind = ATTENTION, .x = q, .K = w->cache_keys, .V = w->cache_values,
                            .y = ctx, .chunks = H, .keys = pos + 1, .head_dim = D,
                            .head_stride = m->capacity * D, .scale = 1.0f / sqrtf((float)D)};
-        uint64_t job = run(&spec, share);
+        uint64_t job = run(&spec, share && 2 * H * (pos + 1) * D * (long)sizeof(float)
+                                          >= MIN_SHARED_BYTES);
         keep_until = job > keep_until ? job : keep_until;
         product(w->W_out, ctx, w->b_out, h, E, E, share, &keep_until);
         for (long i = 0; i < E; i++) x[i] = m->shortcut ? x[i] + h[i] : h[i];
