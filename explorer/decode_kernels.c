@@ -161,7 +161,9 @@ static void chunk(const struct job *j, long c, float *y) {
 static void help(uint64_t number) {
     float out[MAX_CHUNK_ROWS];
     struct job j = jobs[number & 1];
-    if (atomic_load(&job_number) != number) return;   /* a later job began: j may be torn */
+    atomic_thread_fence(memory_order_seq_cst);        /* the copy above happens before ... */
+    if (atomic_load(&job_number) != number) return;   /* ... this check: a later job began,
+                                                         so j may be torn */
     for (;;) {
         long c = atomic_fetch_sub(&next_from_end, 1);
         if (c < 0) return;
@@ -296,7 +298,8 @@ uint64_t gemv(const float *W, const float *x, const float *b, float *y, long in,
     struct job spec = {.kind = PRODUCT, .W = W, .x = x, .b = b, .y = y, .in = in, .out = out};
     spec.chunk_rows = rows_per_chunk(in, out);
     spec.chunks = (out + spec.chunk_rows - 1) / spec.chunk_rows;
-    return run(&spec, share && in * out * (long)sizeof(float) >= MIN_SHARED_BYTES);
+    return run(&spec, share && in * out * (long)sizeof(float) >= MIN_SHARED_BYTES
+                      && spec.chunk_rows <= MAX_CHUNK_ROWS);   /* the helper's buffer */
 }
 
 /* One new token's attention: q (heads, head_dim); K and V hold `keys` cached rows of head_dim
