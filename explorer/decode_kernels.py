@@ -1,5 +1,8 @@
-"""One token's step on the CPU in C (``decode_kernels.c``): its vector times each Linear
-weight and its attention over the KV cache, on two cores, and the next-token summary.
+"""Generating on the CPU in C (``decode_kernels.c``): ``model_step``, the whole step of one new
+token (every block's products and attention over the KV cache on two cores), the next-token
+summary (top-k, probabilities, entropy), and two of a trace's steps that share its code
+(``rows_summary``, ``attention_rows``). ``linear`` and ``attention`` are the step's kernels on
+their own, for tests and notebooks.
 
 Generating a token reads all of the model's weights once (495 MB for GPT-2 small), so on a CPU
 decoding runs at the speed that memory can be read: one core reads ~17 GB/s here, two ~30 GB/s.
