@@ -19,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import GPTConfig
+from .uniform_kernel import fast_uniform
 
 # ---------------------------------------------------------------------------------------------
 # Probe points. A recorder is any object with ``record(name, tensor)`` and ``wants_attention()``;
@@ -419,7 +420,7 @@ def build_model(cfg, seed: int = 123, device: str = "auto", dtype: str = "float3
         raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1 (got {seed!r}).")
     target = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, target)
-    with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
+    with _BUILD_LOCK, torch.random.fork_rng(devices=[]), fast_uniform():
         torch.manual_seed(seed)
         model = GPTModel(cfg)
     model.eval()

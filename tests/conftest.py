@@ -20,3 +20,21 @@ for _var in ("NO_PROXY", "no_proxy"):
 
 # explorer sets its OpenMP settings (waiting threads sleep) before torch is first imported.
 import explorer  # noqa: E402,F401
+
+import pytest  # noqa: E402
+
+from explorer.native import NativeLibrary  # noqa: E402
+
+
+@pytest.fixture
+def without_compiler(monkeypatch, tmp_path):
+    """As on a machine without a working C compiler: ``without_compiler(module)`` gives that
+    kernel module a fresh, unbuilt library whose build will use ``compiler`` and an empty cache
+    folder (``tmp_path``)."""
+    def apply(module, compiler="no-such-compiler-here"):
+        monkeypatch.setenv("CC", compiler)
+        monkeypatch.setenv("GPT_EXPLORER_CACHE", str(tmp_path))
+        old = module._native
+        monkeypatch.setattr(module, "_native", NativeLibrary(old.source, module._declare,
+                                                             old.without, old.libraries))
+    return apply

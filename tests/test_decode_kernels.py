@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from explorer import decode_kernels
 from explorer.generate import generate_steps
 from explorer.model import KVCache, build_model, recording
-from explorer.native import NativeLibrary
 
 from engine_variants import VARIANT_IDS, VARIANTS
 
@@ -89,12 +88,8 @@ def test_what_the_kernel_does_not_take_falls_back():
     assert decode_kernels.linear(x, w.t().contiguous().t(), b) is None             # [in, out] storage
 
 
-def test_without_a_compiler_decoding_uses_pytorch_and_says_why(monkeypatch, tmp_path):
-    monkeypatch.setenv("CC", "no-such-compiler-here")
-    monkeypatch.setenv("GPT_EXPLORER_CACHE", str(tmp_path))
-    monkeypatch.setattr(decode_kernels, "_native", NativeLibrary(
-        decode_kernels._native.source, decode_kernels._declare, decode_kernels._native.without,
-        decode_kernels._native.libraries))
+def test_without_a_compiler_decoding_uses_pytorch_and_says_why(without_compiler):
+    without_compiler(decode_kernels)
     with pytest.warns(RuntimeWarning, match="PyTorch"):
         assert not decode_kernels.available()
     model = build_model(VARIANTS[VARIANT_IDS[0]], seed=3, device="cpu")

@@ -11,7 +11,6 @@ import explorer.model as model_module
 from explorer import stat_kernels
 from explorer.config import GPTConfig
 from explorer.model import BLOCK_PROBE_POINTS, MultiHeadAttention, build_model, recording
-from explorer.native import NativeLibrary
 from explorer.probes import (
     ATTENTION_ALL_LAYERS_MAX_TOKENS,
     HIST_BINS,
@@ -697,12 +696,9 @@ def test_histogram_span_rule_is_the_same_in_the_kernel_and_in_python(lo, hi):
 
 
 @pytest.mark.parametrize("compiler", ["no-such-compiler-here", "false"])
-def test_without_a_working_c_compiler_traces_use_pytorch_and_say_why(monkeypatch, tmp_path,
-                                                                     compiler):
-    monkeypatch.setenv("CC", compiler)
-    monkeypatch.setenv("GPT_EXPLORER_CACHE", str(tmp_path))
-    monkeypatch.setattr(stat_kernels, "_native", NativeLibrary(
-        stat_kernels._native.source, stat_kernels._declare, stat_kernels._native.without))
+def test_without_a_working_c_compiler_traces_use_pytorch_and_say_why(without_compiler,
+                                                                     tmp_path, compiler):
+    without_compiler(stat_kernels, compiler)
     with pytest.warns(RuntimeWarning, match="PyTorch's reductions"):
         assert not stat_kernels.available()
     assert list(tmp_path.iterdir()) == []                # no half-built file left behind
