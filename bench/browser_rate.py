@@ -157,7 +157,7 @@ def measure(preset, n, pace):
     opts = launch_options()
     demo = create_demo()
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
-                            server_port=None, theme=opts["theme"], css=opts["css"],
+                            server_port=None, theme=opts["theme"], css=opts["css"], js=opts["js"],
                             max_file_size=opts["max_file_size"], ssr_mode=False)
     try:
         with sync_playwright() as p, Paced(pace):

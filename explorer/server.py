@@ -9,7 +9,7 @@ import gradio as gr
 
 from . import decode_kernels, stat_kernels
 from .heap import release_freed_memory_promptly
-from .ui import CSS, build_app
+from .ui import CSS, JS, build_app
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
 
@@ -25,6 +25,7 @@ def launch_options(host=None, port=None, share=False) -> dict:
             font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)),
                   "ui-sans-serif", "system-ui", "sans-serif"]),
         css=CSS,
+        js=JS,          # one streamed update per painted frame (explorer/paced_stream.js)
         max_file_size="1mb",   # the app takes no uploads; refuse large ones outright
         ssr_mode=False,
         # Our handlers turn every error into a message (ui.friendly); this also shows Gradio's

@@ -12,6 +12,7 @@ import math
 import os
 import tempfile
 import time
+from pathlib import Path
 
 import gradio as gr
 import numpy as np
@@ -67,6 +68,9 @@ CSS = """
    paint from spreading to the rest of the page. */
 #bars, #history, #speed {contain: layout paint;}
 """ + plots.NEXT_TOKEN_CSS
+# Run by the page when it loads: hands Gradio's streamed updates on one per painted frame, so
+# that no generation step is applied and overwritten between two paints.
+JS = (Path(__file__).parent / "paced_stream.js").read_text()
 
 
 # ---------------------------------------------------------------------------------------------

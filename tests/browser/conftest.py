@@ -32,7 +32,7 @@ def app_url():
     # The page's own theme and CSS (launch() arguments in Gradio 6), so that screenshots show
     # what a lecturer sees; any free port, loopback only.
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
-                            server_port=None, theme=opts["theme"], css=opts["css"],
+                            server_port=None, theme=opts["theme"], css=opts["css"], js=opts["js"],
                             max_file_size=opts["max_file_size"], ssr_mode=False)
     yield url
     demo.close()

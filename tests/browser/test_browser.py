@@ -267,3 +267,44 @@ def test_gpt2_small_build_and_a_long_prompt(page, shots):
     expect(att.locator(".gtitle")).to_contain_text("mean over 12 heads")
     expect(att.locator("g.hm image").first).to_be_attached()
     shot(page, shots, "9_attention_gpt2-small_long_prompt")
+
+
+# The page's event-stream pacer (explorer/paced_stream.js), on a stream made up in the page:
+# three queue messages that arrive in one network chunk must reach Gradio one at a time, each
+# in a later animation frame than the one before; other responses pass through untouched.
+PACER_CHECK = """async (source) => {
+  const chunk = 'data: {"n": 1}\\n\\ndata: {"n": 2}\\n\\ndata: {"n": 3}\\n\\n';
+  const made = (type) => new Response(chunk, {headers: {"content-type": type}});
+  const sandbox = {fetch: async (url) => made(url.includes("queue/data")
+                                              ? "text/event-stream" : "application/json"),
+                   __explorerPacedStream: false};
+  // The pacer installs itself on the window it is given: a stand-in window here.
+  new Function("window", "document", "requestAnimationFrame", "setTimeout",
+               "return (" + source + ")();")(sandbox, document,
+                                             requestAnimationFrame.bind(window),
+                                             setTimeout.bind(window));
+  let frame = 0;
+  const count = () => { frame += 1; requestAnimationFrame(count); };
+  requestAnimationFrame(count);
+  const read = async (response) => {
+    const reader = response.body.getReader(), got = [];
+    for (;;) {
+      const {done, value} = await reader.read();
+      if (done) return got;
+      got.push({text: new TextDecoder().decode(value), frame});
+    }
+  };
+  return {stream: await read(await sandbox.fetch("/gradio_api/queue/data?session_hash=x")),
+          other: await read(await sandbox.fetch("/gradio_api/config"))};
+}"""
+
+
+def test_streamed_messages_reach_gradio_one_per_frame(page):
+    from explorer.ui import JS
+
+    got = page.evaluate(PACER_CHECK, JS)
+    stream = got["stream"]
+    assert [c["text"] for c in stream] == [f'data: {{"n": {n}}}\n\n' for n in (1, 2, 3)]
+    frames = [c["frame"] for c in stream]
+    assert frames[0] < frames[1] < frames[2], frames
+    assert len(got["other"]) == 1 and got["other"][0]["text"].count("data:") == 3
