@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import inspect
 import math
 import threading
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from .native import NativeLibrary
 
@@ -99,7 +101,7 @@ def _found_rounding() -> int:
 
 def _matches_pytorch(rounding: int) -> bool:
     """Same numbers and same generator state after, for a few ranges (1,500 draws cross a
-    twist of the 624-word state)."""
+    twist of the 624-word state), and the same kaiming-uniform bound as ``nn.init``."""
     for seed, low, high in ((1, -0.0360844, 0.0360844), (2, -1.0, 3.0), (3, 0.1, 0.2)):
         theirs_generator = torch.Generator().manual_seed(seed)
         theirs = torch.empty(1500).uniform_(low, high, generator=theirs_generator)
@@ -108,36 +110,76 @@ def _matches_pytorch(rounding: int) -> bool:
         if not (torch.equal(mine, theirs)
                 and torch.equal(mine_generator.get_state(), theirs_generator.get_state())):
             return False
+    for shape, a in (((48, 32), math.sqrt(5)), ((7, 3, 40), 0.0)):
+        theirs = nn.init.kaiming_uniform_(torch.empty(shape), a=a,
+                                          generator=torch.Generator().manual_seed(4))
+        bound = _kaiming_bound(theirs, a, "fan_in", "leaky_relu")
+        mine = draw(torch.empty(shape), -bound, bound, torch.Generator().manual_seed(4), rounding)
+        if not torch.equal(mine, theirs):
+            return False
     return True
 
 
-class _FastUniform(TorchDispatchMode):
-    """Sends the ``uniform_`` operations the kernel can take to it, whichever Python function
-    (``nn.init.kaiming_uniform_``, ``nn.init.uniform_``, ``Tensor.uniform_``) asked for them;
-    leaves every other operation as it is."""
+def _kaiming_bound(tensor, a, mode, nonlinearity) -> float:
+    """The bound of ``nn.init.kaiming_uniform_``, computed in its order (``_matches_pytorch``
+    checks that it still is ``nn.init``'s)."""
+    std = nn.init.calculate_gain(nonlinearity, a) / math.sqrt(
+        nn.init._calculate_correct_fan(tensor, mode))
+    return math.sqrt(3.0) * std
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+
+class _FastUniform(TorchFunctionMode):
+    """Sends the uniform draws the kernel can take to it: ``Tensor.uniform_``,
+    ``nn.init.uniform_`` and ``nn.init.kaiming_uniform_`` (every ``nn.Linear``), which must be
+    caught as such: inside a function that a mode handles, PyTorch calls no mode. Every other
+    call goes on as it is."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch.ops.aten.uniform_.default:
-            call = _kernel_call(args, kwargs)
-            if call is not None:
-                return draw(*call)
-        return func(*args, **kwargs)
+        call = _kernel_call(func, args, kwargs)
+        if call is None:
+            return func(*args, **kwargs)
+        with torch.no_grad():
+            return draw(*call)
 
 
-def _kernel_call(args, kwargs):
-    """(tensor, low, high, generator) when the kernel can take this ``aten.uniform_`` call."""
-    if len(args) > 3 or set(kwargs) - {"from", "to", "generator"}:
+def _tensor_uniform(tensor, low=0.0, high=1.0, *, generator=None):
+    """``Tensor.uniform_(from=0, to=1, *, generator=None)``'s arguments, for binding."""
+
+
+_SIGNATURES = {torch.Tensor.uniform_: inspect.signature(_tensor_uniform),
+               nn.init.uniform_: inspect.signature(nn.init.uniform_),
+               nn.init.kaiming_uniform_: inspect.signature(nn.init.kaiming_uniform_)}
+
+
+def _kernel_call(func, args, kwargs):
+    """(tensor, low, high, generator) when the kernel can take this call, else None."""
+    signature = _SIGNATURES.get(func)
+    if signature is None:
         return None
-    tensor = args[0]
-    low = args[1] if len(args) > 1 else kwargs.get("from", 0.0)
-    high = args[2] if len(args) > 2 else kwargs.get("to", 1.0)
-    generator = kwargs.get("generator")
-    if not (isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu"
+    if func is torch.Tensor.uniform_:      # "from" and "to" cannot be Python parameter names
+        kwargs = {{"from": "low", "to": "high"}.get(k, k): v for k, v in kwargs.items()}
+    try:
+        given = signature.bind(*args, **kwargs)
+    except TypeError:
+        return None                                       # PyTorch's own message
+    given.apply_defaults()
+    values = list(given.arguments.values())
+    tensor, generator = values[0], given.arguments["generator"]
+    if not (type(tensor) in (torch.Tensor, nn.Parameter) and tensor.device.type == "cpu"
             and tensor.dtype == torch.float32 and tensor.is_contiguous()
             and tensor.numel() >= _MIN_ELEMENTS
             and (generator is None or generator.device.type == "cpu")):
         return None
+    if func is nn.init.kaiming_uniform_:
+        _, a, mode, nonlinearity = values[:4]
+        try:
+            bound = _kaiming_bound(tensor, a, mode, nonlinearity)
+        except (ValueError, ZeroDivisionError):
+            return None
+        low, high = -bound, bound
+    else:
+        low, high = values[1], values[2]
     if not (isinstance(low, (int, float)) and isinstance(high, (int, float))
             and math.isfinite(low) and math.isfinite(high) and low <= high
             and math.isfinite(float(np.float32(high)) - float(np.float32(low)))):

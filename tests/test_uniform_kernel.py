@@ -40,16 +40,26 @@ def test_the_kernel_draws_pytorchs_numbers_and_leaves_its_state(size, skip, low,
 
 
 @needs_kernel
-def test_inside_fast_uniform_the_default_generator_runs_as_with_pytorch_alone():
+def test_inside_fast_uniform_the_default_generator_runs_as_with_pytorch_alone(monkeypatch):
     def build():
         torch.manual_seed(42)
         layers = [nn.Linear(300, 200), nn.Embedding(50, 8), nn.Linear(200, 40, bias=False)]
-        return [p.detach().clone() for layer in layers for p in layer.parameters()], torch.rand(5)
+        drawn = [p.detach().clone() for layer in layers for p in layer.parameters()]
+        drawn += [torch.empty(5000).uniform_(-2, 3),
+                  torch.empty(3000).uniform_(**{"from": 0.5, "to": 0.75}),
+                  nn.init.uniform_(torch.empty(70, 30), -0.1, 0.2),
+                  nn.init.kaiming_uniform_(torch.empty(64, 32), mode="fan_out")]
+        return drawn, torch.rand(5)
 
     with torch.random.fork_rng(devices=[]):
         expected, expected_next = build()
+        drawn = []
+        real_draw = uniform_kernel.draw
+        monkeypatch.setattr(uniform_kernel, "draw",
+                            lambda *args: drawn.append(args[0].numel()) or real_draw(*args))
         with uniform_kernel.fast_uniform():
             got, got_next = build()
+    assert sorted(drawn) == [2048, 2100, 3000, 5000, 8000, 60000], drawn   # not the 200 bias
     assert len(got) == len(expected)
     for a, b in zip(got, expected):
         assert torch.equal(a, b)
