@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from . import decode_kernels, stat_kernels
+from . import decode_kernels, idle_work, stat_kernels
 from .model import BLOCK_PROBE_POINTS, GPTModel, causal_mask, model_device, recording
 from .tokenizer import as_token_ids, get_tokenizer
 
@@ -273,9 +273,12 @@ class _Recorder:
     statistics as soon as the block ends, so no raw activation outlives its block.
 
     The forward pass is the plain one (fused attention): the attention weights are recomputed
-    from each block's queries and keys (``_attention_weights``), for all layers in one batch at
-    the end when the input is short, else block by block so that one layer's T x T weights are
-    held at a time. What it keeps (per-token sums, histogram counts, entropies, lens inputs)
+    from each block's queries and keys (``_attention_weights``). On Linux with the C kernels,
+    the statistics and (for a short input) the attention weights are computed by an
+    idle-priority thread (``explorer.idle_work``) on the CPU time the forward pass leaves
+    unused, and ``result()`` waits for them; otherwise the statistics are computed at the end of
+    each block on two threads, and the attention for all layers in one batch at the end when the
+    input is short, else block by block so that one layer's T x T weights are held at a time. What it keeps (per-token sums, histogram counts, entropies, lens inputs)
     goes into buffers allocated up front: thousands of small results allocated between the
     forward pass's large temporaries would pin the allocator's heap and keep freed memory from
     returning to the system (the peak RSS of a T=1024 trace then varied from 1x to 2.5x a plain
@@ -300,6 +303,11 @@ class _Recorder:
         self.used = 0                                 # rows of per_token / hist filled so far
         use_kernels = device.type == "cpu" and stat_kernels.available()
         self.scratch = None if use_kernels else _Scratch(n_tokens, device)
+        # The statistics on otherwise idle CPU time while the forward pass goes on (Linux),
+        # else on two threads at the end of each block.
+        self.background = (idle_work.Batch(_BACKGROUND_BYTES)
+                           if use_kernels and idle_work.available() else None)
+        self.unfinished: list = []      # (stats, activation) the kernel found inf/NaN in
         self.entropy = torch.full((cfg.n_layers, cfg.n_heads, n_tokens), torch.nan, device=device)
         # Layers whose weights are computed: all of them for the entropy, else the kept ones.
         self.weight_layers = set(range(cfg.n_layers)) if entropy else set(keep_layers)
@@ -331,9 +339,12 @@ class _Recorder:
             return
         if name == "attn_keys":
             if self.layer in self.weight_layers:
-                self.qk[self.layer] = (self.queries, x[0])
-                if not self.batch_attention:
-                    self._keep_attention()
+                if self.background is not None and self.batch_attention:
+                    self._attention_in_background(self.layer, self.queries, x[0])
+                else:
+                    self.qk[self.layer] = (self.queries, x[0])
+                    if not self.batch_attention:
+                        self._keep_attention()
             self.queries = None
             return
         if name == "attn_pattern":       # only from a model in training mode with dropout
@@ -362,6 +373,22 @@ class _Recorder:
             self._keep_attention()
             self.head(x[0])
             raise _HeadComputed  # stop the model before it runs the same head again
+
+    def _attention_in_background(self, layer, queries, keys):
+        """One layer's attention weights and entropies, as ``_keep_attention`` computes them,
+        from the idle-priority thread (a short input's weights: T x T per head)."""
+        def job():
+            with torch.inference_mode():         # the recorder's tensors are inference tensors
+                weights = queries.float() @ keys.float().transpose(-2, -1)   # (heads, T, S)
+                plogp = torch.empty(weights.shape[:-1])
+                if not decode_kernels.attention_rows(weights, queries.shape[-1], plogp):
+                    weights = _attention_weights(queries.float() @ keys.float().transpose(-2, -1),
+                                                 queries.shape[-1])
+                    plogp = torch.clamp_min(weights, 1e-30).log_().mul_(weights).sum(-1)
+                self.entropy[layer] = plogp
+                if layer in self.keep_layers:
+                    self.attention[layer] = weights
+        self.background.submit(job, queries.nelement() * queries.element_size() * 3)
 
     def _keep_attention(self):
         """Attention weights of the layers in ``self.qk`` from their queries and keys (heads,
@@ -404,7 +431,9 @@ class _Recorder:
                 self.attention[batch[i]] = (weights[i] if whole else weights[i].clone()).cpu()
 
     def _reduce_pending(self, target):
-        if self.scratch is None:
+        if self.background is not None:
+            stats = self._stats_in_background([x[0] for x in self.pending])
+        elif self.scratch is None:
             stats = _cpu_stats([x[0] for x in self.pending], self.per_token, self.hist,
                                self.used)
             self.used += len(self.pending)
@@ -454,7 +483,40 @@ class _Recorder:
         self.next_ids, self.next_probs = torch.cat(ids), torch.cat(probs)
         self.logits = torch.cat(kept) if self.keep_logits else None
 
+    def _stats_in_background(self, xs: list[torch.Tensor]) -> list[dict]:
+        """``_cpu_stats``'s figures from the idle-priority thread (``explorer.idle_work``),
+        one job per activation; each dict is completed by its job (``_wait_for_stats``)."""
+        stats = []
+        for x in xs:
+            row = self.used
+            self.used += 1
+            values = x.float().contiguous().numpy()                           # (T, width)
+            s = {"nonfinite": None, "width": values.shape[1], "row": row}
+            sums, counts = self.per_token[row].numpy(), self.hist[row].numpy()
+
+            def job(values=values, sums=sums, counts=counts, s=s, x=x):
+                found = stat_kernels.many_point_stats([values], [sums], [counts])[0]
+                if found is None:                  # inf or NaN: counted exactly at the end
+                    self.unfinished.append((s, x))
+                else:
+                    s["hist_range"] = found
+            self.background.submit(job, values.nbytes)
+            stats.append(s)
+        return stats
+
+    def _wait_for_stats(self):
+        if self.background is None:
+            return
+        self.background.finish()
+        for s, x in self.unfinished:          # the careful PyTorch path, as in _cpu_stats
+            row = s["row"]
+            s.update(_group_stats([x], self.per_token[row][None], self.hist[row][None],
+                                  _Scratch(x.shape[0], x.device))[0], row=row)
+        self.unfinished = []
+
     def result(self):
+        with torch.inference_mode():
+            self._wait_for_stats()
         names = [p for p in BLOCK_PROBE_POINTS if self.block_stats and p in self.block_stats[0]]
         table = _StatsTable(self.per_token[:self.used], self.hist[:self.used],
                             [s for layer in self.block_stats for s in layer.values()]
@@ -498,6 +560,10 @@ def _attention_in_c(attn_scores, head_dim):
     mine = decode_kernels.attention_rows(scores[:half], head_dim, rows[:half])
     return plogp if theirs.result() and mine else None
 
+
+# Activations held back for the idle-priority thread at most (then the forward pass's own
+# thread works through them first): ~6 blocks of GPT-2 small at T = 128, 1.5 at T = 1024.
+_BACKGROUND_BYTES = 64 << 20
 
 # One helper thread: the statistics of a block's activations are split between it and the
 # thread running the forward pass (the kernels release the GIL), so both cores work on them.

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import explorer.model as model_module
-from explorer import stat_kernels
+from explorer import idle_work, stat_kernels
 from explorer.config import GPTConfig
 from explorer.model import BLOCK_PROBE_POINTS, MultiHeadAttention, build_model, recording
 from explorer.probes import (
@@ -721,3 +721,41 @@ def test_the_traces_blocked_head_product_equals_the_output_head(vocab):
     with_grad = _head_product(head, x)          # gradients on: the plain product, which keeps them
     assert with_grad.requires_grad
     torch.testing.assert_close(with_grad.detach(), got, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("overflow", [False, True])
+def test_the_idle_thread_and_the_forward_pass_thread_compute_the_same_trace(monkeypatch,
+                                                                           overflow):
+    if not (idle_work.available() and stat_kernels.available()):
+        pytest.skip("no idle-priority thread or no statistics kernel here")
+    cfg = (GPTConfig(vocab_size=101, context_length=32, emb_dim=32, n_heads=4, n_layers=8,
+                     norm_placement="none", shortcut=False) if overflow else CFG)
+    model = build_model(cfg, device="cpu")
+    if overflow:                                   # inf/NaN: the careful path at the end
+        with torch.no_grad():
+            for p in model.trf_blocks.parameters():
+                p.mul_(1000.0)
+    jobs = []
+    real_submit = idle_work.Batch.submit
+    monkeypatch.setattr(idle_work.Batch, "submit",
+                        lambda self, job, nbytes=0: jobs.append(nbytes)
+                        or real_submit(self, job, nbytes))
+    background = trace(model, PROMPT)
+    assert len(jobs) >= cfg.n_layers * 2           # statistics and attention went there
+    monkeypatch.setattr(idle_work, "available", lambda: False)
+    jobs.clear()
+    in_place = trace(model, PROMPT)
+    assert not jobs
+    for name, got in background.points.items():
+        expected = in_place.points[name]
+        for stat in got.overall:
+            np.testing.assert_array_equal(got.overall[stat], expected.overall[stat])
+            np.testing.assert_array_equal(got.per_token[stat], expected.per_token[stat])
+        np.testing.assert_array_equal(got.hist_counts, expected.hist_counts)
+        np.testing.assert_array_equal(got.hist_edges, expected.hist_edges)
+    assert background.attention.keys() == in_place.attention.keys() == set(range(cfg.n_layers))
+    for layer, weights in background.attention.items():
+        np.testing.assert_allclose(weights, in_place.attention[layer], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(background.attention_entropy, in_place.attention_entropy,
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(background.next_ids, in_place.next_ids)
