@@ -194,7 +194,8 @@ def main(argv=None):
         like = paired_ratios({"a": times["trace (lens last)"],
                               "b": times["plain, blocked head"]}, "b")["a"]
         print(f"  the trace's own output-head product takes the vocabulary in blocks (faster "
-              f"here); against a forward with that same product the trace costs {like:.3f}x")
+              f"here); against a forward with that same product the trace costs {like:.3f}x "
+              f"(<= {TARGET_RATIO:.2f} {verdict(like <= TARGET_RATIO)})")
     if busy:
         print(f"  note: other processes used more than {OTHERS_MAX:.0%} of the CPU during the "
               f"timing, so rerun for a clean figure.")
