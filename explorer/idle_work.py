@@ -120,6 +120,17 @@ class Batch:
         if self.error is not None:
             raise self.error
 
+    def cancel(self) -> None:
+        """Drop the jobs not yet started (the caller gave up: nobody will read their
+        results); one already running ends on its own."""
+        with _lock:
+            mine = [job for job in _queue if job.batch is self]
+            for job in mine:
+                _queue.remove(job)
+                job.finished = True
+                self.left -= 1
+                self.held -= job.nbytes
+
     def _run_one(self) -> bool:
         """Run this batch's oldest waiting job here; False if none is waiting."""
         with _lock:

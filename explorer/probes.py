@@ -164,6 +164,10 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
         raise RuntimeError("The model never reached its final_norm_out probe point.")
     except _HeadComputed:   # the recorder ran the output head itself: the forward pass is done
         pass
+    except BaseException:
+        if recorder.background is not None:
+            recorder.background.cancel()     # no activation kept for reductions nobody reads
+        raise
     with torch.inference_mode():
         next_ids, next_probs = recorder.next_ids, recorder.next_probs       # (T, k)
         lens_ids, lens_probs, lens_final = _logit_lens(model, recorder, positions, next_ids,

@@ -107,3 +107,31 @@ def test_finish_does_not_wait_long_for_a_descheduled_worker():
         assert batch.left == 0
     finally:
         release.set()
+
+
+@linux_only
+def test_a_cancelled_batch_drops_its_waiting_jobs():
+    assert idle_work.available()
+    started, release = threading.Event(), threading.Event()
+
+    def hold_the_worker():
+        started.set()
+        release.wait(30)
+
+    blocker = idle_work.Batch(max_bytes=1 << 30)
+    blocker.submit(hold_the_worker)
+    try:
+        if not started.wait(20):
+            pytest.skip("no idle core for the worker within 20 s")
+        batch = idle_work.Batch(max_bytes=1 << 30)
+        ran = []
+        for i in range(5):
+            batch.submit(lambda i=i: ran.append(i), nbytes=7)
+        assert batch.left == 5 and batch.held == 35
+        batch.cancel()
+        batch.finish()                     # nothing left to wait for
+        assert ran == [] and batch.left == 0 and batch.held == 0
+        assert not any(job.batch is batch for job in idle_work._queue)
+    finally:
+        release.set()
+        blocker.finish()
