@@ -55,21 +55,9 @@ def test_a_jobs_error_reaches_the_caller_and_the_other_jobs_still_run():
 
 
 @linux_only
-def test_over_its_bound_a_batch_runs_its_oldest_jobs_on_the_callers_thread():
+def test_over_its_bound_a_batch_runs_its_oldest_jobs_on_the_callers_thread(idle_worker_busy):
     assert idle_work.available()
-    started, release = threading.Event(), threading.Event()
-
-    def hold_the_worker():
-        started.set()
-        release.wait(30)
-
-    blocker = idle_work.Batch(max_bytes=1 << 30)
-    blocker.submit(hold_the_worker)
-    if not started.wait(20):
-        release.set()
-        blocker.finish()
-        pytest.skip("no idle core for the worker within 20 s")
-    try:
+    with idle_worker_busy():
         batch = idle_work.Batch(max_bytes=100)
         ran_on = []
         for _ in range(4):
@@ -78,9 +66,6 @@ def test_over_its_bound_a_batch_runs_its_oldest_jobs_on_the_callers_thread():
         assert ran_on == [threading.current_thread()] * 3   # the worker is busy elsewhere
         batch.finish()
         assert len(ran_on) == 4
-    finally:
-        release.set()
-        blocker.finish()
 
 
 @linux_only
@@ -110,19 +95,9 @@ def test_finish_does_not_wait_long_for_a_descheduled_worker():
 
 
 @linux_only
-def test_a_cancelled_batch_drops_its_waiting_jobs():
+def test_a_cancelled_batch_drops_its_waiting_jobs(idle_worker_busy):
     assert idle_work.available()
-    started, release = threading.Event(), threading.Event()
-
-    def hold_the_worker():
-        started.set()
-        release.wait(30)
-
-    blocker = idle_work.Batch(max_bytes=1 << 30)
-    blocker.submit(hold_the_worker)
-    try:
-        if not started.wait(20):
-            pytest.skip("no idle core for the worker within 20 s")
+    with idle_worker_busy():
         batch = idle_work.Batch(max_bytes=1 << 30)
         ran = []
         for i in range(5):
@@ -132,6 +107,3 @@ def test_a_cancelled_batch_drops_its_waiting_jobs():
         batch.finish()                     # nothing left to wait for
         assert ran == [] and batch.left == 0 and batch.held == 0
         assert not any(job.batch is batch for job in idle_work._queue)
-    finally:
-        release.set()
-        blocker.finish()

@@ -761,7 +761,7 @@ def test_the_idle_thread_and_the_forward_pass_thread_compute_the_same_trace(monk
     np.testing.assert_array_equal(background.next_ids, in_place.next_ids)
 
 
-def test_a_trace_that_fails_leaves_no_work_queued(monkeypatch):
+def test_a_trace_that_fails_leaves_no_work_queued(monkeypatch, idle_worker_busy):
     if not (idle_work.available() and stat_kernels.available()):
         pytest.skip("no idle-priority thread or no statistics kernel here")
     model = build_model(CFG, device="cpu")
@@ -775,18 +775,10 @@ def test_a_trace_that_fails_leaves_no_work_queued(monkeypatch):
         raise RuntimeError("a block failed")
 
     monkeypatch.setattr(model.trf_blocks[2].ff, "forward", broken)
-    started, release = threading.Event(), threading.Event()
-    blocker = idle_work.Batch(max_bytes=1 << 30)
-    real_submit(blocker, lambda: started.set() or release.wait(30))   # the worker held off
-    try:
-        if not started.wait(20):
-            pytest.skip("no idle core for the worker within 20 s")
+    with idle_worker_busy():                        # so that the jobs are still queued
         with pytest.raises(RuntimeError, match="a block failed"):
             trace(model, PROMPT)
         assert queued                               # the first blocks' work had gone out ...
-        batch = queued[0]
+        batch = queued[-1]
         assert batch.left == 0 and batch.held == 0  # ... and was dropped, not left queued
         assert not any(job.batch is batch for job in idle_work._queue)
-    finally:
-        release.set()
-        blocker.finish()
