@@ -13,6 +13,7 @@
   // Messages waiting beyond this many (about 3/4 s of updates at 40 a second) are handed on
   // together: a page that cannot keep up falls behind by at most that much.
   const MAX_BEHIND = 30;
+  const FRAME_WAIT_MS = 100;
   const original = window.fetch.bind(window);
 
   const isQueueStream = (input, response) => {
@@ -31,7 +32,9 @@
     // Hand on the oldest message (more when far behind), then wait until Gradio has applied it
     // (its handler runs in a task it queues with setTimeout 0: ours, queued after it, runs
     // after) and one frame has been painted with it, before handing on the next.
-    let busy = false;
+    // A page that gets no frames although it counts as visible (an iframe scrolled out of
+    // sight is throttled) goes on after FRAME_WAIT_MS rather than stall.
+    let busy = false, handedOn = 0;
     const handOn = () => {
       const hidden = document.visibilityState === "hidden";
       const count = hidden ? waiting.length : Math.max(1, waiting.length - MAX_BEHIND);
@@ -39,9 +42,15 @@
         controller.enqueue(encoder.encode(message));
       }
       busy = true;
+      const mine = ++handedOn;
+      const next = () => { if (mine === handedOn) done(); };
       setTimeout(() => setTimeout(() => {
-        if (document.visibilityState === "hidden") done();
-        else requestAnimationFrame(done);
+        if (document.visibilityState === "hidden") {
+          next();
+        } else {
+          requestAnimationFrame(next);
+          setTimeout(next, FRAME_WAIT_MS);
+        }
       }, 0), 0);
     };
     const done = () => {

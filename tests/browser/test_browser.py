@@ -272,7 +272,7 @@ def test_gpt2_small_build_and_a_long_prompt(page, shots):
 # The page's event-stream pacer (explorer/paced_stream.js), on a stream made up in the page:
 # three queue messages that arrive in one network chunk must reach Gradio one at a time, each
 # in a later animation frame than the one before; other responses pass through untouched.
-PACER_CHECK = """async (source) => {
+PACER_CHECK = """async ([source, frames]) => {
   const chunk = 'data: {"n": 1}\\n\\ndata: {"n": 2}\\n\\ndata: {"n": 3}\\n\\n';
   const made = (type) => new Response(chunk, {headers: {"content-type": type}});
   const sandbox = {fetch: async (url) => made(url.includes("queue/data")
@@ -280,9 +280,10 @@ PACER_CHECK = """async (source) => {
                    __explorerPacedStream: false};
   // The pacer installs itself on the window it is given: a stand-in window here.
   new Function("window", "document", "requestAnimationFrame", "setTimeout",
-               "return (" + source + ")();")(sandbox, document,
-                                             requestAnimationFrame.bind(window),
-                                             setTimeout.bind(window));
+               "return (" + source + ")();")(
+    sandbox, document,
+    // frames: false is a page that gets none (a throttled iframe): the pacer must go on.
+    frames ? requestAnimationFrame.bind(window) : () => 0, setTimeout.bind(window));
   let frame = 0;
   const count = () => { frame += 1; requestAnimationFrame(count); };
   requestAnimationFrame(count);
@@ -294,17 +295,23 @@ PACER_CHECK = """async (source) => {
       got.push({text: new TextDecoder().decode(value), frame});
     }
   };
-  return {stream: await read(await sandbox.fetch("/gradio_api/queue/data?session_hash=x")),
-          other: await read(await sandbox.fetch("/gradio_api/config"))};
+  // A stalled pacer must fail the test, not hang it.
+  const within = (promise) => Promise.race(
+    [promise, new Promise((resolve) => setTimeout(() => resolve("stalled"), 5000))]);
+  return {stream: await within(read(await sandbox.fetch("/gradio_api/queue/data?session_hash=x"))),
+          other: await within(read(await sandbox.fetch("/gradio_api/config")))};
 }"""
 
 
-def test_streamed_messages_reach_gradio_one_per_frame(page):
+@pytest.mark.parametrize("frames", [True, False])
+def test_streamed_messages_reach_gradio_one_per_frame(page, frames):
     from explorer.ui import JS
 
-    got = page.evaluate(PACER_CHECK, JS)
+    got = page.evaluate(PACER_CHECK, [JS, frames])
     stream = got["stream"]
+    assert stream != "stalled"
     assert [c["text"] for c in stream] == [f'data: {{"n": {n}}}\n\n' for n in (1, 2, 3)]
-    frames = [c["frame"] for c in stream]
-    assert frames[0] < frames[1] < frames[2], frames
+    if frames:
+        shown = [c["frame"] for c in stream]
+        assert shown[0] < shown[1] < shown[2], shown
     assert len(got["other"]) == 1 and got["other"][0]["text"].count("data:") == 3
