@@ -9,9 +9,10 @@ the forward pass more than it saved, by taking cores from its threads.
 ``Batch`` is one caller's set of jobs (one trace). ``finish()`` runs on the calling thread
 whatever the background thread has not started, and gives the job that thread is on a few ms
 before running it too, so a fully busy machine (no idle core, where an idle-priority thread may
-wait a long while for the CPU) costs about what doing the work in place would. Jobs held back must not pile up
-memory: once a batch holds more than ``max_bytes`` of pending inputs, ``submit`` runs its oldest
-jobs in place first. Elsewhere than Linux, ``available()`` is False and callers work in place.
+wait a long while for the CPU) costs about what doing the work in place would. Jobs held back
+must not pile up memory: once a batch holds more than ``max_bytes`` of pending inputs,
+``submit`` runs its oldest jobs in place first. Elsewhere than Linux, ``available()`` is False
+and callers work in place.
 """
 from __future__ import annotations
 

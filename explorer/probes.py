@@ -282,11 +282,11 @@ class _Recorder:
     idle-priority thread (``explorer.idle_work``) on the CPU time the forward pass leaves
     unused, and ``result()`` waits for them; otherwise the statistics are computed at the end of
     each block on two threads, and the attention for all layers in one batch at the end when the
-    input is short, else block by block so that one layer's T x T weights are held at a time. What it keeps (per-token sums, histogram counts, entropies, lens inputs)
-    goes into buffers allocated up front: thousands of small results allocated between the
-    forward pass's large temporaries would pin the allocator's heap and keep freed memory from
-    returning to the system (the peak RSS of a T=1024 trace then varied from 1x to 2.5x a plain
-    forward's).
+    input is short, else block by block so that one layer's T x T weights are held at a time.
+    What it keeps (per-token sums, histogram counts, entropies, lens inputs) goes into buffers
+    allocated up front: thousands of small results allocated between the forward pass's large
+    temporaries would pin the allocator's heap and keep freed memory from returning to the
+    system (the peak RSS of a T=1024 trace then varied from 1x to 2.5x a plain forward's).
     """
 
     def __init__(self, model, keep_layers, lens_positions, n_tokens, top_k=5, keep_logits=False,
