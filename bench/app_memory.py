@@ -30,8 +30,8 @@ from _common import ROOT, load_average, mb, print_table, verdict  # first: sets 
 
 from gradio_client import Client
 
-from explorer.config import PRESETS, count_parameters
-from explorer.tokenizer import get_tokenizer
+from explorer.book.config import PRESETS, count_parameters
+from explorer.book.tokenizer import get_tokenizer
 
 PAYLOAD_LIMIT = 1_000_000
 MEMORY_RATIO = 1.5

@@ -29,9 +29,9 @@ from _common import load_average, print_table, verdict, wait_for_quiet  # first:
 
 from playwright.sync_api import expect, sync_playwright
 
-from explorer import ui
-from explorer.config import PRESETS
-from explorer.server import create_demo, launch_options
+from explorer.app import ui
+from explorer.book.config import PRESETS
+from explorer.app.server import create_demo, launch_options
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -18,12 +18,12 @@ from _common import (OthersCPU, load_average, print_table, verdict,  # first: se
 import numpy as np
 import torch
 
-from explorer import decode_kernels
-from explorer.cache import ModelCache
-from explorer.config import PRESETS, count_parameters
-from explorer.generate import generate_steps, generate_text_simple
-from explorer.model import build_model
-from explorer.plots import next_token_bars_html
+from explorer.native import decode as decode_kernels
+from explorer.runtime.cache import ModelCache
+from explorer.book.config import PRESETS, count_parameters
+from explorer.book.generate import generate_steps, generate_text_simple
+from explorer.runtime.build import build_model
+from explorer.app.plots import next_token_bars_html
 
 PROMPT = [6109, 3626, 6100, 345]  # "Every effort moves you"
 

@@ -26,11 +26,12 @@ from _common import (OthersCPU, PeakRSS, interleaved, mb, median, paired_ratios,
 
 import torch
 
-from explorer.config import PRESETS
-from explorer.model import build_model, recording
-from explorer.probes import _head_product
+from explorer.book.config import PRESETS
+from explorer.book.probe_points import recording
+from explorer.runtime.build import build_model
+from explorer.probes.vocabulary import head_product
 from explorer.probes import trace
-from explorer.tokenizer import get_tokenizer
+from explorer.book.tokenizer import get_tokenizer
 
 TARGET_RATIO = 1.10
 RAW_SHARE_TARGET = 0.05   # the Trace keeps at most this share of the raw activations
@@ -61,7 +62,7 @@ class BlockedHead(torch.nn.Module):
         self.linear = linear
 
     def forward(self, x):
-        return _head_product(self.linear, x.flatten(0, 1)).view(*x.shape[:-1], -1)
+        return head_product(self.linear, x.flatten(0, 1)).view(*x.shape[:-1], -1)
 
 
 def random_ids(n_tokens, vocab_size, seed=0):
@@ -75,7 +76,7 @@ def time_overhead(model, ids, repeats, tokenizer):
             model(ids)
 
     def plain_blocked_head():
-        # The same forward with the trace's output-head product (explorer.probes._head_product,
+        # The same forward with the trace's output-head product (explorer.probes.vocabulary.head_product,
         # the vocabulary in blocks): what the trace would cost against a like-for-like forward.
         book_head = model.out_head
         model.out_head = BlockedHead(book_head)

@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import torch
 
-from explorer.config import PRESETS, GPTConfig, get_preset
-from explorer.generate import generate_steps, generate_text_simple
-from explorer.model import build_model
+from explorer.book.config import PRESETS, GPTConfig, get_preset
+from explorer.book.generate import generate_steps, generate_text_simple
+from explorer.runtime.build import build_model
 from explorer.probes import trace
 
 PROMPT = "Every effort moves you"

@@ -1,11 +1,9 @@
 """Test-wide environment, set at import time so it is in place before gradio is imported."""
 
 import atexit
-import contextlib
 import os
 import shutil
 import tempfile
-import threading
 
 # No usage reports to Gradio's servers (there is no network in CI anyway).
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
@@ -25,7 +23,7 @@ import explorer  # noqa: E402,F401
 
 import pytest  # noqa: E402
 
-from explorer.native import NativeLibrary  # noqa: E402
+from explorer.native.library import NativeLibrary  # noqa: E402
 
 
 @pytest.fixture
@@ -40,26 +38,3 @@ def without_compiler(monkeypatch, tmp_path):
         monkeypatch.setattr(module, "_native", NativeLibrary(old.source, module._declare,
                                                              old.without, old.libraries))
     return apply
-
-
-@contextlib.contextmanager
-def _idle_worker_busy():
-    from explorer import idle_work
-
-    started, release = threading.Event(), threading.Event()
-    blocker = idle_work.Batch(max_bytes=1 << 30)
-    blocker.submit(lambda: started.set() or release.wait(30))
-    try:
-        if not started.wait(20):
-            pytest.skip("no idle core for explorer.idle_work's thread within 20 s")
-        yield
-    finally:
-        release.set()
-        blocker.finish()
-
-
-@pytest.fixture
-def idle_worker_busy():
-    """A context manager: inside it, explorer.idle_work's thread is busy with a job of its own
-    (as on a machine with no idle core), so that jobs submitted meanwhile stay queued."""
-    return _idle_worker_busy

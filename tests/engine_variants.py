@@ -4,7 +4,7 @@ The choice values come from ``explorer.config`` (one source of truth), so a new 
 covered here without editing this file.
 """
 
-from explorer.config import ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, GPTConfig
+from explorer.book.config import ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, GPTConfig
 
 # Small enough that building and running a model takes milliseconds; head size 8 (even, for RoPE).
 SMALL = GPTConfig(vocab_size=101, context_length=16, emb_dim=32, n_heads=4, n_layers=2,

@@ -10,13 +10,13 @@ import pytest
 import torch
 from gradio_client import Client
 
-from explorer.config import PRESETS
-from explorer.generate import generate_text_simple
-from explorer.model import build_model
-from explorer.server import create_demo
-from explorer.tokenizer import get_tokenizer
-from explorer import ui
-from explorer.ui import DEFAULT_PROMPT, MAX_NEW_TOKENS
+from explorer.book.config import PRESETS
+from explorer.book.generate import generate_text_simple
+from explorer.runtime.build import build_model
+from explorer.app.server import create_demo
+from explorer.book.tokenizer import get_tokenizer
+from explorer.app import ui
+from explorer.app.ui import DEFAULT_PROMPT, MAX_NEW_TOKENS
 
 
 @pytest.fixture(scope="module")

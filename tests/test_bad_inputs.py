@@ -22,12 +22,12 @@ import pytest
 import torch
 from gradio_client import Client
 
-from explorer.cache import ModelCache
-from explorer.config import PRESETS
-from explorer.generate import generate_text_simple
-from explorer.model import build_model
-from explorer.server import create_demo, launch_options
-from explorer.tokenizer import get_tokenizer
+from explorer.runtime.cache import ModelCache
+from explorer.book.config import PRESETS
+from explorer.book.generate import generate_text_simple
+from explorer.runtime.build import build_model
+from explorer.app.server import create_demo, launch_options
+from explorer.book.tokenizer import get_tokenizer
 
 from bad_inputs import CASES, PROMPT, TRACE_VIEW, build_args, gen_args
 

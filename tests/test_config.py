@@ -8,7 +8,7 @@ import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from explorer.config import (
+from explorer.book.config import (
     ACTIVATIONS,
     GPT_CONFIG_124M,
     NORM_PLACEMENTS,
@@ -18,7 +18,8 @@ from explorer.config import (
     count_parameters,
     get_preset,
 )
-from explorer.model import GPTModel, build_model
+from explorer.book.model import GPTModel
+from explorer.runtime.build import build_model
 
 from engine_variants import VARIANT_IDS, VARIANTS
 

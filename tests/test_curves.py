@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from explorer.config import ACTIVATIONS
-from explorer.curves import ACTIVATION_FUNCTIONS, ACTIVATION_LABELS, activation_curves
+from explorer.book.config import ACTIVATIONS
+from explorer.book.curves import ACTIVATION_FUNCTIONS, ACTIVATION_LABELS, activation_curves
 
 
 def _erf(x):
@@ -40,8 +40,11 @@ def test_curves_have_x_values_derivatives_and_labels():
 def test_values_equal_the_formulas(name):
     c = activation_curves(-6.0, 6.0, 1201, names=[name])
     x = c["x"]
+    # The book's GELU holds sqrt(2 / pi) in a float32 tensor: float32 precision in that one
+    # constant, everything else in float64.
+    rtol = 1e-6 if name == "gelu" else 1e-9
     np.testing.assert_allclose(c["functions"][name]["y"], FORMULAS[name](x),
-                               rtol=1e-9, atol=1e-12)
+                               rtol=rtol, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(FORMULAS))

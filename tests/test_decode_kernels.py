@@ -7,11 +7,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer import decode_kernels
-from explorer.generate import generate_steps
-from explorer.model import KVCache, build_model, recording
+from explorer import native
+from explorer.native import decode as decode_kernels
+from explorer.book.generate import generate_steps
+from explorer.book.kv_cache import KVCache
+from explorer.book.probe_points import recording
+from explorer.runtime.build import build_model
 
 from engine_variants import VARIANT_IDS, VARIANTS
+
+# The C path, handed to the generator as the app hands it.
+C = dict(step=native.model_step, summarize=native.next_token_summary)
 
 needs_kernel = pytest.mark.skipif(not decode_kernels.available(), reason="no C compiler")
 
@@ -94,14 +100,15 @@ def test_what_the_kernel_does_not_take_falls_back():
     assert decode_kernels.linear(x, w.t().contiguous().t(), b) is None             # [in, out] storage
 
 
-def test_without_a_compiler_decoding_uses_pytorch_and_says_why(without_compiler):
+def test_without_a_compiler_decoding_uses_pytorch_and_says_why(without_compiler, caplog):
     without_compiler(decode_kernels)
-    with pytest.warns(RuntimeWarning, match="PyTorch"):
+    with caplog.at_level("WARNING", logger="explorer.native"):
         assert not decode_kernels.available()
+    assert "PyTorch" in caplog.text
     model = build_model(VARIANTS[VARIANT_IDS[0]], seed=3, device="cpu")
     with torch.inference_mode():
         assert decode_kernels.model_step(model, 1, KVCache(model)) is None
-    assert [s.token_id for s in generate_steps(model, [1, 2], 4)] == \
+    assert [s.token_id for s in generate_steps(model, [1, 2], 4, **C)] == \
         [s.token_id for s in generate_steps(model, [1, 2], 4, use_cache=False)]
 
 
@@ -155,15 +162,16 @@ def test_the_c_step_steps_aside_where_the_model_must_run():
 def test_generation_takes_the_c_step_and_gives_the_book_loops_tokens(monkeypatch):
     model = build_model(VARIANTS[VARIANT_IDS[0]], seed=8, device="cpu")
     calls = []
-    real = decode_kernels.model_step
 
     def spy(*args):
-        logits = real(*args)
+        logits = native.model_step(*args)
         calls.append(logits is not None)
         return logits
-    monkeypatch.setattr(decode_kernels, "model_step", spy)
-    cached = [s.token_id for s in generate_steps(model, [5, 6, 7], 12)]
+    steps = list(generate_steps(model, [5, 6, 7], 12, step=spy,
+                                summarize=native.next_token_summary))
+    cached = [s.token_id for s in steps]
     assert calls and all(calls) and len(calls) == 11       # every step after the prefill
+    assert [s.fast_step for s in steps] == [False] + [True] * 11
     assert cached == [s.token_id for s in generate_steps(model, [5, 6, 7], 12, use_cache=False)]
 
 
@@ -230,13 +238,14 @@ def test_one_query_attention_equals_scaled_dot_product_attention(heads, keys, he
 def test_two_generations_at_once_on_one_model_each_get_their_own_tokens():
     model = build_model(VARIANTS[VARIANT_IDS[0]], seed=9, device="cpu")
     prompts = [[1, 2, 3], [7, 8]]
-    expected = [[s.token_id for s in generate_steps(model, p, 20)] for p in prompts]
+    expected = [[s.token_id for s in generate_steps(model, p, 20, use_cache=False)]
+                for p in prompts]
     results = {}
 
     def run(i):
         for _ in range(5):
             results.setdefault(i, []).append(
-                [s.token_id for s in generate_steps(model, prompts[i], 20)])
+                [s.token_id for s in generate_steps(model, prompts[i], 20, **C)])
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
     for t in threads:

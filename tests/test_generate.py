@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from explorer.config import GPTConfig
-from explorer.generate import generate_steps, generate_text_simple
-from explorer.model import build_model
-from explorer.tokenizer import EOT_ID, get_tokenizer
+from explorer.book.config import GPTConfig
+from explorer.book.generate import generate_steps, generate_text_simple
+from explorer.runtime.build import build_model
+from explorer.book.tokenizer import EOT_ID, get_tokenizer
 
 from engine_variants import SMALL, VARIANT_IDS, VARIANTS
 
@@ -104,7 +104,7 @@ def test_cache_serves_tokens_until_the_window_slides(model):
 
 
 def test_the_cache_has_room_for_the_prompt_and_the_new_tokens_only(model, monkeypatch):
-    import explorer.generate as generate_module
+    import explorer.book.generate as generate_module
     made = []
 
     class Recording(generate_module.KVCache):

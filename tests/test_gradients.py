@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from explorer.config import GPTConfig
-from explorer.gradients import gpt_gradients, shortcut_demo
+from explorer.book.config import GPTConfig
+from explorer.book.gradients import gpt_gradients, shortcut_demo
 
 from engine_variants import VARIANT_IDS, VARIANTS
 

@@ -4,7 +4,8 @@ import sys
 import gradio as gr
 import pytest
 
-from explorer import heap, ui
+from explorer.runtime import heap
+from explorer.app import ui
 
 
 def test_glibc_settings_apply_on_linux():

@@ -27,15 +27,15 @@ import pytest
 import torch
 from gradio_client import Client
 
-import explorer.cache as cache_module
-from explorer import ui
-from explorer.cache import ModelCache, model_bytes
-from explorer.config import PRESETS
-from explorer.generate import generate_steps, generate_text_simple
-from explorer.model import build_model
+import explorer.runtime.cache as cache_module
+from explorer.app import ui
+from explorer.runtime.cache import ModelCache, model_bytes
+from explorer.book.config import PRESETS
+from explorer.book.generate import generate_steps, generate_text_simple
+from explorer.runtime.build import build_model
 from explorer.probes import trace, trace_peak_bytes
-from explorer.server import create_demo, launch_options
-from explorer.tokenizer import get_tokenizer
+from explorer.app.server import create_demo, launch_options
+from explorer.book.tokenizer import get_tokenizer
 
 MB = 1024 ** 2
 SESSIONS = 16

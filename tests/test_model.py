@@ -5,15 +5,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.config import GPT_CONFIG_124M, count_parameters
-from explorer.model import (
-    GELU,
-    GPTModel,
-    KVCache,
-    LayerNorm,
-    build_model,
-    recording,
-)
+from explorer.book.config import GPT_CONFIG_124M, count_parameters
+from explorer.book.kv_cache import KVCache
+from explorer.book.fast import FusedGELU, FusedLayerNorm, FusedMultiHeadAttention, fuse
+from explorer.book.model import GELU, GPTModel, LayerNorm, MultiHeadAttention
+from explorer.book.probe_points import recording
+from explorer.runtime.build import build_model
 
 from engine_variants import SMALL, VARIANT_IDS, VARIANTS
 
@@ -63,7 +60,9 @@ def test_layer_norm_equals_torch_layer_norm_and_formula():
     expected = reference(x)
     assert ours.eps == 1e-5  # the book's value, which is also torch's default
     torch.testing.assert_close(ours(x), expected, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(ours.formula(x), expected, atol=1e-5, rtol=1e-5)
+    fused = fuse(torch.nn.Sequential(ours))[0]          # the same module, fused kernel
+    assert isinstance(fused, FusedLayerNorm)
+    torch.testing.assert_close(fused(x), expected, atol=1e-5, rtol=1e-5)
 
 
 def test_layer_norm_output_has_zero_mean_and_unit_variance_before_scale_and_shift():
@@ -78,7 +77,32 @@ def test_gelu_equals_torch_tanh_approximation_and_formula():
     x = torch.cat([torch.linspace(-8, 8, 401), torch.randn(200, generator=g) * 3])
     expected = F.gelu(x, approximate="tanh")
     torch.testing.assert_close(GELU()(x), expected, atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close(GELU().formula(x), expected, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(FusedGELU()(x), expected, atol=1e-6, rtol=1e-5)
+
+
+def test_the_books_forward_shows_the_formula_and_the_fused_twins_live_apart():
+    import inspect
+    assert "torch.sqrt(var + self.eps)" in inspect.getsource(LayerNorm.forward)
+    assert "torch.tanh" in inspect.getsource(GELU.forward)
+    assert "torch.softmax" in inspect.getsource(MultiHeadAttention.forward)
+    for cls in (LayerNorm, GELU, MultiHeadAttention):
+        assert "F." not in inspect.getsource(cls.forward)     # no fused op in the book's forward
+
+
+@pytest.mark.parametrize("variant", VARIANT_IDS)
+def test_fused_model_gives_the_books_logits_within_rounding(variant):
+    book = build_model(VARIANTS[variant], seed=5, device="cpu", fused=False)
+    fast = build_model(VARIANTS[variant], seed=5, device="cpu")
+    assert any(isinstance(m, FusedMultiHeadAttention) for m in fast.modules())
+    assert not any(isinstance(m, FusedMultiHeadAttention) for m in book.modules())
+    ids = torch.tensor([[(7 * i + 3) % 101 for i in range(16)]])
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(ids), book(ids), atol=2e-5, rtol=1e-5)
+        for n in (0, 1, VARIANTS[variant].n_layers):      # an explicit early stop
+            torch.testing.assert_close(fast(ids, stop_at_layer=n), book(ids, stop_at_layer=n),
+                                       atol=2e-5, rtol=1e-5)
+    for name, tensor in book.state_dict().items():
+        torch.testing.assert_close(fast.state_dict()[name], tensor, atol=0, rtol=0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import plots
-from explorer.config import PRESETS, GPTConfig, count_parameters
-from explorer.curves import activation_curves
-from explorer.gradients import gpt_gradients, shortcut_demo
-from explorer.model import build_model
-from explorer.probes import POINT_LABELS, trace
-from explorer.tokenizer import get_tokenizer
+from explorer.app import plots
+from explorer.book.config import PRESETS, GPTConfig, count_parameters
+from explorer.book.curves import activation_curves
+from explorer.book.gradients import gpt_gradients, shortcut_demo
+from explorer.runtime.build import build_model
+from explorer.book.probe_points import POINT_LABELS
+from explorer.probes import trace
+from explorer.book.tokenizer import get_tokenizer
 
 TEXT = "Every effort moves you forward, said the <b>lecturer</b> & smiled.\n  Then:"
 COLOR_RE = re.compile(r"^(#[0-9a-f]{6}|rgb\(\d{1,3},\d{1,3},\d{1,3}\)|[a-z]+)$")

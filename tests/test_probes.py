@@ -1,4 +1,4 @@
-"""The traced forward pass (explorer.probes.trace): where each statistic is measured, that the
+"""The traced forward pass (explorer.probes): where each statistic is measured, that the
 numbers are right, that every variant traces, and that recording leaves the model untouched."""
 
 import threading
@@ -7,18 +7,18 @@ import numpy as np
 import pytest
 import torch
 
-import explorer.model as model_module
-from explorer import idle_work, stat_kernels
-from explorer.config import GPTConfig
-from explorer.model import BLOCK_PROBE_POINTS, MultiHeadAttention, build_model, recording
+import explorer.book.probe_points as model_module
+from explorer.native import stats as stat_kernels
+from explorer.book.config import GPTConfig
+from explorer.book.model import MultiHeadAttention
+from explorer.book.probe_points import BLOCK_PROBE_POINTS, recording
+from explorer.runtime.build import build_model
+from explorer.book.probe_points import POINT_LABELS
+from explorer.probes.vocabulary import HEAD_ROWS, head_product, row_topk
 from explorer.probes import (
     ATTENTION_ALL_LAYERS_MAX_TOKENS,
     HIST_BINS,
-    POINT_LABELS,
     STAT_NAMES,
-    _HEAD_ROWS,
-    _head_product,
-    _row_topk,
     longest_trace,
     trace,
     trace_peak_bytes,
@@ -271,9 +271,9 @@ def test_next_token_top_k_and_lens_are_exact_for_a_gpt2_sized_vocabulary():
 
 
 def test_long_inputs_take_the_head_in_chunks_with_the_same_results():
-    # Beyond _HEAD_ROWS positions the head runs a chunk of positions at a time, so that the
+    # Beyond HEAD_ROWS positions the head runs a chunk of positions at a time, so that the
     # (T, vocab) logits are never held at once; top-k, lens and kept logits stay exact.
-    n = _HEAD_ROWS * 2 + 7
+    n = HEAD_ROWS * 2 + 7
     cfg = GPTConfig(vocab_size=4099, context_length=n, emb_dim=16, n_heads=2, n_layers=2)
     model = build_model(cfg, device="cpu")
     ids = [(13 * i) % 4099 for i in range(n)]
@@ -452,7 +452,7 @@ def test_a_trace_runs_the_fused_attention_and_rebuilds_the_books_weights(monkeyp
     model = build_model(cfg, device="cpu")
     ids = [(3 * i) % 101 for i in range(40)]
     book = record_everything(model, ids)      # the book's explicit path hands over its weights
-    monkeypatch.setattr(MultiHeadAttention, "_explicit_attention",
+    monkeypatch.setattr(MultiHeadAttention, "forward",     # the book's explicit steps
                         lambda *a: pytest.fail("a trace took the explicit path"))
     full = trace(model, ids, lens="all")
     for layer in range(cfg.n_layers):
@@ -549,7 +549,7 @@ def test_longest_trace_is_the_longest_input_whose_estimate_fits(budget_mb):
     assert 0 <= n <= cfg.context_length
     assert n == 0 or trace_peak_bytes(cfg, n) <= budget
     assert n == cfg.context_length or trace_peak_bytes(cfg, n + 1) > budget
-    # The head's logits count for at most _HEAD_ROWS positions; attention for all of them.
+    # The head's logits count for at most HEAD_ROWS positions; attention for all of them.
     assert trace_peak_bytes(cfg, 1024) - trace_peak_bytes(cfg, 1023) == 12 * 12 * (2 * 1023 + 1)
 
 
@@ -559,17 +559,17 @@ def test_a_plain_forward_after_a_trace_is_unchanged_and_records_nothing(model):
     before = plain_logits(model, PROMPT)
     trace(model, PROMPT, lens="all")
     assert model_module._ACTIVE_RECORDER.get() is None
-    assert not model_module._recorder_wants_attention()
+    assert not model_module.recorder_wants_attention()
     torch.testing.assert_close(plain_logits(model, PROMPT), before, rtol=0, atol=0)
 
 
 def test_a_trace_that_fails_midway_leaves_no_recorder_behind(model, monkeypatch):
-    from explorer import probes
+    import explorer.probes.recorder as probes
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(probes._Recorder, "_reduce_pending", broken)
+    monkeypatch.setattr(probes.Recorder, "_reduce_pending", broken)
     with pytest.raises(RuntimeError):
         trace(model, PROMPT)
     assert model_module._ACTIVE_RECORDER.get() is None
@@ -680,7 +680,7 @@ def test_row_topk_is_torch_topk_even_with_the_winner_in_a_short_last_group(width
     x[2, :] = -torch.inf                # nothing possible but a few entries
     x[2, [5, width - 1]] = torch.tensor([1.0, 2.0])
     for k in (1, 5):
-        values, ids = _row_topk(x, k)
+        values, ids = row_topk(x, k)
         expected = torch.topk(x, k, dim=-1)
         torch.testing.assert_close(values, expected.values, rtol=0, atol=0)
         finite = torch.isfinite(expected.values)
@@ -697,10 +697,12 @@ def test_histogram_span_rule_is_the_same_in_the_kernel_and_in_python(lo, hi):
 
 @pytest.mark.parametrize("compiler", ["no-such-compiler-here", "false"])
 def test_without_a_working_c_compiler_traces_use_pytorch_and_say_why(without_compiler,
-                                                                     tmp_path, compiler):
+                                                                     tmp_path, compiler,
+                                                                     caplog):
     without_compiler(stat_kernels, compiler)
-    with pytest.warns(RuntimeWarning, match="PyTorch's reductions"):
+    with caplog.at_level("WARNING", logger="explorer.native"):
         assert not stat_kernels.available()
+    assert "PyTorch's reductions" in caplog.text
     assert list(tmp_path.iterdir()) == []                # no half-built file left behind
     model = build_model(CFG, device="cpu")
     traced = trace(model, PROMPT)
@@ -715,70 +717,9 @@ def test_the_traces_blocked_head_product_equals_the_output_head(vocab):
     head = torch.nn.Linear(48, vocab, bias=False)
     x = torch.randn(7, 48)
     with torch.inference_mode():
-        got = _head_product(head, x)
+        got = head_product(head, x)
         torch.testing.assert_close(got, head(x), rtol=1e-5, atol=1e-5)
         assert got.shape == (7, vocab) and got.is_contiguous()
-    with_grad = _head_product(head, x)          # gradients on: the plain product, which keeps them
+    with_grad = head_product(head, x)          # gradients on: the plain product, which keeps them
     assert with_grad.requires_grad
     torch.testing.assert_close(with_grad.detach(), got, rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("overflow", [False, True])
-def test_the_idle_thread_and_the_forward_pass_thread_compute_the_same_trace(monkeypatch,
-                                                                           overflow):
-    if not (idle_work.available() and stat_kernels.available()):
-        pytest.skip("no idle-priority thread or no statistics kernel here")
-    cfg = (GPTConfig(vocab_size=101, context_length=32, emb_dim=32, n_heads=4, n_layers=8,
-                     norm_placement="none", shortcut=False) if overflow else CFG)
-    model = build_model(cfg, device="cpu")
-    if overflow:                                   # inf/NaN: the careful path at the end
-        with torch.no_grad():
-            for p in model.trf_blocks.parameters():
-                p.mul_(1000.0)
-    jobs = []
-    real_submit = idle_work.Batch.submit
-    monkeypatch.setattr(idle_work.Batch, "submit",
-                        lambda self, job, nbytes=0: jobs.append(nbytes)
-                        or real_submit(self, job, nbytes))
-    background = trace(model, PROMPT)
-    assert len(jobs) >= cfg.n_layers * 2           # statistics and attention went there
-    monkeypatch.setattr(idle_work, "available", lambda: False)
-    jobs.clear()
-    in_place = trace(model, PROMPT)
-    assert not jobs
-    for name, got in background.points.items():
-        expected = in_place.points[name]
-        for stat in got.overall:
-            np.testing.assert_array_equal(got.overall[stat], expected.overall[stat])
-            np.testing.assert_array_equal(got.per_token[stat], expected.per_token[stat])
-        np.testing.assert_array_equal(got.hist_counts, expected.hist_counts)
-        np.testing.assert_array_equal(got.hist_edges, expected.hist_edges)
-    assert background.attention.keys() == in_place.attention.keys() == set(range(cfg.n_layers))
-    for layer, weights in background.attention.items():
-        np.testing.assert_allclose(weights, in_place.attention[layer], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(background.attention_entropy, in_place.attention_entropy,
-                               rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(background.next_ids, in_place.next_ids)
-
-
-def test_a_trace_that_fails_leaves_no_work_queued(monkeypatch, idle_worker_busy):
-    if not (idle_work.available() and stat_kernels.available()):
-        pytest.skip("no idle-priority thread or no statistics kernel here")
-    model = build_model(CFG, device="cpu")
-    queued = []
-    real_submit = idle_work.Batch.submit
-    monkeypatch.setattr(idle_work.Batch, "submit",
-                        lambda self, job, nbytes=0: queued.append(self)
-                        or real_submit(self, job, nbytes))
-
-    def broken(x):
-        raise RuntimeError("a block failed")
-
-    monkeypatch.setattr(model.trf_blocks[2].ff, "forward", broken)
-    with idle_worker_busy():                        # so that the jobs are still queued
-        with pytest.raises(RuntimeError, match="a block failed"):
-            trace(model, PROMPT)
-        assert queued                               # the first blocks' work had gone out ...
-        batch = queued[-1]
-        assert batch.left == 0 and batch.held == 0  # ... and was dropped, not left queued
-        assert not any(job.batch is batch for job in idle_work._queue)

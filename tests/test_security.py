@@ -14,9 +14,10 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from explorer import cache, server
-from explorer.cache import BUDGET_ENV, BUDGET_SHARE_OF_RAM, default_budget_bytes
-from explorer.server import create_demo, launch_options
+from explorer.runtime import cache
+from explorer.app import server
+from explorer.runtime.cache import BUDGET_ENV, BUDGET_SHARE_OF_RAM, default_budget_bytes
+from explorer.app.server import create_demo, launch_options
 
 ROOT = Path(__file__).resolve().parent.parent
 MIN_GRADIO = Version("6.22")

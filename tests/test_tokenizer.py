@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.tokenizer import (
+from explorer.book.tokenizer import (
     EOT_ID,
     EOT_TEXT,
     GPT2_PAT_STR,
@@ -268,7 +268,7 @@ def test_loading_works_with_an_unwritable_cache_dir(tmp_path, monkeypatch):
 
 def test_importing_the_tokenizer_pulls_in_no_ui_or_torch():
     code = (
-        "import sys, explorer.tokenizer; "
+        "import sys, explorer.book.tokenizer; "
         "print(sorted(m for m in ('gradio', 'plotly', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

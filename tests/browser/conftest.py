@@ -25,7 +25,7 @@ def _chromium_or_skip():
 
 @pytest.fixture(scope="module")
 def app_url():
-    from explorer.server import create_demo, launch_options
+    from explorer.app.server import create_demo, launch_options
 
     opts = launch_options()
     demo = create_demo()

@@ -1,9 +1,11 @@
 """Small C kernels, compiled once per machine with its own C compiler and loaded with ctypes.
 
-Nothing to install: the first use compiles the source (``$CC``, else ``cc``; about 0.5 s) into a
-cache folder (``$GPT_EXPLORER_CACHE``, else ``~/.cache/gpt-explorer``) under a name that covers
-the source, the compiler, the flags and this CPU, and later uses load it. Where there is no
-working compiler, ``load()`` warns once and returns None, and the caller uses PyTorch instead.
+Nothing to install: the first use compiles the source (``$CC``, else ``cc``) into a cache folder
+(``$GPT_EXPLORER_CACHE``, else ``~/.cache/gpt-explorer``) under a name that covers the source,
+the compiler, the flags and this CPU, and later uses load it. Where there is no working
+compiler, or ``GPT_EXPLORER_NATIVE=0``, ``load()`` logs one line and returns None, and the
+caller uses PyTorch instead. ``GPT_EXPLORER_NATIVE_SANITIZE=1`` builds with AddressSanitizer and
+UBSan (CI runs the equivalence tests so; the process must preload libasan).
 ctypes releases the GIL for the duration of each call.
 """
 from __future__ import annotations
@@ -15,8 +17,8 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import logging
 import threading
-import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +29,23 @@ from typing import Callable
 FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-signed-zeros",
          "-fno-trapping-math", "-fassociative-math", "-funroll-loops",
          "-fvariable-expansion-in-unroller"]
+
+
+SWITCH_ENV = "GPT_EXPLORER_NATIVE"
+SANITIZE_ENV = "GPT_EXPLORER_NATIVE_SANITIZE"
+SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                  "-fno-omit-frame-pointer", "-g"]
+log = logging.getLogger("explorer.native")
+
+
+def switched_on() -> bool:
+    """``GPT_EXPLORER_NATIVE``: 0 turns the C kernels off; anything else (or unset) leaves them
+    on wherever they build."""
+    return os.environ.get(SWITCH_ENV, "1").strip() != "0"
+
+
+def build_flags() -> list[str]:
+    return FLAGS + (SANITIZE_FLAGS if os.environ.get(SANITIZE_ENV) == "1" else [])
 
 
 def cache_dir() -> Path:
@@ -53,21 +72,33 @@ class NativeLibrary:
             return self._library
         with self._lock:
             if not self._tried:
-                try:
-                    library = ctypes.CDLL(str(self._build()))
-                    self.declare(library)
-                    self._library = library
-                except (OSError, subprocess.SubprocessError, AttributeError) as exc:
-                    warnings.warn(f"GPT Explorer: {self.source.name} could not be built ({exc}); "
-                                  f"{self.without}.", RuntimeWarning, stacklevel=3)
+                if not switched_on():
+                    log.info("%s is off (%s=0); %s.", self.source.name, SWITCH_ENV,
+                             self.without)
+                else:
+                    try:
+                        library = ctypes.CDLL(str(self._build()))
+                        self.declare(library)
+                        self._library = library
+                    except Exception as exc:   # any failure: PyTorch takes over
+                        log.warning("%s could not be built or loaded (%s); %s.",
+                                    self.source.name, exc, self.without)
                 self._tried = True
         return self._library
+
+    def disable(self, reason: str) -> None:
+        """After a call into the library failed: PyTorch from now on, said once."""
+        with self._lock:
+            if self._library is not None:
+                log.warning("%s failed (%s); %s.", self.source.name, reason, self.without)
+            self._library, self._tried = None, True
 
     def _build(self) -> Path:
         compiler = os.environ.get("CC") or "cc"
         if shutil.which(compiler) is None:
             raise OSError(f"no C compiler ({compiler!r}) found")
-        command = [*FLAGS, *self.libraries]
+        flags = build_flags()
+        command = [*flags, *self.libraries]
         key = hashlib.sha256("\0".join([self.source.read_text(), compiler, *command,
                                         _cpu_signature()]).encode()).hexdigest()[:16]
         target = cache_dir() / f"{self.source.stem}-{key}.so"
@@ -79,7 +110,7 @@ class NativeLibrary:
         fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
         os.close(fd)
         try:
-            subprocess.run([compiler, *FLAGS, "-o", partial, str(self.source), "-lm",
+            subprocess.run([compiler, *flags, "-o", partial, str(self.source), "-lm",
                             *self.libraries], check=True, capture_output=True, text=True,
                            timeout=120)
             os.replace(partial, target)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import decode_kernels
-from .model import GPTModel, KVCache, model_device
+from .kv_cache import KVCache
+from .model import GPTModel, model_device
 from .tokenizer import EOT_ID, as_token_ids, get_tokenizer
 
 
@@ -44,6 +44,7 @@ class Step:
     top_probs: list[float] = field(default_factory=list)
     seconds: float = 0.0       # model forward + choice for this token
     cached: bool = True        # False when the window slid and everything was recomputed
+    fast_step: bool = False    # True when the caller's ``step`` computed this token's logits
 
 
 def check_generation_args(max_new_tokens, temperature=0.0, top_k=None, seed=None,
@@ -72,7 +73,7 @@ def check_generation_args(max_new_tokens, temperature=0.0, top_k=None, seed=None
 
 def generate_steps(model: GPTModel, token_ids, max_new_tokens: int, *, temperature=0.0,
                    top_k=None, seed=None, stop_at_eot=False, show_top=10, use_cache=True,
-                   tokenizer=None):
+                   tokenizer=None, step=None, summarize=None):
     """Generate up to ``max_new_tokens`` tokens after ``token_ids``, yielding a ``Step`` each.
 
     Greedy by default (the book); ``temperature > 0`` samples, optionally from the ``top_k``
@@ -80,6 +81,12 @@ def generate_steps(model: GPTModel, token_ids, max_new_tokens: int, *, temperatu
     until the context window is full; after that the window slides as in the book (the last
     ``context_length`` tokens are recomputed each step). Arguments are checked here, before
     the first token, so a bad one fails at once.
+
+    A faster computation of the same numbers may be handed in by the caller:
+    ``step(model, token_id, cache)`` for the logits (1, 1, vocab) of one token after the cached
+    ones (advancing the cache as the model does), and ``summarize(logits, k)`` for the greedy
+    choice's (top ids, top probabilities, entropy in bits). Either returns None where it does
+    not apply, and the model's own forward pass and PyTorch's steps run instead.
     """
     cfg = model.cfg
     token_ids = as_token_ids(token_ids)
@@ -92,11 +99,12 @@ def generate_steps(model: GPTModel, token_ids, max_new_tokens: int, *, temperatu
     check_generation_args(max_new_tokens, temperature, top_k, seed, cfg.vocab_size, show_top)
     tokenizer = tokenizer or get_tokenizer()
     return _generate(model, token_ids, max_new_tokens, float(temperature), top_k, seed,
-                     stop_at_eot, min(show_top, cfg.vocab_size), use_cache, tokenizer)
+                     stop_at_eot, min(show_top, cfg.vocab_size), use_cache, tokenizer, step,
+                     summarize)
 
 
 def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_at_eot,
-              show_top, use_cache, tokenizer):
+              show_top, use_cache, tokenizer, step, summarize):
     device = model_device(model)
     context_length = model.cfg.context_length
     generator = None
@@ -105,6 +113,7 @@ def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_a
         generator.manual_seed(seed if seed is not None else 123)
     ids = list(token_ids)
     cache = None
+    fast = False
     for index in range(max_new_tokens):
         started = time.perf_counter()
         with torch.inference_mode():
@@ -116,36 +125,41 @@ def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_a
                 cache = (KVCache(model, capacity=needed)
                          if use_cache and len(ids) < context_length else None)
                 logits = model(window, cache=cache, last_only=True)
+                fast = False
             else:
-                # One token after the cached ones: the whole step in C where it applies
-                # (explorer.decode_kernels; the same logits as the model's forward pass).
-                logits = decode_kernels.model_step(model, ids[-1], cache)
+                # One token after the cached ones.
+                logits = step(model, ids[-1], cache) if step is not None else None
+                fast = logits is not None
                 if logits is None:
                     logits = model(torch.tensor([[ids[-1]]], device=device), cache=cache,
                                    last_only=True)
-            step = _choose(logits[0, -1].float(), temperature, top_k, generator, show_top)
-        token_id, prob, rank, entropy, top_ids, top_probs = step
+            choice = _choose(logits[0, -1].float(), temperature, top_k, generator, show_top,
+                             summarize)
+        token_id, prob, rank, entropy, top_ids, top_probs = choice
         ids.append(token_id)
         yield Step(index=index, token_id=token_id, text=_piece(tokenizer, token_id),
                    prob=prob, rank=rank, entropy_bits=entropy, top_ids=top_ids,
                    top_texts=[_piece(tokenizer, t) for t in top_ids], top_probs=top_probs,
-                   seconds=time.perf_counter() - started, cached=cache is not None)
+                   seconds=time.perf_counter() - started, cached=cache is not None,
+                   fast_step=fast)
         if stop_at_eot and token_id == EOT_ID:
             return
 
 
-def _choose(logits, temperature, top_k, generator, show_top):
+def _choose(logits, temperature, top_k, generator, show_top, summarize=None):
     """Pick the next token; return it with what the views show, in one device->host copy."""
     if temperature > 0:
-        logits = logits / temperature
+        # Shifted so the largest logit is 0 first: a tiny temperature then sends the others to
+        # -inf (a greedy choice) instead of overflowing every logit to inf (NaN probabilities).
+        logits = (logits - logits.max()) / temperature
         if top_k is not None and top_k < logits.shape[-1]:
             kth = torch.topk(logits, top_k).values[-1]
             logits = torch.where(logits < kth, torch.full_like(logits, -torch.inf), logits)
         probs = torch.softmax(logits, dim=-1)
         token = torch.multinomial(probs, 1, generator=generator)[0]
     else:
-        summary = decode_kernels.next_token_summary(logits, show_top)
-        if summary is not None:           # the same figures from one C pass (CPU, greedy)
+        summary = summarize(logits, show_top) if summarize is not None else None
+        if summary is not None:           # the caller's faster pass: the same figures
             top_ids, top_probs, entropy_bits = summary
             return top_ids[0], top_probs[0], 1, entropy_bits, top_ids, top_probs
         probs = torch.softmax(logits, dim=-1)

@@ -9,6 +9,7 @@ import torch.nn as nn
 
 from .config import GPTConfig
 from .model import GELU, GPTModel
+from .seeding import seeded
 
 BOOK_LAYER_SIZES = [3, 3, 3, 3, 3, 1]
 BOOK_SAMPLE_INPUT = [[1.0, 0.0, -1.0]]
@@ -41,8 +42,7 @@ def shortcut_demo(use_shortcut: bool, seed: int = 123) -> dict[str, float]:
     """The book's ``print_gradients`` as data: weight name -> mean |gradient| after one MSE
     backward pass on input [[1., 0., -1.]] with target [[0.]], the network built right after
     ``torch.manual_seed(seed)``."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         model = ExampleDeepNeuralNetwork(BOOK_LAYER_SIZES, use_shortcut=use_shortcut)
     output = model(torch.tensor(BOOK_SAMPLE_INPUT))
     target = torch.tensor([[0.0]])
@@ -72,8 +72,7 @@ def gpt_gradients(cfg, token_ids, seed: int = 123) -> GPTGradients:
     if ids.shape[1] < 2:
         raise ValueError("The gradient demo needs at least two tokens: one to predict from, "
                          "one to predict.")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         model = GPTModel(cfg)
     model.eval()  # no dropout: the same gradients every run
     logits = model(ids[:, -cfg.context_length:])

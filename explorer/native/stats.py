@@ -2,10 +2,10 @@
 
 PyTorch would read a (T, width) activation once per statistic and write temporaries in between:
 about ten passes, which made a trace's statistics cost a quarter of the forward pass itself. In
-``stat_kernels.c`` each token's row is summed, squared about its mean and bounded while it sits
+``stats.c`` each token's row is summed, squared about its mean and bounded while it sits
 in the L1 cache, and the histogram is a second pass.
 
-The C file is compiled once per machine and loaded with ctypes (``explorer.native``): about
+The C file is compiled once per machine and loaded with ctypes (``explorer.native.library``): about
 0.5 s the first time, nothing to install, no memory beyond the kernel's few KB. Where there is no
 compiler (``available()`` is False), ``explorer.probes`` computes the same figures with PyTorch
 reductions, about 5x slower; a test checks that both agree.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .native import NativeLibrary
+from .library import NativeLibrary
 
 
 def _declare(library: ctypes.CDLL) -> None:

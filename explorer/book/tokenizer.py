@@ -25,7 +25,7 @@ EOT_TEXT = "<|endoftext|>"
 EOT_ID = 50256
 N_VOCAB = 50257
 
-GPT2_TIKTOKEN_PATH = Path(__file__).resolve().parent.parent / "assets" / "gpt2.tiktoken"
+GPT2_TIKTOKEN_PATH = Path(__file__).resolve().parents[2] / "assets" / "gpt2.tiktoken"
 GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 
 # tiktoken's gpt2/r50k_base pattern: GPT-2's original regex with possessive

@@ -17,18 +17,21 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
-from . import heap, plots
-from .cache import ModelCache, model_bytes
-from .config import (ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, GPTConfig,
-                     count_parameters, get_preset)
-from .curves import activation_curves
-from .generate import check_generation_args, generate_steps
-from .gradients import gpt_gradients, shortcut_demo
-from .model import resolve_device
+from .. import native
+from ..book.config import (ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, GPTConfig,
+                           count_parameters, get_preset)
+from ..book.curves import activation_curves
+from ..book.generate import check_generation_args, generate_steps
+from ..book.gradients import gpt_gradients, shortcut_demo
+from ..book.probe_points import POINT_LABELS
+from ..book.tokenizer import get_tokenizer
+from ..probes import (STAT_NAMES, longest_trace, trace, trace_peak_bytes,
+                      with_attention_of_layer)
+from ..runtime import heap
+from ..runtime.build import resolve_device
+from ..runtime.cache import ModelCache, model_bytes
+from . import plots
 from .plots import percent
-from .probes import (POINT_LABELS, STAT_NAMES, longest_trace, trace, trace_peak_bytes,
-                     with_attention_of_layer)
-from .tokenizer import get_tokenizer
 
 log = logging.getLogger("gpt_explorer")
 
@@ -70,7 +73,7 @@ CSS = """
 """ + plots.NEXT_TOKEN_CSS
 # Run by the page when it loads: hands Gradio's streamed updates on one per painted frame, so
 # that no generation step is applied and overwritten between two paints.
-JS = (Path(__file__).parent / "paced_stream.js").read_text()
+JS = (Path(__file__).parent / "static" / "paced_stream.js").read_text()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,6 +435,8 @@ HISTORY_HEADERS = ["step", "token", "probability", "rank", "entropy (bits)", "ms
 # slower one's late step is held back a few ms rather than skipped. The step
 # table re-renders all its rows, so it follows twice a second, and completely at the end.
 STREAM_INTERVAL_S = 0.025
+# The C one-token step and greedy summary, where they apply (else the model's own forward).
+FAST_DECODING = dict(step=native.model_step, summarize=native.next_token_summary)
 TABLE_INTERVAL_S = 0.5
 LIVE_TABLE_ROWS = 40
 
@@ -445,7 +450,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
     check_generation_args(max_new, temperature, top_k, seed, model.cfg.vocab_size)
     tokenizer = get_tokenizer()
     steps = generate_steps(model, ids, max_new, temperature=temperature, top_k=top_k, seed=seed,
-                           stop_at_eot=bool(stop_at_eot), show_top=SHOW_TOP)
+                           stop_at_eot=bool(stop_at_eot), show_top=SHOW_TOP, **FAST_DECODING)
     new_ids, rows = [], []
     started = time.perf_counter()
 
@@ -489,7 +494,8 @@ def _bars(step):
 
 def _speed(n, rate, step):
     note = "" if step.cached else " · window full: recomputing the last context_length tokens"
-    return f"{n} tokens · <b>{rate:.1f} tokens/s</b>{note}"
+    return (f"{n} tokens · <b>{rate:.1f} tokens/s</b> · {native.decoding_label(step.fast_step)}"
+            f"{note}")
 
 
 @friendly
@@ -504,7 +510,7 @@ def next_token(prompt, output, mode, temperature, top_k, seed, state):
     if seed is not None:
         seed += len(ids)  # a different draw at each step, yet repeatable
     step = next(iter(generate_steps(model, ids, 1, temperature=temperature, top_k=top_k,
-                                    seed=seed, show_top=SHOW_TOP)))
+                                    seed=seed, show_top=SHOW_TOP, **FAST_DECODING)))
     step.index = len(rows)
     ids.append(step.token_id)
     text = (output if continuing else prompt) + (

@@ -16,9 +16,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .config import GPTConfig, ParameterCount
-from .curves import ACTIVATION_LABELS
-from .probes import POINT_LABELS, STAT_NAMES
+from ..book.config import GPTConfig, ParameterCount
+from ..book.curves import ACTIVATION_LABELS
+from ..book.probe_points import POINT_LABELS
+from ..probes import STAT_NAMES
 
 # ---------------------------------------------------------------------------------------------
 # Style: the one source of truth for how every figure looks.

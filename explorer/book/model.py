@@ -3,65 +3,27 @@ and attribute names, plus the explorer's variants as options of the same classes
 
 With the book's config and the same ``torch.manual_seed``, ``GPTModel`` creates exactly the
 weights the book's code creates: the same modules, built in the same order, with PyTorch's
-default initialisation. Variants only add or remove what they change.
+default initialisation. Variants only add or remove what they change. Every ``forward`` shows
+the book's formula; fused kernels that compute the same numbers live apart, in
+``explorer.book.fast``, and whoever builds a model chooses them.
 
-Named probe points (``probe("resid_pre", x)``) mark where the explorer can record a value. They
-cost one context-variable lookup when nobody records (see ``explorer.probes``).
+Named probe points (``probe("resid_pre", x)``, see ``explorer.book.probe_points``) mark where the
+explorer can record a value.
 """
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
-from contextvars import ContextVar
-
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from .config import GPTConfig
-from .uniform_kernel import fast_uniform
-
-# ---------------------------------------------------------------------------------------------
-# Probe points. A recorder is any object with ``record(name, tensor)`` and ``wants_attention()``;
-# it is active only inside ``recording(...)`` and only for the thread/context that set it, so
-# sessions sharing one model never see each other's recordings.
-_ACTIVE_RECORDER: ContextVar = ContextVar("explorer_active_recorder", default=None)
-
-# Every probe point, in the order a pre-LN block reaches them. "ln1_in" is the input of norm1,
-# "ln1_out" its output after scale and shift (likewise norm2 and final_norm).
-BLOCK_PROBE_POINTS = ("resid_pre", "ln1_in", "ln1_out", "attn_out", "resid_mid", "ln2_in",
-                      "ln2_out", "ff_pre", "ff_post", "ff_out", "resid_post")
-MODEL_PROBE_POINTS = ("final_norm_in", "final_norm_out")
-
-
-def probe(name: str, x: torch.Tensor) -> torch.Tensor:
-    recorder = _ACTIVE_RECORDER.get()
-    if recorder is not None:
-        recorder.record(name, x)
-    return x
-
-
-def _recorder_wants_attention() -> bool:
-    recorder = _ACTIVE_RECORDER.get()
-    return recorder is not None and recorder.wants_attention()
-
-
-@contextmanager
-def recording(recorder):
-    """Activate ``recorder`` for forward passes run inside this block (this context only)."""
-    token = _ACTIVE_RECORDER.set(recorder)
-    try:
-        yield recorder
-    finally:
-        _ACTIVE_RECORDER.reset(token)
+from .probe_points import probe
 
 
 # ---------------------------------------------------------------------------------------------
 # The book's building blocks
 class LayerNorm(nn.Module):
-    """Normalise each token's vector to mean 0 and variance 1, then apply ``scale`` and
-    ``shift``. The book's formula (``formula``) with its biased variance; ``forward`` runs the
-    same computation as one fused kernel."""
+    """Normalise each token's vector to mean 0 and variance 1 (the biased variance, as the
+    book), then apply ``scale`` and ``shift``."""
 
     def __init__(self, emb_dim):
         super().__init__()
@@ -69,26 +31,19 @@ class LayerNorm(nn.Module):
         self.scale = nn.Parameter(torch.ones(emb_dim))
         self.shift = nn.Parameter(torch.zeros(emb_dim))
 
-    def formula(self, x):
+    def forward(self, x):
         mean = x.mean(dim=-1, keepdim=True)
         var = x.var(dim=-1, keepdim=True, unbiased=False)
         norm_x = (x - mean) / torch.sqrt(var + self.eps)
         return self.scale * norm_x + self.shift
 
-    def forward(self, x):
-        return F.layer_norm(x, self.scale.shape, self.scale, self.shift, self.eps)
-
 
 class GELU(nn.Module):
-    """The book's GELU: the tanh approximation used by GPT-2 (``formula``); ``forward`` runs
-    the same approximation as one fused kernel."""
-
-    def formula(self, x):
-        return 0.5 * x * (1 + torch.tanh(
-            torch.sqrt(torch.tensor(2.0 / torch.pi)) * (x + 0.044715 * torch.pow(x, 3))))
+    """The book's GELU: the tanh approximation used by GPT-2."""
 
     def forward(self, x):
-        return F.gelu(x, approximate="tanh")
+        return 0.5 * x * (1 + torch.tanh(
+            torch.sqrt(torch.tensor(2.0 / torch.pi)) * (x + 0.044715 * torch.pow(x, 3))))
 
 
 def _book_dict(cfg) -> dict:
@@ -163,7 +118,25 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x, cache=None):
         b, num_tokens, d_in = x.shape
-        # (b, T, d_out) -> (b, num_heads, T, head_dim)
+        queries, keys, values = self.project(x, cache)   # (b, heads, T or S, head_dim)
+
+        # The book's steps: scores, causal mask, scale, softmax, dropout, weighted sum.
+        attn_scores = queries @ keys.transpose(2, 3)      # (b, heads, T, S)
+        start = keys.shape[2] - num_tokens                # cached tokens in front of these
+        mask_bool = causal_mask(num_tokens, keys.shape[2], start, x.device)
+        attn_scores.masked_fill_(mask_bool, -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = self.dropout(probe("attn_pattern", attn_weights))
+
+        context_vec = (attn_weights @ values).transpose(1, 2)   # (b, T, heads, head_dim)
+        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
+        return self.out_proj(context_vec)
+
+    def project(self, x, cache=None):
+        """Queries, keys and values split into heads, (b, heads, T, head_dim); positions
+        rotated (RoPE) and the cached tokens' keys and values in front (S = cached + T)."""
+        b, num_tokens, d_in = x.shape
+        # (b, T, d_out) -> (b, T, heads, head_dim) -> (b, heads, T, head_dim)
         keys = self.W_key(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
         queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
         values = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
@@ -172,42 +145,9 @@ class MultiHeadAttention(nn.Module):
         if self.rope is not None:
             queries, keys = self.rope(queries, start), self.rope(keys, start)
         if cache is not None:
-            keys, values = cache.update(keys, values)     # (b, num_heads, start + T, head_dim)
-        # What the attention weights are computed from (after RoPE, cached keys included): a
-        # recorder can rebuild the weights from them while the fused kernel runs.
-        queries, keys = probe("attn_queries", queries), probe("attn_keys", keys)
-
-        # The book's step-by-step path when a recorder wants the weights, or when dropout is
-        # active (so training draws the same random numbers as the book's code).
-        if _recorder_wants_attention() or (self.training and self.dropout.p > 0):
-            context_vec = self._explicit_attention(queries, keys, values, start)
-        else:
-            context_vec = self._fast_attention(queries, keys, values, start)
-        context_vec = context_vec.transpose(1, 2).contiguous().view(b, num_tokens, self.d_out)
-        return self.out_proj(context_vec)
-
-    def _explicit_attention(self, queries, keys, values, start):
-        """The book's computation, step by step; hands the attention weights to a recorder."""
-        attn_scores = queries @ keys.transpose(2, 3)                   # (b, heads, T, S)
-        mask_bool = causal_mask(queries.shape[2], keys.shape[2], start, queries.device)
-        attn_scores.masked_fill_(mask_bool, -torch.inf)
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
-        attn_weights = self.dropout(attn_weights)
-        probe("attn_pattern", attn_weights)
-        return attn_weights @ values
-
-    def _fast_attention(self, queries, keys, values, start):
-        """The same result from PyTorch's fused kernel, used when nobody needs the weights."""
-        num_queries, num_keys = queries.shape[2], keys.shape[2]
-        dropout_p = self.dropout.p if self.training else 0.0
-        if num_queries == 1:          # one new token may look at every cached token
-            return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p)
-        if num_queries == num_keys:   # no cache in front: the plain causal case
-            return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p,
-                                                  is_causal=True)
-        allowed = ~causal_mask(num_queries, num_keys, start, queries.device)
-        return F.scaled_dot_product_attention(queries, keys, values, attn_mask=allowed,
-                                              dropout_p=dropout_p)
+            keys, values = cache.update(keys, values)     # (b, heads, start + T, head_dim)
+        # What the attention weights are computed from: a recorder can rebuild them.
+        return probe("attn_queries", queries), probe("attn_keys", keys), values
 
 
 class TransformerBlock(nn.Module):
@@ -283,10 +223,12 @@ class GPTModel(nn.Module):
         else:
             self.out_head = nn.Linear(c["emb_dim"], c["vocab_size"], bias=False)
 
-    def forward(self, in_idx, cache=None, last_only=False):
+    def forward(self, in_idx, cache=None, last_only=False, stop_at_layer=None):
         """Token ids (batch, T) -> logits (batch, T, vocab_size); with ``last_only`` only the
-        last position's logits (batch, 1, vocab_size), which is all that generation needs."""
-        start = self._check_input(in_idx, cache)
+        last position's logits (batch, 1, vocab_size), which is all that generation needs.
+        With ``stop_at_layer=n`` only the first n blocks run, and the residual stream after
+        them (batch, T, emb_dim) is returned (a probe that needs the early layers only)."""
+        start = self._check_input(in_idx, cache, stop_at_layer)
         batch_size, seq_len = in_idx.shape
         tok_embeds = self.tok_emb(in_idx)
         if self.pos_emb is not None:
@@ -295,8 +237,11 @@ class GPTModel(nn.Module):
         else:
             x = tok_embeds               # RoPE adds positions inside attention instead
         x = self.drop_emb(x)
-        for i, block in enumerate(self.trf_blocks):
+        blocks = self.trf_blocks if stop_at_layer is None else self.trf_blocks[:stop_at_layer]
+        for i, block in enumerate(blocks):
             x = block(x, cache.layers[i] if cache is not None else None)
+        if stop_at_layer is not None:
+            return x
         if cache is not None:
             cache.advance(seq_len)
         x = probe("final_norm_out", self.final_norm(probe("final_norm_in", x)))
@@ -305,13 +250,20 @@ class GPTModel(nn.Module):
         logits = self.out_head(x)
         return logits
 
-    def _check_input(self, in_idx, cache):
+    def _check_input(self, in_idx, cache, stop_at_layer=None):
         if not isinstance(in_idx, torch.Tensor) or in_idx.dim() != 2:
             raise ValueError("GPTModel expects token ids as a tensor of shape (batch, tokens).")
         if in_idx.shape[1] == 0:
             raise ValueError("The input has no tokens: give the model at least one token.")
         if in_idx.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"Token ids must be integers, got {in_idx.dtype}.")
+        if stop_at_layer is not None and (
+                isinstance(stop_at_layer, bool) or not isinstance(stop_at_layer, int)
+                or not 0 <= stop_at_layer <= self.cfg.n_layers):
+            raise ValueError(f"stop_at_layer must be a whole number from 0 to "
+                             f"{self.cfg.n_layers} (got {stop_at_layer!r}).")
+        if stop_at_layer is not None and cache is not None:
+            raise ValueError("stop_at_layer runs part of the model: it cannot fill a KV cache.")
         start = cache.start if cache is not None else 0
         length, limit = start + in_idx.shape[1], self.cfg.context_length
         if cache is not None and length > cache.capacity and cache.capacity < limit:
@@ -329,103 +281,6 @@ class GPTModel(nn.Module):
         return start
 
 
-# ---------------------------------------------------------------------------------------------
-# KV cache: keys and values of earlier tokens, kept so that each new token costs one position
-class _LayerKV:
-    def __init__(self, owner, keys, values):
-        self.owner, self.keys, self.values = owner, keys, values
-
-    @property
-    def start(self):
-        return self.owner.pos
-
-    def update(self, keys, values):
-        """Store the new tokens' keys/values; return those of all tokens so far."""
-        start, end = self.owner.pos, self.owner.pos + keys.shape[2]
-        self.keys[:, :, start:end] = keys
-        self.values[:, :, start:end] = values
-        return self.keys[:, :, :end], self.values[:, :, :end]
-
-
-class KVCache:
-    """Preallocated keys/values (batch, heads, capacity, head_dim) for every layer, where the
-    capacity is the context length unless a generation says how many positions it needs (a
-    20-token prompt and 50 new tokens need 70 positions of GPT-2 small's 1,024: 5 MB, not
-    75 MB). One cache belongs to one generation; the model itself stays read-only."""
-
-    def __init__(self, model: GPTModel, batch_size: int = 1, capacity: int | None = None):
-        cfg = model.cfg
-        weight = model.tok_emb.weight
-        self.capacity = cfg.context_length if capacity is None else min(capacity,
-                                                                        cfg.context_length)
-        if self.capacity < 1:
-            raise ValueError(f"A KV cache needs room for at least one token (got {capacity}).")
-        shape = (batch_size, cfg.n_heads, self.capacity, cfg.head_dim)
-        self.pos = 0
-        self.layers = [_LayerKV(self, torch.empty(shape, dtype=weight.dtype, device=weight.device),
-                                torch.empty(shape, dtype=weight.dtype, device=weight.device))
-                       for _ in range(cfg.n_layers)]
-
-    @property
-    def start(self):
-        """Position of the next token to be fed in."""
-        return self.pos
-
-    def advance(self, num_tokens):
-        self.pos += num_tokens
-
-    def reset(self):
-        self.pos = 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Building a model: a pure function of (config, seed, device, dtype)
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-_BUILD_LOCK = threading.Lock()  # torch.manual_seed is global: one build at a time
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    if device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("CUDA is not available on this machine; use device 'cpu' or 'auto'.")
-        return torch.device("cuda")
-    if device == "mps":
-        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-            raise ValueError("MPS is not available on this machine; use device 'cpu' or 'auto'.")
-        return torch.device("mps")
-    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps' (got {device!r}).")
-
-
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} (got {dtype!r}).")
-    if dtype == "bfloat16" and device.type == "cpu":
-        raise ValueError("bfloat16 is offered on a GPU only; on the CPU use float32.")
-    return DTYPES[dtype]
-
-
-def build_model(cfg, seed: int = 123, device: str = "auto", dtype: str = "float32") -> GPTModel:
-    """``torch.manual_seed(seed); GPTModel(cfg)`` as in the book, in eval mode, on ``device``.
-    Weights are created on the CPU so the same seed gives the same numbers on every device."""
-    cfg = GPTConfig.from_dict(cfg)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
-        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1 (got {seed!r}).")
-    target = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, target)
-    with _BUILD_LOCK, torch.random.fork_rng(devices=[]), fast_uniform():
-        torch.manual_seed(seed)
-        model = GPTModel(cfg)
-    model.eval()
-    model.requires_grad_(False)
-    return model.to(device=target, dtype=torch_dtype)
 
 
 def model_device(model: nn.Module) -> torch.device:

@@ -375,7 +375,7 @@ int next_token_summary(const float *logits, long n, long k, int64_t *top_ids, fl
 /* ------------------------------------------------------------------------------------------
  * A whole one-token step of the chapter-4 GPT (every variant the explorer builds), so that a
  * generated token costs one call instead of ~250 PyTorch operations from Python (~7 ms of a
- * 28 ms step on GPT-2 small). explorer/model.py stays the reference; the tests compare. */
+ * 28 ms step on GPT-2 small). explorer/book/model.py stays the reference; the tests compare. */
 enum { NORM_NONE = 0, NORM_PRE = 1, NORM_POST = 2 };
 enum { ACT_GELU = 0, ACT_GELU_EXACT = 1, ACT_RELU = 2, ACT_SILU = 3 };
 

@@ -1,6 +1,6 @@
-/* Statistics of one activation in two passes over its memory: see stat_kernels.py.
+/* Statistics of one activation in two passes over its memory: see stats.py.
  *
- * Built by stat_kernels.py with the machine's C compiler and flags that let it reorder float
+ * Built by stats.py with the machine's C compiler and flags that let it reorder float
  * sums (so that the loops vectorise) while keeping inf and NaN meaningful. */
 #include <math.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-"""Generating on the CPU in C (``decode_kernels.c``): ``model_step``, the whole step of one new
+"""Generating on the CPU in C (``decode.c``): ``model_step``, the whole step of one new
 token (every block's products and attention over the KV cache on two cores), the next-token
 summary (top-k, probabilities, entropy), and two of a trace's steps that share its code
 (``rows_summary``, ``attention_rows``). ``linear`` and ``attention`` are the step's kernels on
@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from .native import NativeLibrary
+from ..book.probe_points import is_recording
+from .library import NativeLibrary
 
 
 _BLOCK_TENSORS = ("norm1_scale", "norm1_shift", "norm2_scale", "norm2_shift", "W_query",
@@ -240,12 +241,11 @@ def model_step(model, token_id: int, cache) -> torch.Tensor | None:
     and its position advanced, as the model does; or None (nothing changed) where the step does
     not apply: no compiler, a GPU or float64 model, training mode, a full cache, a recorder
     listening, gradients on."""
-    from .model import _ACTIVE_RECORDER        # explorer.model's probe points (no cycle)
     library = _native.load()
     weight = model.tok_emb.weight
     if (library is None or not weight.is_cpu or weight.dtype != torch.float32
             or model.training or torch.is_grad_enabled()
-            or _ACTIVE_RECORDER.get() is not None or cache.pos >= cache.capacity
+            or is_recording() or cache.pos >= cache.capacity
             or cache.layers[0].keys.shape[0] != 1 or not 0 <= token_id < model.cfg.vocab_size
             or cache.pos >= model.cfg.context_length):
         return None

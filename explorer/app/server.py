@@ -7,8 +7,8 @@ import threading
 
 import gradio as gr
 
-from . import decode_kernels, stat_kernels
-from .heap import release_freed_memory_promptly
+from .. import native
+from ..runtime.heap import release_freed_memory_promptly
 from .ui import CSS, JS, build_app
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
@@ -39,8 +39,7 @@ def create_demo() -> gr.Blocks:
     release_freed_memory_promptly()
     # The C kernels compile once per machine (~0.5 s each, then they are cached): in the
     # background while the server starts, not in the first user's trace or generation.
-    for kernels in (stat_kernels, decode_kernels):
-        threading.Thread(target=kernels.warm_up, name="warm-up", daemon=True).start()
+    threading.Thread(target=native.warm_up, name="warm-up", daemon=True).start()
     demo = build_app()
     demo.queue(max_size=QUEUE_MAX_SIZE, default_concurrency_limit=2)
     return demo

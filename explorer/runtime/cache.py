@@ -10,8 +10,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from .config import BYTES_PER_PARAM, GPTConfig, buffer_bytes, count_parameters
-from .model import GPTModel, build_model, resolve_device
+from ..book.config import BYTES_PER_PARAM, GPTConfig, buffer_bytes, count_parameters
+from ..book.model import GPTModel
+from .build import build_model, resolve_device
 
 BUDGET_ENV = "GPT_EXPLORER_MEMORY_MB"
 BUDGET_SHARE_OF_RAM = 0.4  # leaves room for activations, other sessions and the OS

@@ -1,0 +1,60 @@
+"""Building a model: a pure function of (config, seed, device, dtype)."""
+from __future__ import annotations
+
+import torch
+
+from ..book.config import GPTConfig
+from ..book.fast import fuse
+from ..book.model import GPTModel
+from ..book.seeding import seeded
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("CUDA is not available on this machine; use device 'cpu' or 'auto'.")
+        return torch.device("cuda")
+    if device == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ValueError("MPS is not available on this machine; use device 'cpu' or 'auto'.")
+        return torch.device("mps")
+    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps' (got {device!r}).")
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} (got {dtype!r}).")
+    if dtype == "bfloat16" and device.type == "cpu":
+        raise ValueError("bfloat16 is offered on a GPU only; on the CPU use float32.")
+    return DTYPES[dtype]
+
+
+def build_model(cfg, seed: int = 123, device: str = "auto", dtype: str = "float32",
+                fused: bool = True) -> GPTModel:
+    """``torch.manual_seed(seed); GPTModel(cfg)`` as in the book, in eval mode, on ``device``,
+    with PyTorch's fused kernels unless ``fused=False`` (the same numbers within rounding).
+    Weights are created on the CPU so the same seed gives the same numbers on every device."""
+    cfg = GPTConfig.from_dict(cfg)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
+        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1 (got {seed!r}).")
+    if not isinstance(device, str):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps' (got {device!r}).")
+    target = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, target)
+    with seeded(seed):
+        model = GPTModel(cfg)
+    if fused:
+        fuse(model)
+    model.eval()
+    model.requires_grad_(False)
+    return model.to(device=target, dtype=torch_dtype)

@@ -1,0 +1,122 @@
+"""The house's import rules (shared/ARCHITECTURE.md), read from the source with ``ast``:
+
+- ``book`` imports torch, numpy, tiktoken and the standard library, and no other wing;
+- nothing outside ``native`` imports its modules, only its face (``explorer.native``);
+- nothing imports ``app``;
+- no wing but ``app`` imports gradio or plotly.
+"""
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "explorer"
+WINGS = ("book", "probes", "runtime", "native", "app")
+BOOK_MAY_IMPORT = {"torch", "numpy", "tiktoken"}
+UI_LIBRARIES = {"gradio", "gradio_client", "plotly"}
+
+
+def imports_of(path: Path, source: str | None = None) -> list[str]:
+    """Absolute module names that ``path`` (or ``source`` as if it were there) imports, relative
+    imports resolved."""
+    module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    if path.name == "__init__.py":
+        module = module.rsplit(".", 1)[0]
+        package = module
+    else:
+        package = module.rsplit(".", 1)[0]
+    names = []
+    source = path.read_text() if source is None else source
+    for node in ast.walk(ast.parse(source, str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module
+            names.append(prefix)
+            # "from explorer import native" names a submodule, too
+            names += [f"{prefix}.{alias.name}" for alias in node.names]
+    return names
+
+
+def wing_of(path: Path) -> str | None:
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 and parts[0] in WINGS else None
+
+
+def violations(path: Path, names: list[str]) -> list[str]:
+    wing = wing_of(path)
+    found = []
+    for name in names:
+        top = name.split(".")[0]
+        parts = name.split(".")
+        target = parts[1] if top == "explorer" and len(parts) > 1 else None
+        if target in WINGS and target != wing and not _is_existing_module(name):
+            continue       # "from explorer import X" where X is a name, not a module
+        if wing == "book":
+            if top == "explorer" and target != "book":
+                found.append(f"the book imports {name}")
+            elif (top != "explorer" and top not in BOOK_MAY_IMPORT
+                  and top not in sys.stdlib_module_names):
+                found.append(f"the book imports {name}")
+        if target == "app" and wing != "app":
+            found.append(f"{name} is imported from outside the app")
+        if target == "native" and wing != "native" and len(parts) > 2 and _is_existing_module(name):
+            found.append(f"{name} reaches behind native's face")
+        if top in UI_LIBRARIES and wing != "app":
+            found.append(f"a core wing imports {top}")
+    return found
+
+
+def _is_existing_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def all_sources():
+    return sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", all_sources(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_keeps_the_import_rules(path):
+    assert violations(path, imports_of(path)) == []
+
+
+def test_every_module_lives_in_a_wing():
+    loose = [p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"]
+    assert loose == []
+    assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__") \
+        == sorted(WINGS)
+
+
+@pytest.mark.parametrize("wing, line, complaint", [
+    ("book", "from ..runtime.build import build_model", "the book imports explorer.runtime"),
+    ("book", "import gradio", "a core wing imports gradio"),
+    ("book", "import plotly.graph_objects as go", "the book imports plotly.graph_objects"),
+    ("book", "from explorer.native import model_step", "the book imports explorer.native"),
+    ("probes", "from ..native.decode import model_step", "reaches behind native's face"),
+    ("runtime", "from explorer.app import ui", "is imported from outside the app"),
+    ("runtime", "import plotly", "a core wing imports plotly"),
+    ("probes", "from ..app.plots import percent", "is imported from outside the app"),
+])
+def test_a_forbidden_import_is_caught(wing, line, complaint):
+    # A module of that wing, read by the same rules as the real ones.
+    path = PACKAGE / wing / "_forbidden_import_probe.py"
+    names = imports_of(path, line)
+    assert any(complaint in v for v in violations(path, names)), violations(path, names)
+
+
+def test_allowed_imports_pass():
+    for wing, line in [("probes", "from .. import native"),
+                       ("runtime", "from ..book.model import GPTModel"),
+                       ("app", "import gradio as gr"),
+                       ("native", "from ..book.probe_points import is_recording"),
+                       ("book", "import torch.nn.functional as F")]:
+        path = PACKAGE / wing / "_allowed_import_probe.py"
+        assert violations(path, imports_of(path, line)) == []
