@@ -1,11 +1,12 @@
-"""What a traced forward pass costs on top of a plain one (issue 3; target from issue 5).
+"""What a traced forward pass costs on top of a plain one (target from the re-housing issue).
 
 On the gpt2-small preset (random weights, CPU, fp32, batch 1):
 
 1. time at T=128: a plain ``model(ids)`` under ``torch.inference_mode()`` vs ``trace(model, ids)``
    (statistics + attention for every layer + logit lens at the last position) and
    ``trace(..., lens="all")``, run interleaved after a warm-up; medians and ratios.
-   Target: the default trace <= 1.10x the plain forward.
+   Target: the default trace <= 1.15x the plain forward, and like for like (against a forward
+   whose output head takes the vocabulary in the same blocks as the trace's head).
 2. memory at T=1024: ``Trace.nbytes()`` (defaults, and with attention kept for layer 0) vs the
    bytes a cache of every raw probe point (attention patterns included) would hold, and the
    peak RSS increase of a plain forward and of a trace, each run in a fresh process.
@@ -33,7 +34,7 @@ from explorer.probes.vocabulary import head_product
 from explorer.probes import trace
 from explorer.book.tokenizer import get_tokenizer
 
-TARGET_RATIO = 1.10
+TARGET_RATIO = 1.15
 RAW_SHARE_TARGET = 0.05   # the Trace keeps at most this share of the raw activations
 OTHERS_MAX = 0.05         # other processes' share of the CPU above which the timing is suspect
 
@@ -191,6 +192,7 @@ def main(argv=None):
     print_table(rows, ["variant", "median", "min", "ratio", "of medians", "of minima",
                        "target"])
     print("  ratio: median over rounds of (variant / plain forward in the same round)")
+    like = ratios["trace (lens last)"]
     if "plain, blocked head" in times:
         like = paired_ratios({"a": times["trace (lens last)"],
                               "b": times["plain, blocked head"]}, "b")["a"]
@@ -222,7 +224,7 @@ def main(argv=None):
                      f"{median([r['seconds'] for r in runs]):.2f} s", target])
     print_table(rows, ["variant", "Trace.nbytes()", "of raw", "peak RSS increase (median)",
                        "time", "target"])
-    return 0 if ratios["trace (lens last)"] <= TARGET_RATIO else 1
+    return 0 if max(ratios["trace (lens last)"], like) <= TARGET_RATIO else 1
 
 
 if __name__ == "__main__":
