@@ -82,3 +82,37 @@ def test_gpt_gradients_loss_is_the_next_token_cross_entropy():
 def test_gpt_gradients_need_at_least_two_tokens(ids):
     with pytest.raises(ValueError, match="two tokens"):
         gpt_gradients(CFG, ids)
+
+
+def test_gradient_demos_beside_concurrent_builds_get_the_books_numbers():
+    """Every seeded construction takes the same lock: a build running at the same moment must
+    not draw from the global generator between the demo's manual_seed and its weights."""
+    import threading
+
+    from explorer.runtime.build import build_model
+
+    expected_book = shortcut_demo(False)
+    expected_gpt = gpt_gradients(CFG, IDS)
+    stop, errors, results = threading.Event(), [], []
+
+    def builder():
+        try:
+            while not stop.is_set():
+                build_model(CFG.replace(n_layers=6, emb_dim=64), seed=7, device="cpu")
+        except Exception as exc:   # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=builder) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(15):
+            results.append((shortcut_demo(False), gpt_gradients(CFG, IDS)))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors
+    for book, gpt in results:
+        assert book == expected_book
+        assert gpt == expected_gpt
