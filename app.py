@@ -3,7 +3,7 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home: works offline
 
-from explorer.server import main  # noqa: E402
+from explorer.app.server import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -120,3 +120,13 @@ def test_allowed_imports_pass():
                        ("book", "import torch.nn.functional as F")]:
         path = PACKAGE / wing / "_allowed_import_probe.py"
         assert violations(path, imports_of(path, line)) == []
+
+
+def test_the_entry_point_imports_the_apps_main():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("app_entry_point", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)           # runs its imports; main() only under __main__
+    from explorer.app.server import main
+    assert module.main is main
