@@ -24,7 +24,7 @@ from explorer.runtime.cache import ModelCache
 from explorer.book.config import PRESETS, count_parameters
 from explorer.book.generate import generate_steps, generate_text_simple
 from explorer.runtime.build import build_model
-from explorer.app.plots import next_token_bars_html
+from explorer.app.plots.generation import next_token_bars_html
 
 PROMPT = [6109, 3626, 6100, 345]  # "Every effort moves you"
 

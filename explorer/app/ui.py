@@ -30,8 +30,13 @@ from ..probes import (STAT_NAMES, longest_trace, trace, trace_peak_bytes,
 from ..runtime import heap
 from ..runtime.build import resolve_device
 from ..runtime.cache import ModelCache, model_bytes
-from . import plots
-from .plots import percent
+from .plots.attention import attention_figure, attention_grid_figure, entropy_figure
+from .plots.curves import activation_figure, gpt_gradient_figure, gradient_figure
+from .plots.generation import NEXT_TOKEN_CSS, next_token_bars_html, table_html
+from .plots.labels import percent, visible_token
+from .plots.lens import logit_lens_figure
+from .plots.model import architecture_html, parameter_figure
+from .plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 
 log = logging.getLogger("gpt_explorer")
 
@@ -70,7 +75,7 @@ CSS = """
 /* The live parts of the Generate tab change up to 40 times a second: keep their layout and
    paint from spreading to the rest of the page. */
 #bars, #history, #speed {contain: layout paint;}
-""" + plots.NEXT_TOKEN_CSS
+""" + NEXT_TOKEN_CSS
 # Run by the page when it loads: hands Gradio's streamed updates on one per painted frame, so
 # that no generation step is applied and overwritten between two paints.
 JS = (Path(__file__).parent / "static" / "paced_stream.js").read_text()
@@ -206,8 +211,8 @@ def build(preset, vocab_size, context_length, emb_dim, n_heads, n_layers, drop_r
     layers = gr.update(maximum=max(cfg.n_layers - 1, 1), value=0,
                        interactive=cfg.n_layers > 1)
     heads = gr.update(choices=["mean"] + [str(h) for h in range(cfg.n_heads)], value="mean")
-    return (status, plots.architecture_html(cfg, counts), _parameter_table(counts),
-            plots.parameter_figure(counts), _memory_markdown(cfg, counts, key), new_state,
+    return (status, architecture_html(cfg, counts), _parameter_table(counts),
+            parameter_figure(counts), _memory_markdown(cfg, counts, key), new_state,
             layers, layers, layers, heads)
 
 
@@ -255,7 +260,7 @@ def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
     state = {**state, "trace": tr, "prompt": prompt}
     summary = (f"{len(ids)} tokens · traced in {tr.seconds * 1000:.0f} ms" +
                "".join(f" · {n}" for n in tr.notes))
-    return (_chips(tr), summary, plots.layer_stats_figure(tr), *_inside_views(
+    return (_chips(tr), summary, layer_stats_figure(tr), *_inside_views(
         tr, layer, pair, heat_point, heat_stat), state)
 
 
@@ -287,8 +292,8 @@ def _inside_views(tr, layer, pair, heat_point, heat_stat):
                        f"{', '.join(tr.points)}.")
     if heat_stat not in STAT_NAMES:
         raise gr.Error(f"Unknown statistic {heat_stat!r}; choose one of {', '.join(STAT_NAMES)}.")
-    return (plots.histogram_figure(tr, layer, points),
-            plots.token_heatmap_figure(tr, heat_point, heat_stat))
+    return (histogram_figure(tr, layer, points),
+            token_heatmap_figure(tr, heat_point, heat_stat))
 
 
 @friendly
@@ -349,8 +354,8 @@ def attention_views(state, layer, head):
         state = {**state, "trace": tr}
     if head != "mean":
         head = _int(head, "head")
-    return (plots.attention_figure(tr, layer, head), plots.attention_grid_figure(tr, layer),
-            plots.entropy_figure(tr), state)
+    return (attention_figure(tr, layer, head), attention_grid_figure(tr, layer),
+            entropy_figure(tr), state)
 
 
 @friendly
@@ -380,7 +385,7 @@ def activation_view(x_min, x_max, functions, derivatives, layer, state):
         layer = _layer(tr, layer)
         s = tr.points["ff_pre"]
         hist = (s.hist_counts[layer], s.hist_edges[layer])
-    return plots.activation_figure(curves, show=tuple(functions), derivatives=bool(derivatives),
+    return activation_figure(curves, show=tuple(functions), derivatives=bool(derivatives),
                                    ff_pre_hist=hist)
 
 
@@ -409,7 +414,7 @@ def _generation_args(max_new_tokens, mode, temperature, top_k, seed):
 
 
 def _step_row(step):
-    return [step.index + 1, plots.visible_token(step.text, 24), f"{100 * step.prob:.3g} %",
+    return [step.index + 1, visible_token(step.text, 24), f"{100 * step.prob:.3g} %",
             step.rank, f"{step.entropy_bits:.2f}", f"{step.seconds * 1000:.1f}"]
 
 
@@ -419,7 +424,7 @@ def _table(rows, live=False):
     if live and len(rows) > LIVE_TABLE_ROWS:
         more = len(rows) - LIVE_TABLE_ROWS
         rows = rows[:LIVE_TABLE_ROWS] + [["…", f"{more} earlier steps", "", "", "", ""]]
-    return plots.table_html(HISTORY_HEADERS, rows, caption="Steps (newest first)")
+    return table_html(HISTORY_HEADERS, rows, caption="Steps (newest first)")
 
 
 def full_table(state):
@@ -489,7 +494,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
 
 def _bars(step):
     chosen = step.top_ids.index(step.token_id) if step.token_id in step.top_ids else None
-    return plots.next_token_bars_html(step.top_texts, step.top_probs, chosen)
+    return next_token_bars_html(step.top_texts, step.top_probs, chosen)
 
 
 def _speed(n, rate, step):
@@ -530,7 +535,7 @@ def logit_lens(prompt, state):
         ids = ids[-model.cfg.context_length:]
     _check_trace_size(model.cfg, len(ids))
     positions = list(range(max(0, len(ids) - LENS_POSITIONS), len(ids)))
-    return plots.logit_lens_figure(trace(model, ids, attention_layers=None, lens=positions,
+    return logit_lens_figure(trace(model, ids, attention_layers=None, lens=positions,
                                          entropy=False))
 
 
@@ -543,7 +548,7 @@ def sampling_controls(mode):
 # Shortcut lesson (book 4.4)
 @friendly
 def gradient_views(state):
-    book = plots.gradient_figure(shortcut_demo(False), shortcut_demo(True))
+    book = gradient_figure(shortcut_demo(False), shortcut_demo(True))
     if not state or "key" not in state:
         return book, None
     cfg = state["key"].config
@@ -554,7 +559,7 @@ def gradient_views(state):
     ids = ids[: cfg.context_length]
     with_sc = gpt_gradients(cfg.replace(shortcut=True), ids, seed=state["key"].seed)
     without = gpt_gradients(cfg.replace(shortcut=False), ids, seed=state["key"].seed)
-    return book, plots.gpt_gradient_figure(without, with_sc, ("without shortcut",
+    return book, gpt_gradient_figure(without, with_sc, ("without shortcut",
                                                               "with shortcut"))
 
 
@@ -611,12 +616,12 @@ def build_app() -> gr.Blocks:
                     build_btn = gr.Button("Build the model", variant="primary",
                                           elem_id="build_btn")
                 with gr.Column(scale=3):
-                    arch = gr.HTML(plots.architecture_html(default, count_parameters(default)))
+                    arch = gr.HTML(architecture_html(default, count_parameters(default)))
                     memory = gr.Markdown()
             with gr.Row():
                 params_table = gr.Dataframe(headers=["component", "parameters", "share"],
                                             label="Parameters", interactive=False)
-                params_plot = gr.Plot(plots.parameter_figure(count_parameters(default)), show_label=False,
+                params_plot = gr.Plot(parameter_figure(count_parameters(default)), show_label=False,
                                       label="Parameters per component", elem_id="params_plot")
         knobs = [vocab_size, context_length, emb_dim, n_heads, n_layers, drop_rate, qkv_bias,
                  norm_placement, shortcut, activation, ff_expansion, tie_weights, pos_encoding]

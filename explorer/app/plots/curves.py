@@ -1,0 +1,142 @@
+"""Curves of the book's lessons: activation functions (with the model's real feed-forward
+inputs behind them), and mean |gradient| per layer with and without shortcuts (section 4.4)."""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .style import (BLUE, GREY, LIGHT_BAR, PALETTE, TICK_SIZE, VERMILLION, finish)
+
+def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False,
+                      ff_pre_hist=None) -> go.Figure:
+    """Activation curves (``explorer.book.curves.activation_curves``), optionally their derivatives
+    (dashed), over a histogram of the model's real feed-forward inputs (right axis)."""
+    if isinstance(show, str):
+        show = (show,)
+    functions = curves["functions"]
+    for name in show:
+        if name not in functions:
+            raise ValueError(f"Activation {name!r} is not in these curves; they have "
+                             f"{', '.join(functions)}.")
+    x = np.asarray(curves["x"], dtype=np.float32)
+    x_lo, x_hi = float(x[0]), float(x[-1])
+    fig = go.Figure()
+    notes = []
+    curve_axis = "y"
+    if ff_pre_hist is not None:
+        counts, edges = (np.asarray(a, dtype=np.float64) for a in ff_pre_hist)
+        if counts.ndim != 1 or edges.shape != (counts.size + 1,):
+            raise ValueError("ff_pre_hist must be (counts, edges) of one layer, with one more "
+                             "edge than counts.")
+        total = counts.sum()
+        if total > 0:
+            # The histogram owns the base axis (drawn first, underneath); the curves go on
+            # an overlaying axis on the left, drawn on top of the bars.
+            curve_axis = "y2"
+            centres = (edges[:-1] + edges[1:]) / 2
+            fig.add_trace(go.Bar(
+                x=centres.astype(np.float32), y=(counts / total).astype(np.float32),
+                width=np.diff(edges).astype(np.float32), name="real feed-forward inputs",
+                marker=dict(color=LIGHT_BAR, line=dict(width=0)),
+                hovertemplate="input %{x:.3g}: %{y:.1%} of values<extra></extra>"))
+            outside = counts[(centres < x_lo) | (centres > x_hi)].sum() / total
+            if outside > 0.005:
+                notes.append(f"{outside:.0%} of the real inputs lie outside the x range shown")
+            fig.update_layout(
+                yaxis=dict(side="right", showgrid=False, rangemode="tozero", tickformat=".0%",
+                           title_text="share of real inputs (bars)"),
+                yaxis2=dict(overlaying="y", side="left", title_text="output"))
+        else:
+            notes.append("the real feed-forward inputs are all inf/NaN: no histogram")
+    for i, name in enumerate(show):
+        f = functions[name]
+        color = PALETTE[i % len(PALETTE)]
+        fig.add_trace(go.Scatter(x=x, y=np.asarray(f["y"], dtype=np.float32), mode="lines",
+                                 name=f["label"], line=dict(color=color, width=3.5),
+                                 yaxis=curve_axis,
+                                 hovertemplate="x %{x:.2f}: %{y:.3f}<extra>" + f["label"]
+                                               + "</extra>"))
+        if derivatives:
+            fig.add_trace(go.Scatter(
+                x=x, y=np.asarray(f["dy"], dtype=np.float32), mode="lines", yaxis=curve_axis,
+                name=f"derivative of {f['label']}", line=dict(color=color, width=2.5,
+                                                              dash="dash"),
+                hovertemplate="x %{x:.2f}: slope %{y:.3f}<extra>" + f["label"] + "</extra>"))
+    fig.update_xaxes(range=[x_lo, x_hi])
+    fig.layout["yaxis2" if curve_axis == "y2" else "yaxis"].update(
+        zeroline=True, zerolinecolor=GREY, zerolinewidth=1.5)
+    fig.update_layout(barmode="overlay", bargap=0)
+    title = "Activation functions" + (" and their derivatives" if derivatives else "")
+    return finish(fig, title, 540, notes=notes, x_title="input x",
+                  y_title=None if curve_axis == "y2" else "output", legend=True,
+                  margin=dict(r=90 if curve_axis == "y2" else 30))
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients (the book's section 4.4)
+def _log_axis(fig, values) -> None:
+    """Log-scale y axis, one labelled tick per power of ten when the data span two or more
+    (plotly's in-between labels '2' and '5' are too small for a projector)."""
+    good = [v for v in values if v > 0 and math.isfinite(v)]
+    fig.update_yaxes(type="log", exponentformat="power")
+    if good and math.log10(max(good) / min(good)) >= 2:
+        fig.update_yaxes(dtick=1)
+
+
+def gradient_figure(without: dict, with_: dict) -> go.Figure:
+    """Mean |gradient| per layer of the book's 5-layer network, without and with shortcuts
+    (``explorer.book.gradients.shortcut_demo``); log scale, so the vanishing shows."""
+    names = list(dict.fromkeys([*without, *with_]))
+    labels = [f"layer {i + 1}<br>{html.escape(n.removesuffix('.weight'))}"
+              for i, n in enumerate(names)]
+    fig = go.Figure()
+    notes = []
+    for data, name, color in ((without, "without shortcut", VERMILLION),
+                              (with_, "with shortcut", BLUE)):
+        values = [float(data.get(n, float("nan"))) for n in names]
+        if any(not (v > 0 and math.isfinite(v)) for v in values):
+            notes.append(f"{name}: zero or missing gradients are not drawn (log scale)")
+        values = [v if v > 0 and math.isfinite(v) else None for v in values]
+        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color,
+                             texttemplate="%{y:.2g}", textposition="outside",
+                             cliponaxis=False, textfont=dict(size=TICK_SIZE),
+                             hovertemplate="%{x}: %{y:.3g}<extra>" + name + "</extra>"))
+    _log_axis(fig, [v for data in (without, with_) for v in data.values()])
+    fig.update_layout(barmode="group", bargap=0.25)
+    return finish(fig, "Mean |gradient| per layer (book, section 4.4)", 500,
+                  notes=notes or ["first layer on the left: gradients flow back from the "
+                                   "loss on the right"],
+                  x_title="layer (weight)", y_title="mean |gradient| (log scale)",
+                  legend=True)
+
+
+def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.Figure:
+    """Mean |gradient| along a GPT (embedding, every block, output head) for two
+    ``GPTGradients``, e.g. with and without shortcut connections; log scale."""
+    if len(labels) != 2:
+        raise ValueError("labels must name the two gradient results, e.g. "
+                         "('with shortcut', 'without shortcut').")
+    fig = go.Figure()
+    notes = []
+    for grads, label, color, dash in ((grads_a, labels[0], BLUE, "solid"),
+                                      (grads_b, labels[1], VERMILLION, "dash")):
+        cats = ["embedding", *[f"block {i}" for i in range(len(grads.blocks))], "output head"]
+        values = [grads.embedding, *grads.blocks, grads.output_head]
+        if any(not (v > 0 and math.isfinite(v)) for v in values):
+            notes.append(f"{html.escape(str(label))}: zero or inf/NaN gradients not drawn")
+        values = [float(v) if v > 0 and math.isfinite(v) else None for v in values]
+        name = f"{html.escape(str(label))} (loss {grads.loss:.2f})"
+        fig.add_trace(go.Scatter(x=cats, y=values, mode="lines+markers", name=name,
+                                 line=dict(color=color, width=3, dash=dash),
+                                 marker=dict(size=9), connectgaps=False,
+                                 hovertemplate="%{x}: %{y:.3g}<extra>" + html.escape(
+                                     str(label)) + "</extra>"))
+    fig.update_xaxes(type="category")   # plotly turns the labels when they would overlap
+    _log_axis(fig, [grads_a.embedding, *grads_a.blocks, grads_a.output_head,
+                    grads_b.embedding, *grads_b.blocks, grads_b.output_head])
+    return finish(fig, "Mean |gradient| from input to output", 500, notes=notes,
+                  x_title="where in the model (input → output)",
+                  y_title="mean |gradient| (log scale)", legend=True)

@@ -1,0 +1,163 @@
+"""The model a config builds: parameters per component (bars) and the architecture diagram
+(plain HTML with inline styles, no scripts)."""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from ...book.config import GPTConfig, ParameterCount
+from ...book.curves import ACTIVATION_LABELS
+from .labels import human_count, percent
+from .style import BLUE, FONT_SIZE, finish
+
+def parameter_figure(counts: ParameterCount) -> go.Figure:
+    """Horizontal bars: parameters per component (zero ones skipped), largest on top."""
+    parts = [(name, n) for name, n in counts.breakdown().items() if n > 0]
+    parts.sort(key=lambda item: item[1])
+    names = [name for name, _ in parts]
+    values = [n for _, n in parts]
+    total = counts.total
+    text = [f"{human_count(n)}  ({percent(n / total)})" for n in values]
+    fig = go.Figure(go.Bar(
+        x=values, y=names, orientation="h", marker_color=BLUE, text=text,
+        textposition="outside", cliponaxis=False, textfont=dict(size=FONT_SIZE),
+        hovertemplate="%{y}: %{x:,} parameters<extra></extra>"))
+    fig.update_xaxes(range=[0, max(values) * 1.35], tickformat="~s")
+    notes = []
+    if counts.output_head:
+        notes.append(f"{human_count(counts.total_without_output_head)} without the output head "
+                     f"(the book's count with weight tying)")
+    else:
+        notes.append("the output head shares the token embedding (tied weights)")
+    return finish(fig, f"Parameters: {human_count(total)} in total ({total:,})",
+                  170 + 52 * len(parts), notes=notes, x_title="parameters",
+                  y_title="component")
+
+
+# ---------------------------------------------------------------------------------------------
+# Architecture diagram (HTML)
+_BOX_COLORS = {
+    "embed": ("#ede7f6", "#7e57c2"),
+    "drop": ("#f3f3f3", "#a0a0a0"),
+    "norm": ("#fff4d6", "#c9971a"),
+    "att": ("#e0ecfb", "#3b78c4"),
+    "ff": ("#def5e6", "#2e9d5b"),
+    "add": ("#fde3e3", "#c94a4a"),
+    "out": ("#e6f4f4", "#2a8c8c"),
+}
+_SMALL = "font-size:15px;color:#444444"
+
+
+def _box(kind, name, detail="", params=None, code=None) -> str:
+    """One step of the diagram: bold name, the attribute name as code, details, and the
+    parameter count on the right. Every text is escaped."""
+    bg, border = _BOX_COLORS[kind]
+    code_html = (f" <code style=\"font-size:15px;background:#ffffff;padding:0 4px;"
+                 f"border-radius:4px\">{html.escape(code)}</code>" if code else "")
+    params_html = (f"<span style=\"float:right;{_SMALL};margin-left:12px\">"
+                   f"{html.escape(params)}</span>" if params else "")
+    detail_html = (f"<span style=\"color:#333333\"> · {html.escape(detail)}</span>"
+                   if detail else "")
+    return (f"<div style=\"background:{bg};border:2px solid {border};border-radius:8px;"
+            f"padding:5px 12px\">{params_html}<b>{html.escape(name)}</b>{code_html}"
+            f"{detail_html}</div>")
+
+
+def _arrow(label: str = "") -> str:
+    text = f" <span style=\"{_SMALL}\">{html.escape(label)}</span>" if label else ""
+    return (f"<div style=\"text-align:center;font-size:18px;line-height:1.5;"
+            f"color:#666666\">↓{text}</div>")
+
+
+def _params(counts, n) -> str | None:
+    return None if counts is None else f"{human_count(n)} params"
+
+
+def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
+    """A block diagram of the model a config builds (pure HTML with inline styles, no
+    scripts): embeddings, the N transformer blocks with their steps in the order the chosen
+    variant computes them, final norm and output head, with shapes and (if ``counts`` is
+    given) parameter counts."""
+    cfg = GPTConfig.from_dict(cfg)
+    d, v, h = cfg.emb_dim, cfg.vocab_size, cfg.ff_hidden_dim
+    c = counts
+    drop = f"p = {cfg.drop_rate:g}"
+    parts = [f"<div style=\"{_SMALL};text-align:center\">input: token ids, shape "
+             f"(batch, T), T ≤ {cfg.context_length:,}</div>", _arrow()]
+    parts.append(_box("embed", "Token embedding", f"{v:,} ids → {d}",
+                      _params(c, c.token_embedding) if c else None, "tok_emb"))
+    if cfg.pos_encoding == "learned":
+        parts.append("<div style=\"text-align:center;font-size:18px;color:#666666\">+</div>")
+        parts.append(_box("embed", "Positional embedding",
+                          f"{cfg.context_length:,} positions → {d}",
+                          _params(c, c.position_embedding) if c else None, "pos_emb"))
+    else:
+        parts.append(f"<div style=\"{_SMALL};text-align:center\">(no positional embedding: "
+                     f"RoPE rotates queries and keys inside attention)</div>")
+    parts += [_arrow(), _box("drop", "Dropout", drop, None, "drop_emb"),
+              _arrow(f"(batch, T, {d})")]
+
+    norms = {n: _box("norm", "LayerNorm", f"{d} features, scale and shift",
+                     _params(c, c.norms_per_block // 2) if c else None, n)
+             for n in ("norm1", "norm2")}
+    rope = ", RoPE" if cfg.pos_encoding == "rope" else ""
+    att = _box("att", "Masked multi-head attention",
+               f"{d} → {cfg.n_heads} heads × {cfg.head_dim} → {d}{rope}",
+               _params(c, c.attention_per_block) if c else None, "att")
+    ff = _box("ff", "Feed-forward",
+              f"{d} → {h} → {d}, {ACTIVATION_LABELS[cfg.activation]}",
+              _params(c, c.feed_forward_per_block) if c else None, "ff")
+    dropout = _box("drop", "Dropout", drop, None, "drop_shortcut")
+    add = _box("add", "⊕ Add the shortcut", "x = x + shortcut")
+
+    def sub_block(norm_name, core):
+        steps = []
+        if cfg.norm_placement == "pre":
+            steps.append(norms[norm_name])
+        steps += [core, dropout]
+        if cfg.shortcut:
+            steps.append(add)
+        inner = _arrow().join(steps)
+        if cfg.shortcut:
+            # the shortcut path: a red line from the sub-block's input down to the ⊕
+            inner = (f"<div style=\"border-left:4px solid {_BOX_COLORS['add'][1]};"
+                     f"padding-left:10px;margin-left:2px\"><div style=\"{_SMALL};"
+                     f"color:{_BOX_COLORS['add'][1]}\">shortcut = x (input of this part)</div>"
+                     f"{inner}</div>")
+        if cfg.norm_placement == "post":
+            inner += _arrow() + norms[norm_name]
+        return inner
+
+    placement = {"pre": "pre-LayerNorm (the book, GPT-2)",
+                 "post": "post-LayerNorm (the original Transformer)",
+                 "none": "no normalisation"}[cfg.norm_placement]
+    shortcut = "with shortcut connections" if cfg.shortcut else "no shortcut connections"
+    block_params = (f"<span style=\"float:right;{_SMALL}\">{human_count(c.per_block)} "
+                    f"params each, {human_count(c.per_block * c.n_layers)} in all</span>"
+                    if c else "")
+    parts.append(
+        f"<div style=\"border:2px dashed #777777;border-radius:10px;padding:8px 12px 12px;"
+        f"background:#fafafa\">{block_params}"
+        f"<div><b>{cfg.n_layers} × TransformerBlock</b> <code style=\"font-size:15px\">"
+        f"trf_blocks</code></div>"
+        f"<div style=\"{_SMALL};margin-bottom:8px\">{html.escape(placement)}, {shortcut}"
+        f"</div>{sub_block('norm1', att)}{_arrow()}{sub_block('norm2', ff)}</div>")
+    parts.append(_arrow(f"(batch, T, {d})"))
+    if cfg.norm_placement == "none":
+        parts.append(_box("drop", "No final norm", "Identity (norm_placement none)", None,
+                          "final_norm"))
+    else:
+        parts.append(_box("norm", "Final LayerNorm", f"{d} features",
+                          _params(c, c.final_norm) if c else None, "final_norm"))
+    parts.append(_arrow())
+    tied = ", tied to tok_emb (shares its weights)" if cfg.tie_weights else ""
+    parts.append(_box("out", "Output head", f"Linear {d} → {v:,}{tied}",
+                      _params(c, c.output_head) if c and c.output_head else None, "out_head"))
+    parts += [_arrow(), f"<div style=\"{_SMALL};text-align:center\">logits, shape "
+                        f"(batch, T, {v:,})</div>"]
+    if c:
+        parts.append(f"<div style=\"margin-top:8px\"><b>Total:</b> {human_count(c.total)} "
+                     f"parameters ({c.total:,})</div>")
+    return ("<div style=\"font-family:Arial,Helvetica,sans-serif;font-size:16px;"
+            "line-height:1.4;color:#222222;max-width:760px\">" + "".join(parts) + "</div>")

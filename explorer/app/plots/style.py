@@ -1,0 +1,137 @@
+"""How every figure looks: fonts, colours, colour scales and the one lean layout (``finish``).
+
+Every figure goes through ``finish``: no plotly template, our own fonts, margins, grid and an
+explicit height, so that figures stay small on the wire and readable on a projector. ``gr.Plot``
+draws them with plotly.js 3.3.1, so colours are ``#rrggbb`` only and the traces are Heatmap, Bar
+and Scatter. Arrays go in as float32 numpy (sent base64-encoded).
+"""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import plotly.graph_objects as go
+
+FONT_FAMILY = "Arial, Helvetica, sans-serif"
+FONT_SIZE = 16          # axis titles, legend, hover
+TICK_SIZE = 15          # tick labels: the smallest text on any figure
+TITLE_SIZE = 19
+NOTE_SIZE = 15          # the smaller lines under a title
+TEXT_COLOR = "#222222"
+GRID_COLOR = "#e2e2e2"
+AXIS_COLOR = "#555555"
+MASK_COLOR = "#dcdcdc"  # attention cells a query may not look at (future tokens)
+
+# Okabe-Ito colours: distinguishable with colour-blindness and on a washed-out projector.
+BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY = (
+    "#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9")
+PALETTE = (BLUE, VERMILLION, GREEN, ORANGE, PURPLE, SKY)
+GREY = "#8c8c8c"
+LIGHT_BAR = "#c6d4e1"
+
+VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779",
+           "#6ece58", "#b5de2b", "#fde725"]
+BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5",
+         "#08519c", "#08306b"]
+DIVERGING = ["#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7", "#fddbc7", "#ef8a62", "#b2182b"]
+
+
+def _scale(colors: list[str]) -> list[list]:
+    """A plotly colorscale [[0, c0], ..., [1, cN]] from evenly spaced '#rrggbb' colours."""
+    n = len(colors) - 1
+    return [[round(i / n, 4), c] for i, c in enumerate(colors)]
+
+
+SEQUENTIAL_SCALE = _scale(VIRIDIS)
+LIGHT_SCALE = _scale(BLUES)
+DIVERGING_SCALE = _scale(DIVERGING)
+
+
+def _wrap(text: str, width: int = 68) -> str:
+    """Break a long note into lines so it is not clipped on a narrow screen."""
+    return "<br>".join(textwrap.wrap(text, width, break_long_words=False)) or text
+
+
+def title_layout(title: str, notes=()) -> tuple[dict, int]:
+    """Title dict (left-aligned, anchored to the top of the figure) with the notes as a
+    smaller subtitle, and the top margin that it needs."""
+    lines = [line for n in notes if n for line in _wrap(n).split("<br>")]
+    title_dict = dict(text=f"<b>{title}</b>", x=0, xref="container", xanchor="left", y=1,
+                      yref="container", yanchor="top", pad=dict(l=14, t=12),
+                      font=dict(size=TITLE_SIZE))
+    if lines:
+        title_dict["subtitle"] = dict(text="<br>".join(lines), font=dict(size=NOTE_SIZE))
+    # measured in plotly.js 3.3.1: the title ends at ~30 px, each note line adds ~19 px
+    return title_dict, 48 + (30 + 19 * len(lines) if lines else 0)
+
+
+# Axis look; a figure's own axis settings win over these.
+AXIS_DEFAULTS = dict(showgrid=True, gridcolor=GRID_COLOR, zeroline=False, showline=True,
+                     linecolor=AXIS_COLOR, ticks="outside", tickcolor=AXIS_COLOR,
+                     automargin=True)
+
+
+def _axis_defaults(axis) -> None:
+    for key, value in AXIS_DEFAULTS.items():
+        if axis[key] is None:
+            axis[key] = value
+    if axis.tickfont.size is None:
+        axis.tickfont.size = TICK_SIZE
+    if axis.title.font.size is None:
+        axis.title.font.size = FONT_SIZE
+    if axis.title.standoff is None:
+        axis.title.standoff = 12   # with automargin: the title never overlaps tick labels
+
+
+def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y_title=None,
+           legend: bool = False, margin=None, axes=True) -> go.Figure:
+    """Apply the shared lean layout: no template, our font, white background, light grid,
+    explicit height, title (with notes) that fits, axis titles and readable ticks."""
+    title_dict, top = title_layout(title, notes)
+    m = dict(l=80, r=30, t=top, b=40)
+    m.update(margin or {})
+    fig.update_layout(
+        template="none", height=int(height), title=title_dict, margin=m,
+        font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=TEXT_COLOR),
+        paper_bgcolor="#ffffff", plot_bgcolor=fig.layout.plot_bgcolor or "#ffffff",
+        hoverlabel=dict(font=dict(size=FONT_SIZE)),
+        showlegend=legend)
+    if legend:
+        # below the x axis title; plotly pushes the bottom margin to fit it
+        fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=0,
+                                      yref="container", yanchor="bottom",
+                                      font=dict(size=FONT_SIZE)))
+    if axes:
+        for axis in (*fig.select_xaxes(), *fig.select_yaxes()):
+            _axis_defaults(axis)
+        if x_title:
+            fig.layout.xaxis.title.text = x_title
+        if y_title:
+            fig.layout.yaxis.title.text = y_title
+    return fig
+
+
+def clean(a) -> tuple[np.ndarray, bool]:
+    """float32 copy with inf/NaN replaced by NaN (plotly draws NaN as a gap); and whether any
+    value was not finite."""
+    a = np.asarray(a, dtype=np.float64)
+    bad = ~np.isfinite(a)
+    out = a.astype(np.float32)   # values beyond float32's range become inf
+    bad |= ~np.isfinite(out)
+    out[bad] = np.nan
+    return out, bool(bad.any())
+
+
+def empty_figure(title: str, message: str, height: int = 320, notes=()) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper",
+                       showarrow=False, font=dict(size=FONT_SIZE + 2, color=GREY))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return finish(fig, title, height, notes=notes, axes=False)
+
+
+def lighter(color: str, amount: float = 0.78) -> str:
+    """'#rrggbb' mixed with white (amount 0..1): an opaque light version of a colour."""
+    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in rgb)
