@@ -29,7 +29,7 @@ from _common import load_average, print_table, verdict, wait_for_quiet  # first:
 
 from playwright.sync_api import expect, sync_playwright
 
-from explorer.app import ui
+from explorer.app.tabs import generate as generate_tab
 from explorer.book.config import PRESETS
 from explorer.app.server import create_demo, launch_options
 
@@ -134,7 +134,7 @@ class Paced:
 
     def __init__(self, steps_per_s):
         self.interval = 1.0 / steps_per_s if steps_per_s else 0.0
-        self.original = ui.generate_steps
+        self.original = generate_tab.generate_steps
 
     def __enter__(self):
         def paced(*args, **kwargs):
@@ -144,11 +144,11 @@ class Paced:
                 time.sleep(max(0.0, due - time.perf_counter()))
                 yield step
         if self.interval:
-            ui.generate_steps = paced
+            generate_tab.generate_steps = paced
         return self
 
     def __exit__(self, *exc):
-        ui.generate_steps = self.original
+        generate_tab.generate_steps = self.original
 
 
 def measure(preset, n, pace):
@@ -197,7 +197,7 @@ def measure(preset, n, pace):
     name = preset + (f", model paced to {pace:g} steps/s" if pace else ", model flat out")
     print(f"{name}: {wall:.2f} s in the browser, {n / decode:.2f} s on the server")
     # Gradio applies every streamed message to the DOM in order; the app sends at most 40 a
-    # second (ui.STREAM_INTERVAL_S); frames skip the steps applied between two paints.
+    # second (generate_tab.STREAM_INTERVAL_S); frames skip the steps applied between two paints.
     return [
         [f"[{name}] decode rate (server)", f"{decode:.1f} steps/s", "", ""],
         ["  steps in the DOM (MutationObserver)", f"{len(dom)} of {n}, {rate(dom):.1f} steps/s",

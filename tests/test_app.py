@@ -15,8 +15,8 @@ from explorer.book.generate import generate_text_simple
 from explorer.runtime.build import build_model
 from explorer.app.server import create_demo
 from explorer.book.tokenizer import get_tokenizer
-from explorer.app import ui
-from explorer.app.ui import DEFAULT_PROMPT, MAX_NEW_TOKENS
+from explorer.app.shared import DEFAULT_PROMPT, MAX_NEW_TOKENS
+from explorer.app.tabs import generate as generate_tab
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +145,7 @@ def _greedy_reference(preset, prompt, n, seed=123):
 
 
 def test_generation_streams_the_engines_greedy_tokens(app_url, monkeypatch):
-    monkeypatch.setattr(ui, "STREAM_INTERVAL_S", 0.0)   # every step goes out
+    monkeypatch.setattr(generate_tab, "STREAM_INTERVAL_S", 0.0)   # every step goes out
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     job = c.submit(DEFAULT_PROMPT, 12, "greedy", 1.0, 50, 123, False, api_name="/generate")
@@ -163,7 +163,7 @@ def test_generation_streams_the_engines_greedy_tokens(app_url, monkeypatch):
 def test_generation_faster_than_a_page_draws_skips_steps_on_screen_but_never_the_last(
         app_url, monkeypatch):
     # An update at most every 1000 s: the first step, then the complete final state.
-    monkeypatch.setattr(ui, "STREAM_INTERVAL_S", 1000.0)
+    monkeypatch.setattr(generate_tab, "STREAM_INTERVAL_S", 1000.0)
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     job = c.submit(DEFAULT_PROMPT, 30, "greedy", 1.0, 50, 123, False, api_name="/generate")
@@ -186,22 +186,22 @@ def test_a_late_step_of_a_slow_model_is_held_back_a_moment_not_skipped(app_url, 
         perf_counter=lambda: clock.now,
         sleep=lambda s: (clock.slept.append(s), setattr(clock, "now", clock.now + s)))
     arrivals = iter([0.03, 0.06, 0.09, 0.12, 0.19, 0.1905, 0.22, 0.25])
-    real_steps = ui.generate_steps
+    real_steps = generate_tab.generate_steps
 
     def scheduled(*args, **kwargs):
         for step in real_steps(*args, **kwargs):
             clock.now = max(clock.now, next(arrivals))
             yield step
-    monkeypatch.setattr(ui, "time", fake_time)
-    monkeypatch.setattr(ui, "generate_steps", scheduled)
+    monkeypatch.setattr(generate_tab, "time", fake_time)
+    monkeypatch.setattr(generate_tab, "generate_steps", scheduled)
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     job = c.submit(DEFAULT_PROMPT, 8, "greedy", 1.0, 50, 123, False, api_name="/generate")
     texts = [o[0] for o in job if isinstance(o[0], str) and o[0]]
     assert len(set(texts)) == 8                      # every step on screen
     # Held back from step 6 on until the late step's delay is absorbed, each by < 25 ms.
-    assert clock.slept and all(0 < s <= ui.STREAM_INTERVAL_S for s in clock.slept)
-    assert clock.now < 0.25 + ui.STREAM_INTERVAL_S
+    assert clock.slept and all(0 < s <= generate_tab.STREAM_INTERVAL_S for s in clock.slept)
+    assert clock.now < 0.25 + generate_tab.STREAM_INTERVAL_S
 
 
 def step_rows(table_html):
@@ -223,9 +223,9 @@ def test_next_token_advances_exactly_one_step(app_url):
 
 def test_live_step_table_shows_the_newest_rows_and_the_final_one_every_row(app_url,
                                                                           monkeypatch):
-    monkeypatch.setattr(ui, "STREAM_INTERVAL_S", 0.0)
-    monkeypatch.setattr(ui, "TABLE_INTERVAL_S", 0.0)    # a table with every update
-    n = ui.LIVE_TABLE_ROWS + 10
+    monkeypatch.setattr(generate_tab, "STREAM_INTERVAL_S", 0.0)
+    monkeypatch.setattr(generate_tab, "TABLE_INTERVAL_S", 0.0)    # a table with every update
+    n = generate_tab.LIVE_TABLE_ROWS + 10
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     job = c.submit(DEFAULT_PROMPT, n, "greedy", 1.0, 50, 123, False, api_name="/generate")
@@ -235,7 +235,7 @@ def test_live_step_table_shows_the_newest_rows_and_the_final_one_every_row(app_u
     assert step_rows(job.result()[2]) == list(range(n, 0, -1))
     # After Stop, the page asks for the whole table from the session's rows.
     state = {"gen_rows": [[2, "b"], [1, "a"]]}
-    assert step_rows(ui.full_table(state)) == [2, 1] and "<tbody></tbody>" in ui.full_table(None)
+    assert step_rows(generate_tab.full_table(state)) == [2, 1] and "<tbody></tbody>" in generate_tab.full_table(None)
 
 
 def test_next_token_continues_a_generation_and_its_step_table(app_url):

@@ -5,7 +5,7 @@ import gradio as gr
 import pytest
 
 from explorer.runtime import heap
-from explorer.app import ui
+from explorer.app import shared
 
 
 def test_glibc_settings_apply_on_linux():
@@ -23,19 +23,19 @@ def trims(monkeypatch):
 
 
 def test_every_handler_trims_the_heap_when_done_even_after_an_error(trims):
-    ok = ui.friendly(lambda: "done")
+    ok = shared.friendly(lambda: "done")
     assert ok() == "done" and len(trims) == 1
 
     def broken():
         raise ValueError("bad input")
     with pytest.raises(gr.Error, match="bad input"):
-        ui.friendly(broken)()
+        shared.friendly(broken)()
     assert len(trims) == 2
 
 
 def test_a_streaming_handler_trims_once_at_its_end_not_per_update(trims):
     def stream():
         yield from range(5)
-    updates = ui.friendly(stream)()
+    updates = shared.friendly(stream)()
     assert next(updates) == 0 and trims == []
     assert list(updates) == [1, 2, 3, 4] and len(trims) == 1

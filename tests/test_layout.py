@@ -101,7 +101,7 @@ def test_every_module_lives_in_a_wing():
     ("book", "import plotly.graph_objects as go", "the book imports plotly.graph_objects"),
     ("book", "from explorer.native import model_step", "the book imports explorer.native"),
     ("probes", "from ..native.decode import model_step", "reaches behind native's face"),
-    ("runtime", "from explorer.app import ui", "is imported from outside the app"),
+    ("runtime", "from explorer.app import shared", "is imported from outside the app"),
     ("runtime", "import plotly", "a core wing imports plotly"),
     ("probes", "from ..app.plots import percent", "is imported from outside the app"),
 ])

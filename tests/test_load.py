@@ -28,7 +28,8 @@ import torch
 from gradio_client import Client
 
 import explorer.runtime.cache as cache_module
-from explorer.app import ui
+from explorer.app import shared
+from explorer.app.tabs.build import KNOBS
 from explorer.runtime.cache import ModelCache, model_bytes
 from explorer.book.config import PRESETS
 from explorer.book.generate import generate_steps, generate_text_simple
@@ -69,7 +70,7 @@ def rss_bytes(field="VmRSS") -> int:
 
 def build_args(preset, seed):
     cfg = PRESETS[preset].to_dict()
-    return (preset, *[cfg[k] for k in ui.KNOBS], seed, "cpu", "float32")
+    return (preset, *[cfg[k] for k in KNOBS], seed, "cpu", "float32")
 
 
 def plan(session, round_):
@@ -252,10 +253,10 @@ def app():
 @pytest.fixture
 def load_cache(monkeypatch):
     """The app's shared cache, emptied and given the load test's budget (restored after)."""
-    ui.CACHE.clear()
-    monkeypatch.setattr(ui.CACHE, "budget_bytes", LOAD_BUDGET)
-    yield ui.CACHE
-    ui.CACHE.clear()
+    shared.CACHE.clear()
+    monkeypatch.setattr(shared.CACHE, "budget_bytes", LOAD_BUDGET)
+    yield shared.CACHE
+    shared.CACHE.clear()
 
 
 def test_sixteen_sessions_get_correct_answers_within_the_memory_budget(app, load_cache):

@@ -243,7 +243,7 @@ def test_a_bad_budget_value_is_refused_clearly(monkeypatch, value):
 
 
 def test_the_app_does_not_start_with_a_bad_budget(monkeypatch):
-    """explorer.ui makes its shared cache at import (CACHE = ModelCache()), so a bad value
+    """explorer.app.shared makes its shared cache at import (CACHE = ModelCache()), so a bad value
     stops the app at start, with this message rather than later with an odd one."""
     monkeypatch.setenv(BUDGET_ENV, "lots")
     with pytest.raises(ValueError, match=rf"{BUDGET_ENV} must be a number of MB \(got 'lots'\)"):

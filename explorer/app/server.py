@@ -9,7 +9,7 @@ import gradio as gr
 
 from .. import native
 from ..runtime.heap import release_freed_memory_promptly
-from .ui import CSS, JS, build_app
+from .layout import CSS, JS, build_app
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
 
@@ -25,10 +25,10 @@ def launch_options(host=None, port=None, share=False) -> dict:
             font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)),
                   "ui-sans-serif", "system-ui", "sans-serif"]),
         css=CSS,
-        js=JS,          # one streamed update per painted frame (explorer/paced_stream.js)
+        js=JS,          # one streamed update per painted frame (static/paced_stream.js)
         max_file_size="1mb",   # the app takes no uploads; refuse large ones outright
         ssr_mode=False,
-        # Our handlers turn every error into a message (ui.friendly); this also shows Gradio's
+        # Our handlers turn every error into a message (shared.friendly); this also shows Gradio's
         # own input-check messages (e.g. text sent where a number goes) instead of a generic
         # "error" — the message only, never a traceback.
         show_error=True,

@@ -12,7 +12,7 @@ import pytest
 
 from explorer.book.config import PRESETS, count_parameters
 from explorer.book.tokenizer import get_tokenizer
-from explorer.app.ui import DEFAULT_PROMPT
+from explorer.app.shared import DEFAULT_PROMPT
 
 pytestmark = pytest.mark.browser
 
@@ -305,7 +305,7 @@ PACER_CHECK = """async ([source, frames]) => {
 
 @pytest.mark.parametrize("frames", [True, False])
 def test_streamed_messages_reach_gradio_one_per_frame(page, frames):
-    from explorer.app.ui import JS
+    from explorer.app.layout import JS
 
     got = page.evaluate(PACER_CHECK, [JS, frames])
     stream = got["stream"]

@@ -1,0 +1,150 @@
+"""What every tab needs: the app's limits, the shared model cache, the error wrapper of every
+handler, and the helpers that read a session's state and the user's input."""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+
+import gradio as gr
+import numpy as np
+
+from ..book.config import PRESETS
+from ..book.tokenizer import get_tokenizer
+from ..probes import longest_trace, trace_peak_bytes
+from ..runtime import heap
+from ..runtime.cache import ModelCache
+
+log = logging.getLogger("gpt_explorer")
+
+# Limits of the app (one source of truth; the README quotes them).
+MAX_PROMPT_CHARS = 20_000
+MAX_NEW_TOKENS = 500
+# One trace's attention weights and logits may use this share of the memory budget (two traces
+# run at once: concurrency_limit=2 on "inspect"). GPT-2 small over its full 1,024 tokens needs
+# about 360 MB: within this share of the default budget on a machine with 8 GB.
+TRACE_MEMORY_SHARE = 0.2
+DEFAULT_PRESET = "teach-small"
+DEFAULT_CONFIG = PRESETS[DEFAULT_PRESET]   # what the page shows before the first build
+DEFAULT_PROMPT = "Every effort moves you"
+
+# Every session's model lives here (the session keeps only its key); sessions share it.
+CACHE = ModelCache()
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: a ValueError from the core is a message for the student; anything else is our bug.
+def friendly(fn):
+    """Every handler's wrapper: show ``ValueError`` messages in the page (gr.Error), never a
+    traceback; and when the handler is done, hand the memory its temporaries took back to the
+    system (``heap.trim``), so that the app's resident memory stays near what it holds."""
+    def translate(exc):
+        if isinstance(exc, gr.Error):
+            return exc
+        if isinstance(exc, ValueError):
+            return gr.Error(str(exc))
+        if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+            return gr.Error("Out of memory: choose a smaller model or a shorter prompt.")
+        log.exception("unexpected error in %s", fn.__name__)
+        return gr.Error(f"Something went wrong ({type(exc).__name__}); the model and your "
+                        f"session are unchanged. Details are in the server log.")
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen_wrapper(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - translated for the user
+                raise translate(exc) from None
+            finally:
+                heap.trim()
+        return gen_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - translated for the user
+            raise translate(exc) from None
+        finally:
+            heap.trim()
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------------
+# Session state: the key of the session's model (the model itself lives in CACHE), the last
+# trace (so that switching layers or heads needs no new forward pass) and the generation.
+def model_of(state):
+    if not state or "key" not in state:
+        raise gr.Error("No model yet: build one in the Build tab first.")
+    model, _ = CACHE.get(state["key"])
+    return model
+
+
+def trace_of(state):
+    if not state or state.get("trace") is None:
+        raise gr.Error("Trace a prompt first (Inside the forward pass → Trace).")
+    return state["trace"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Input
+def as_int(value, name):
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        raise gr.Error(f"{name} is empty: enter a whole number.")
+    if isinstance(value, float) and value != int(value):
+        raise gr.Error(f"{name} must be a whole number (got {value}).")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise gr.Error(f"{name} must be a whole number (got {value!r}).") from None
+
+
+def prompt_ids(prompt, model=None):
+    if not isinstance(prompt, str):
+        raise gr.Error("The prompt must be text.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise gr.Error(f"The prompt has {len(prompt):,} characters; the explorer takes at most "
+                       f"{MAX_PROMPT_CHARS:,}. Shorten it.")
+    if not prompt.strip():
+        raise gr.Error("The prompt is empty: type some text first.")
+    ids = get_tokenizer().encode(prompt)
+    if model is not None and max(ids) >= model.cfg.vocab_size:
+        vocab = model.cfg.vocab_size
+        raise gr.Error(f"The GPT-2 tokenizer gives this prompt token ids up to {max(ids):,}, but "
+                       f"this model's vocab_size is {vocab:,} (ids 0 to {vocab - 1:,}). Rebuild "
+                       f"with vocab_size {get_tokenizer().n_vocab:,}, the tokenizer's.")
+    return ids
+
+
+def layer_of(trace, layer):
+    layer = as_int(layer, "layer")
+    if not 0 <= layer < trace.n_layers:
+        raise gr.Error(f"Layer {layer} does not exist: this model has layers 0 to "
+                       f"{trace.n_layers - 1}.")
+    return layer
+
+
+def check_trace_size(cfg, n_tokens):
+    """Refuse, before running it, a trace too large for memory."""
+    need = trace_peak_bytes(cfg, n_tokens)
+    allowed = CACHE.budget_bytes * TRACE_MEMORY_SHARE
+    if need > allowed:
+        raise gr.Error(f"Tracing {n_tokens:,} tokens needs about {need / 1024 ** 2:,.0f} MB (the "
+                       f"attention weights grow with the square of the length: {cfg.n_heads} "
+                       f"heads × {n_tokens:,}²), but one trace may use {allowed / 1024 ** 2:,.0f} "
+                       f"MB of memory. Use a prompt of at most "
+                       f"{longest_trace(cfg, allowed):,} tokens.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer pickers: three tabs choose a layer of the session's model.
+def layer_slider(label):
+    return gr.Slider(0, DEFAULT_CONFIG.n_layers - 1, value=0, step=1, label=label)
+
+
+def layer_picker_update(cfg):
+    """A layer slider that follows a built model. A Gradio slider needs minimum < maximum: a
+    one-block model gets a fixed 0..1 slider (layer 1 is then refused with a message naming
+    the layers that exist)."""
+    return gr.update(maximum=max(cfg.n_layers - 1, 1), value=0, interactive=cfg.n_layers > 1)

@@ -1,0 +1,51 @@
+"""Tab 4, Activation functions: the curves (and their derivatives) over the x range chosen,
+drawn over the session's real feed-forward inputs once a prompt is traced."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ...book.config import ACTIVATIONS
+from ...book.curves import activation_curves
+from ..plots.curves import activation_figure
+from ..shared import friendly, layer_of, layer_slider
+
+
+@friendly
+def activation_view(x_min, x_max, functions, derivatives, layer, state):
+    if not functions:
+        raise gr.Error("Tick at least one activation function.")
+    curves = activation_curves(float(x_min), float(x_max))
+    hist = None
+    tr = state.get("trace") if state else None
+    if tr is not None and "ff_pre" in tr.points:
+        layer = layer_of(tr, layer)
+        s = tr.points["ff_pre"]
+        hist = (s.hist_counts[layer], s.hist_edges[layer])
+    return activation_figure(curves, show=tuple(functions), derivatives=bool(derivatives),
+                             ff_pre_hist=hist)
+
+
+def create_ui():
+    with gr.Tab("4 · Activation functions", id="activations"):
+        with gr.Row():
+            x_min = gr.Slider(-20, 0, value=-4, step=0.5, label="x from")
+            x_max = gr.Slider(0, 20, value=4, step=0.5, label="x to")
+            functions = gr.CheckboxGroup(list(ACTIVATIONS), value=["gelu", "relu"],
+                                         label="functions")
+            derivatives = gr.Checkbox(False, label="show derivatives")
+            layer = layer_slider("layer (real inputs)")
+        plot = gr.Plot(show_label=False, label="Activation functions", elem_id="act_plot")
+    return SimpleNamespace(x_min=x_min, x_max=x_max, functions=functions,
+                           derivatives=derivatives, layer=layer, plot=plot)
+
+
+def create_event_handlers(tab, state, demo, traced):
+    """``traced``: the events that trace a prompt; the plot redraws over its real inputs."""
+    controls = [tab.x_min, tab.x_max, tab.functions, tab.derivatives, tab.layer]
+    for event in traced:
+        event.success(activation_view, [*controls, state], tab.plot, api_visibility="private")
+    for control in controls:
+        control.change(activation_view, [*controls, state], tab.plot, api_visibility="private")
+    demo.load(activation_view, [*controls, state], tab.plot, api_name="activation_curves")

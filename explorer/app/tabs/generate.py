@@ -1,0 +1,227 @@
+"""Tab 5, Generate: stream a generation token by token (or advance one token at a time, for
+lectures) with the next-token candidates and a step table; and the logit lens of the prompt."""
+from __future__ import annotations
+
+import math
+import time
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ... import native
+from ...book.generate import check_generation_args, generate_steps
+from ...book.tokenizer import get_tokenizer
+from ...probes import trace
+from ..plots.generation import next_token_bars_html, table_html
+from ..plots.labels import visible_token
+from ..plots.lens import logit_lens_figure
+from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, as_int, check_trace_size, friendly,
+                      model_of, prompt_ids)
+
+SHOW_TOP = 10          # next-token candidates shown as bars
+LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
+HISTORY_HEADERS = ["step", "token", "probability", "rank", "entropy (bits)", "ms"]
+# The history lists the newest step first, so the live row is always in sight.
+# A page redraws the text and bars up to 40 times a second (a browser keeps up: see
+# bench/browser_rate.py); a faster model skips steps on screen, never the last one, and a
+# slower one's late step is held back a few ms rather than skipped. The step
+# table re-renders all its rows, so it follows twice a second, and completely at the end.
+STREAM_INTERVAL_S = 0.025
+TABLE_INTERVAL_S = 0.5
+LIVE_TABLE_ROWS = 40
+# The C one-token step and greedy summary, where they apply (else the model's own forward).
+FAST_DECODING = dict(step=native.model_step, summarize=native.next_token_summary)
+
+
+def _generation_args(max_new_tokens, mode, temperature, top_k, seed):
+    max_new = as_int(max_new_tokens, "max new tokens")
+    if not 1 <= max_new <= MAX_NEW_TOKENS:
+        raise gr.Error(f"max new tokens must be between 1 and {MAX_NEW_TOKENS} in the explorer "
+                       f"(got {max_new}).")
+    if mode == "greedy":
+        return max_new, 0.0, None, None
+    if mode != "sample":
+        raise gr.Error(f"Decoding must be 'greedy' or 'sample' (got {mode!r}).")
+    try:
+        temperature = 0.0 if temperature is None else float(temperature)
+    except (TypeError, ValueError):
+        raise gr.Error(f"temperature must be a number above 0 (got {temperature!r}).") from None
+    if not math.isfinite(temperature):
+        raise gr.Error(f"temperature must be a finite number above 0 (got {temperature}).")
+    if not temperature > 0:
+        raise gr.Error("Sampling needs a temperature above 0 (0 would be greedy decoding).")
+    top_k = None if top_k in (None, 0, "") else as_int(top_k, "top-k")
+    seed = as_int(seed, "seed")
+    return max_new, temperature, top_k, seed
+
+
+def _step_row(step):
+    return [step.index + 1, visible_token(step.text, 24), f"{100 * step.prob:.3g} %",
+            step.rank, f"{step.entropy_bits:.2f}", f"{step.seconds * 1000:.1f}"]
+
+
+def _table(rows, live=False):
+    """The step table, newest first; while streaming only the newest rows (a page lays out
+    40 rows faster than 500), with a line saying how many more there are."""
+    if live and len(rows) > LIVE_TABLE_ROWS:
+        more = len(rows) - LIVE_TABLE_ROWS
+        rows = rows[:LIVE_TABLE_ROWS] + [["…", f"{more} earlier steps", "", "", "", ""]]
+    return table_html(HISTORY_HEADERS, rows, caption="Steps (newest first)")
+
+
+def full_table(state):
+    """The whole step table from the session (after Stop: the last update showed the newest
+    rows only)."""
+    return _table((state or {}).get("gen_rows", []))
+
+
+def _bars(step):
+    chosen = step.top_ids.index(step.token_id) if step.token_id in step.top_ids else None
+    return next_token_bars_html(step.top_texts, step.top_probs, chosen)
+
+
+def _speed(n, rate, step):
+    note = "" if step.cached else " · window full: recomputing the last context_length tokens"
+    return (f"{n} tokens · <b>{rate:.1f} tokens/s</b> · {native.decoding_label(step.fast_step)}"
+            f"{note}")
+
+
+@friendly
+def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot, state):
+    model = model_of(state)
+    ids = prompt_ids(prompt, model)
+    max_new, temperature, top_k, seed = _generation_args(max_new_tokens, mode, temperature,
+                                                         top_k, seed)
+    check_generation_args(max_new, temperature, top_k, seed, model.cfg.vocab_size)
+    tokenizer = get_tokenizer()
+    steps = generate_steps(model, ids, max_new, temperature=temperature, top_k=top_k, seed=seed,
+                           stop_at_eot=bool(stop_at_eot), show_top=SHOW_TOP, **FAST_DECODING)
+    new_ids, rows = [], []
+    started = time.perf_counter()
+
+    def update(step, with_table, final=False):
+        rate = len(new_ids) / max(time.perf_counter() - started, 1e-9)
+        text = prompt + tokenizer.decode([t for t in new_ids if t < tokenizer.n_vocab])
+        # The state follows every update, so a stopped generation can go on with "Next token"
+        # from exactly what the page shows (the table may lag: the state has every row).
+        return (text, _bars(step), _table(rows, live=not final) if with_table else gr.skip(),
+                _speed(len(new_ids), rate, step), {**state, "gen_ids": ids + new_ids,
+                                                   "gen_text": text, "gen_rows": list(rows)})
+
+    sent = table_sent = -math.inf     # when the last update, and the last table, went out
+    shown = None                      # (steps, whole table shown) of the last update
+    arrived, gap = started, None      # when the last step came, and the smoothed gap between
+    for step in steps:
+        new_ids.append(step.token_id)
+        rows.insert(0, _step_row(step))
+        now = time.perf_counter()
+        gap = now - arrived if gap is None else 0.8 * gap + 0.2 * (now - arrived)
+        arrived = now
+        if now - sent < STREAM_INTERVAL_S:
+            if gap < STREAM_INTERVAL_S:
+                continue   # faster than a page can draw: the next update carries this step too
+            # A model slower than that, one step late and the next one right behind it: show
+            # it a moment later rather than not at all.
+            time.sleep(sent + STREAM_INTERVAL_S - now)
+            now = time.perf_counter()
+        with_table = now - table_sent >= TABLE_INTERVAL_S
+        yield update(step, with_table)
+        sent, shown = now, (len(new_ids), with_table and len(rows) <= LIVE_TABLE_ROWS)
+        table_sent = now if with_table else table_sent
+    if new_ids and shown != (len(new_ids), True):
+        yield update(step, True, final=True)   # the final state, always complete
+
+
+@friendly
+def next_token(prompt, output, mode, temperature, top_k, seed, state):
+    """Advance exactly one token, continuing the current output (for lectures)."""
+    model = model_of(state)
+    tokenizer = get_tokenizer()
+    continuing = state.get("gen_ids") and output == state.get("gen_text")
+    ids = list(state["gen_ids"]) if continuing else prompt_ids(prompt, model)
+    rows = list(state.get("gen_rows", [])) if continuing else []
+    _, temperature, top_k, seed = _generation_args(1, mode, temperature, top_k, seed)
+    if seed is not None:
+        seed += len(ids)  # a different draw at each step, yet repeatable
+    step = next(iter(generate_steps(model, ids, 1, temperature=temperature, top_k=top_k,
+                                    seed=seed, show_top=SHOW_TOP, **FAST_DECODING)))
+    step.index = len(rows)
+    ids.append(step.token_id)
+    text = (output if continuing else prompt) + (
+        tokenizer.decode([step.token_id]) if step.token_id < tokenizer.n_vocab else "")
+    rows.insert(0, _step_row(step))
+    state = {**state, "gen_ids": ids, "gen_text": text, "gen_rows": rows}
+    return (text, _bars(step), _table(rows),
+            _speed(len(rows), 1 / max(step.seconds, 1e-9), step), state)
+
+
+@friendly
+def logit_lens(prompt, state):
+    """Final norm + output head on every block's output, at the prompt's last 32 positions."""
+    model = model_of(state)
+    ids = prompt_ids(prompt, model)
+    if len(ids) > model.cfg.context_length:
+        ids = ids[-model.cfg.context_length:]
+    check_trace_size(model.cfg, len(ids))
+    positions = list(range(max(0, len(ids) - LENS_POSITIONS), len(ids)))
+    return logit_lens_figure(trace(model, ids, attention_layers=None, lens=positions,
+                                   entropy=False))
+
+
+def sampling_controls(mode):
+    """Temperature, top-k and seed matter only when sampling."""
+    return [gr.update(interactive=mode == "sample")] * 3
+
+
+# ---------------------------------------------------------------------------------------------
+def create_ui():
+    with gr.Tab("5 · Generate", id="generate"):
+        with gr.Row():
+            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, scale=3,
+                                elem_id="gen_prompt")
+            with gr.Column(scale=2):
+                max_new = gr.Slider(1, MAX_NEW_TOKENS, value=20, step=1,
+                                    label="max new tokens", elem_id="max_new")
+                mode = gr.Radio(["greedy", "sample"], value="greedy", label="decoding")
+                with gr.Row():
+                    temperature = gr.Number(1.0, label="temperature", interactive=False)
+                    top_k = gr.Number(50, label="top-k (0: all)", precision=0,
+                                      interactive=False)
+                    seed = gr.Number(123, label="sampling seed", precision=0,
+                                     interactive=False)
+                stop_eot = gr.Checkbox(False, label="stop at <|endoftext|>")
+        with gr.Row():
+            gen_btn = gr.Button("Generate", variant="primary", elem_id="gen_btn")
+            step_btn = gr.Button("Next token", elem_id="step_btn")
+            stop_btn = gr.Button("Stop", variant="stop", elem_id="stop_btn")
+        speed = gr.HTML(elem_id="speed")  # lighter to redraw than Markdown, every step
+        output = gr.Textbox(label="Text", lines=6, max_lines=6, autoscroll=True,
+                            elem_id="gen_output", interactive=False)
+        with gr.Row():
+            bars = gr.HTML(label="Next-token probabilities (top 10)", elem_id="bars")
+            history = gr.HTML(_table([]), label="Steps", elem_id="history")
+        with gr.Accordion("Logit lens: what each layer would predict", open=False):
+            lens_btn = gr.Button("Read the logit lens for the prompt", elem_id="lens_btn")
+            lens_plot = gr.Plot(show_label=False, label="Logit lens", elem_id="lens_plot")
+    return SimpleNamespace(prompt=prompt, max_new=max_new, mode=mode, temperature=temperature,
+                           top_k=top_k, seed=seed, stop_eot=stop_eot, gen_btn=gen_btn,
+                           step_btn=step_btn, stop_btn=stop_btn, speed=speed, output=output,
+                           bars=bars, history=history, lens_btn=lens_btn, lens_plot=lens_plot)
+
+
+def create_event_handlers(tab, state):
+    tab.mode.change(sampling_controls, tab.mode, [tab.temperature, tab.top_k, tab.seed],
+                    api_visibility="private")
+    sampling = [tab.mode, tab.temperature, tab.top_k, tab.seed]
+    shown = [tab.output, tab.bars, tab.history, tab.speed, state]
+    generating = tab.gen_btn.click(
+        generate, [tab.prompt, tab.max_new, *sampling, tab.stop_eot, state], shown,
+        api_name="generate", concurrency_limit=4, concurrency_id="generate",
+        show_progress="hidden")
+    tab.step_btn.click(next_token, [tab.prompt, tab.output, *sampling, state], shown,
+                       api_name="next_token", concurrency_limit=4, concurrency_id="generate",
+                       show_progress_on=[tab.speed])
+    tab.stop_btn.click(None, None, None, cancels=[generating], api_visibility="private") \
+        .then(full_table, state, tab.history, api_visibility="private")
+    tab.lens_btn.click(logit_lens, [tab.prompt, state], tab.lens_plot, api_name="logit_lens",
+                       concurrency_limit=2, concurrency_id="inspect")
