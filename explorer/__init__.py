@@ -1,6 +1,6 @@
 """GPT Explorer: build the GPT of chapter 4 of "Build a Large Language Model (From Scratch)" and
 look inside it. The core (config, model, tokenizer, generate, probes) needs torch, numpy and
-tiktoken only; plots and ui add plotly and Gradio."""
+tiktoken only; the app (explorer.app) adds plotly and Gradio."""
 import os
 
 # OpenMP threads that spin while waiting steal the CPU from every other thread: with two

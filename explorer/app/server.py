@@ -28,9 +28,9 @@ def launch_options(host=None, port=None, share=False) -> dict:
         js=JS,          # one streamed update per painted frame (static/paced_stream.js)
         max_file_size="1mb",   # the app takes no uploads; refuse large ones outright
         ssr_mode=False,
-        # Our handlers turn every error into a message (shared.friendly); this also shows Gradio's
-        # own input-check messages (e.g. text sent where a number goes) instead of a generic
-        # "error" — the message only, never a traceback.
+        # Our handlers turn every error into a message (shared.friendly); this also shows
+        # Gradio's own input-check messages (e.g. text sent where a number goes) instead of a
+        # generic "error" — the message only, never a traceback.
         show_error=True,
     )
 

@@ -94,12 +94,13 @@ def preset_values(preset):
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
     given.apply_defaults()
-    a = given.arguments
-    progress = a["progress"]
-    values = {name: _BY_FIELD[name].parse(a[name]) for name in KNOBS}
+    inputs = given.arguments
+    progress = inputs["progress"]
+    values = {name: _BY_FIELD[name].parse(inputs[name]) for name in KNOBS}
     progress(0.05, desc="Checking the config")
     cfg = GPTConfig.from_dict(values)
-    key = CACHE.key(cfg, seed=as_int(a["seed"], "seed"), device=a["device"], dtype=a["dtype"])
+    key = CACHE.key(cfg, seed=as_int(inputs["seed"], "seed"), device=inputs["device"],
+                    dtype=inputs["dtype"])
     progress(0.2, desc="Initialising the weights (torch.manual_seed, then GPTModel(cfg))")
     started = time.perf_counter()
     model, cached = CACHE.get(key)
@@ -108,7 +109,7 @@ def build(*args, **kwargs):
     counts = count_parameters(cfg)
     how = (f"from the shared cache in {seconds * 1000:.0f} ms" if cached
            else f"built in {seconds:.2f} s")
-    preset = a["preset"]
+    preset = inputs["preset"]
     status = (f"**Model ready** — {preset if cfg == PRESETS.get(preset) else 'custom config'}, "
               f"{counts.total:,} parameters, on **{key.device}** ({key.dtype}), seed {key.seed}, "
               f"{how}.")
@@ -118,7 +119,7 @@ def build(*args, **kwargs):
     heads = gr.update(choices=["mean"] + [str(h) for h in range(cfg.n_heads)], value="mean")
     return (status, architecture_html(cfg, counts), _parameter_table(counts),
             parameter_figure(counts), _memory_markdown(cfg, counts, key), {"key": key},
-            layers, layers, layers, heads)
+            layers, layers, layers, heads)   # three layer sliders (tabs 2, 3, 4), one head picker
 
 
 build.__signature__ = BUILD_SIGNATURE
@@ -188,8 +189,8 @@ def create_ui():
 
 
 def create_event_handlers(tab, state, status, layer_pickers, head_picker):
-    """``layer_pickers`` (the other tabs' layer sliders) and ``head_picker`` follow the built
-    model."""
+    """``layer_pickers`` (the three layer sliders of tabs 2, 3 and 4) and ``head_picker``
+    follow the built model."""
     tab.preset.change(preset_values, tab.preset, tab.knobs, api_name="preset_config")
     # show_progress_on: progress (and an error badge) on the status line only, so a refused
     # config leaves the previous model's views in place.
