@@ -235,7 +235,8 @@ def test_live_step_table_shows_the_newest_rows_and_the_final_one_every_row(app_u
     assert step_rows(job.result()[2]) == list(range(n, 0, -1))
     # After Stop, the page asks for the whole table from the session's rows.
     state = {"gen_rows": [[2, "b"], [1, "a"]]}
-    assert step_rows(generate_tab.full_table(state)) == [2, 1] and "<tbody></tbody>" in generate_tab.full_table(None)
+    assert step_rows(generate_tab.full_table(state)) == [2, 1]
+    assert "<tbody></tbody>" in generate_tab.full_table(None)
 
 
 def test_next_token_continues_a_generation_and_its_step_table(app_url):
