@@ -14,9 +14,23 @@ from .layout import CSS, JS, build_app
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
 
 
+def on_a_space(environ=os.environ) -> bool:
+    """Whether we run on a Hugging Face Space: the runtime sets ``SYSTEM=spaces`` (what Gradio
+    itself reads) and ``SPACE_ID`` (the documented variable)."""
+    return environ.get("SYSTEM") == "spaces" or bool(environ.get("SPACE_ID"))
+
+
+def default_host(environ=os.environ) -> str:
+    """``GRADIO_SERVER_NAME`` if set; else every interface on a Space (its proxy reaches the
+    app from outside the container, and Gradio itself never binds 0.0.0.0 there), else the
+    loopback only."""
+    return environ.get("GRADIO_SERVER_NAME") or ("0.0.0.0" if on_a_space(environ)
+                                                  else "127.0.0.1")
+
+
 def launch_options(host=None, port=None, share=False) -> dict:
     return dict(
-        server_name=host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1",
+        server_name=host or default_host(),
         server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         share=share,
         # Gradio's bundled semibold face lacks glyphs (a fallback capital "B"): use 400/700.
@@ -47,8 +61,8 @@ def create_demo() -> gr.Blocks:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="GPT Explorer")
-    parser.add_argument("--host", help="address to bind (default 127.0.0.1, or "
-                                       "GRADIO_SERVER_NAME)")
+    parser.add_argument("--host", help="address to bind (default GRADIO_SERVER_NAME, else "
+                                       "0.0.0.0 on a Hugging Face Space, else 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 7860, or GRADIO_SERVER_PORT)")
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link")
     args = parser.parse_args(argv)
