@@ -1,0 +1,134 @@
+"""Hugging Face ZeroGPU, decided in one place.
+
+``@gpu_work(duration=...)`` marks a handler that does GPU work (building a model, a forward pass,
+decoding, training). On a ZeroGPU Space (``SPACES_ZERO_GPU=true`` and the ``spaces`` package, which
+the Space's runtime provides) it is ``spaces.GPU(handler, duration=...)``: ZeroGPU attaches a GPU
+for the call and runs it in a worker process, every ``yield`` of a generator included. Everywhere
+else the handler is returned unchanged: ``spaces`` is not imported and a call costs nothing.
+
+Put it under ``@friendly``, so that the user sees ZeroGPU's messages (quota, queue) as any other::
+
+    @friendly
+    @gpu_work(duration=gpu.forward_seconds)
+    def run_trace(prompt, state, ...):
+
+A ZeroGPU worker is a fork of the server: the models it builds stay in its own ``CACHE``, and a
+new worker rebuilds a session's model from the key in the session's state (config and seed give
+the same weights). The durations below therefore count a build as well as the work.
+
+``duration`` is a function of the handler's arguments, by name (a dict), that returns seconds; it
+is called before each call, and its answer is held within ``MIN_SECONDS`` .. ``MAX_SECONDS``.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import os
+
+from ..book.config import GPTConfig, count_parameters
+
+log = logging.getLogger("gpt_explorer")
+
+ZERO_GPU_ENV = "SPACES_ZERO_GPU"
+# A new worker forks, starts CUDA and takes its weights over before any work: some seconds.
+STARTUP_SECONDS = 10
+MIN_SECONDS = 15
+# An anonymous visitor's whole daily ZeroGPU quota is 2 minutes; ZeroGPU refuses a call that asks
+# for more than the visitor may have, so no estimate asks for more.
+MAX_SECONDS = 120
+DEFAULT_SECONDS = 60   # ZeroGPU's own default, when the arguments give no estimate
+# Deliberately low rates (an estimate too short gets the call aborted; too long only queues it
+# behind shorter ones): weights initialised on the CPU, as the book does; fp32 matmuls plus the
+# probes' statistics; Python's share of one decoding step (sampling, top-10 bars, the stream).
+BUILD_PARAMETERS_PER_SECOND = 50e6
+FLOPS_PER_SECOND = 2e11
+SECONDS_PER_DECODING_STEP = 0.05
+
+
+def on_zero_gpu(environ=os.environ) -> bool:
+    """ZeroGPU's own test (``spaces.config``): ``SPACES_ZERO_GPU`` is 1, t or true, any case."""
+    value = environ.get(ZERO_GPU_ENV)
+    return value is not None and value.lower() in ("1", "t", "true")
+
+
+def gpu_work(duration):
+    """A decorator: ``spaces.GPU(fn, duration=...)`` on ZeroGPU, else ``fn`` itself."""
+    def decorate(fn):
+        if not on_zero_gpu():
+            return fn
+        try:
+            import spaces
+        except ImportError:
+            log.warning("%s is set but the `spaces` package is not installed: %s runs without "
+                        "ZeroGPU (pip install spaces).", ZERO_GPU_ENV, fn.__name__)
+            return fn
+        signature = inspect.signature(fn)
+
+        def seconds(*args, **kwargs):
+            try:
+                estimate = duration(signature.bind(*args, **kwargs).arguments)
+            except Exception:  # noqa: BLE001 - a bad request: the handler itself will say why
+                estimate = DEFAULT_SECONDS
+            return clamp_seconds(estimate)
+
+        return spaces.GPU(fn, duration=seconds)
+    return decorate
+
+
+def clamp_seconds(estimate) -> int:
+    if not isinstance(estimate, (int, float)) or not math.isfinite(estimate):
+        return DEFAULT_SECONDS
+    return int(min(MAX_SECONDS, max(MIN_SECONDS, math.ceil(estimate))))
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimates, from a handler's arguments by name. A session's model is known by ``state["key"]``.
+def _parameters(cfg) -> int:
+    return count_parameters(GPTConfig.from_dict(cfg)).total
+
+
+def _session_parameters(arguments) -> tuple[int, GPTConfig]:
+    cfg = arguments["state"]["key"].config
+    return _parameters(cfg), cfg
+
+
+def _build(parameters: int) -> float:
+    return STARTUP_SECONDS + parameters / BUILD_PARAMETERS_PER_SECOND
+
+
+def _forward(parameters: int, tokens: int) -> float:
+    return 2 * parameters * tokens / FLOPS_PER_SECOND
+
+
+def _prompt_tokens(arguments, cfg) -> int:
+    # Byte-level BPE: a prompt has at most one token per UTF-8 byte; a trace sees at most
+    # context_length of them.
+    prompt = arguments.get("prompt")
+    n = len(prompt.encode("utf-8")) if isinstance(prompt, str) else cfg.context_length
+    return max(1, min(n, cfg.context_length))
+
+
+def build_seconds(arguments) -> float:
+    """Building the model that the Build tab's knobs describe."""
+    knobs = {f: arguments[f] for f in GPTConfig.__dataclass_fields__ if f in arguments}
+    return _build(_parameters(knobs))
+
+
+def forward_seconds(arguments) -> float:
+    """One forward pass over the prompt (trace, logit lens, next token), or over the whole
+    context when the handler has no prompt (attention of a traced layer)."""
+    parameters, cfg = _session_parameters(arguments)
+    return _build(parameters) + _forward(parameters, _prompt_tokens(arguments, cfg))
+
+
+def generate_seconds(arguments) -> float:
+    """The prompt, then ``max_new_tokens`` decoding steps: one new token each while the window
+    has room, the whole window again for each step after it is full."""
+    parameters, cfg = _session_parameters(arguments)
+    steps = float(arguments["max_new_tokens"])
+    prompt = _prompt_tokens(arguments, cfg)
+    full_window = max(0.0, prompt + steps - cfg.context_length)
+    return (_build(parameters) + _forward(parameters, prompt)
+            + steps * (SECONDS_PER_DECODING_STEP + _forward(parameters, 1))
+            + full_window * _forward(parameters, cfg.context_length))

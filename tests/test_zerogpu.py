@@ -1,0 +1,210 @@
+"""ZeroGPU (explorer/app/gpu.py): on a ZeroGPU Space the GPU work runs inside ``spaces.GPU``
+calls, every yield of a generation included, with a duration that grows with the work; anywhere
+else the handlers are the plain functions and ``spaces`` is never imported.
+
+``spaces`` itself is not installed here: a stand-in module, put into ``sys.modules``, records what
+runs inside its decorator (the real one is a no-op unless SPACES_ZERO_GPU=true, and then needs
+the Space's GPU scheduler)."""
+import functools
+import importlib
+import inspect
+import sys
+import types
+
+import pytest
+
+from explorer.app import gpu
+from explorer.book.config import PRESETS, count_parameters
+from explorer.runtime.cache import ModelKey
+
+
+class StandInSpaces(types.ModuleType):
+    """``spaces.GPU(task, duration=...)`` as ZeroGPU calls it: the duration is asked for with
+    the call's arguments, then the task runs "on the GPU" (``inside`` is True meanwhile)."""
+
+    def __init__(self):
+        super().__init__("spaces")
+        self.inside = False
+        self.calls = []          # (task name, seconds asked for)
+
+    def GPU(self, task=None, *, duration=None, size=None):  # noqa: N802 - the real name
+        if task is None:
+            return functools.partial(self.GPU, duration=duration, size=size)
+        spaces = self
+
+        def ask(args, kwargs):
+            seconds = duration(*args, **kwargs) if callable(duration) else duration
+            spaces.calls.append((task.__name__, seconds))
+
+        if inspect.isgeneratorfunction(task):
+            @functools.wraps(task)
+            def generator_on_gpu(*args, **kwargs):
+                ask(args, kwargs)
+                steps = task(*args, **kwargs)
+                while True:
+                    spaces.inside = True
+                    try:
+                        value = next(steps)
+                    except StopIteration:
+                        return
+                    finally:
+                        spaces.inside = False
+                    yield value
+            return generator_on_gpu
+
+        @functools.wraps(task)
+        def on_gpu(*args, **kwargs):
+            ask(args, kwargs)
+            spaces.inside = True
+            try:
+                return task(*args, **kwargs)
+            finally:
+                spaces.inside = False
+        return on_gpu
+
+
+class ImportWatch:
+    """A finder that notes every attempt to import ``spaces`` (and finds nothing)."""
+
+    def __init__(self):
+        self.attempts = 0
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "spaces":
+            self.attempts += 1
+        return None
+
+
+@pytest.fixture
+def zero_gpu(monkeypatch):
+    spaces = StandInSpaces()
+    monkeypatch.setitem(sys.modules, "spaces", spaces)
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    return spaces
+
+
+@pytest.fixture
+def no_spaces_installed(monkeypatch):
+    watch = ImportWatch()
+    monkeypatch.delitem(sys.modules, "spaces", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [watch, *sys.meta_path])
+    return watch
+
+
+def session_state(preset):
+    return {"key": ModelKey(PRESETS[preset], 123, "cpu", "float32")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The decorator
+def test_off_zero_gpu_the_function_itself_comes_back_and_spaces_is_never_imported(
+        monkeypatch, no_spaces_installed):
+    def work(x):
+        return x + 1
+
+    for value in (None, "", "false", "0"):
+        if value is None:
+            monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+        else:
+            monkeypatch.setenv("SPACES_ZERO_GPU", value)
+        assert gpu.gpu_work(duration=gpu.forward_seconds)(work) is work
+    assert no_spaces_installed.attempts == 0
+
+
+@pytest.mark.parametrize("value", ["true", "True", "1", "t"])
+def test_zero_gpu_is_recognised_as_spaces_itself_recognises_it(monkeypatch, value):
+    monkeypatch.setenv("SPACES_ZERO_GPU", value)
+    assert gpu.on_zero_gpu()
+
+
+def test_on_zero_gpu_a_function_runs_inside_the_gpu_decorator(zero_gpu):
+    seen = []
+
+    @gpu.gpu_work(duration=lambda arguments: 3 * arguments["n"])
+    def work(n):
+        seen.append(zero_gpu.inside)
+        return n
+
+    assert work(20) == 20
+    assert seen == [True] and not zero_gpu.inside
+    assert zero_gpu.calls == [("work", 60)]
+
+
+def test_on_zero_gpu_every_yield_of_a_generator_is_produced_inside(zero_gpu):
+    seen = []
+
+    @gpu.gpu_work(duration=lambda arguments: 30)
+    def stream(n):
+        for i in range(n):
+            seen.append(zero_gpu.inside)
+            yield i
+
+    assert inspect.isgeneratorfunction(stream)   # Gradio streams it only if it is one
+    assert list(stream(4)) == [0, 1, 2, 3]
+    assert seen == [True] * 4
+    assert zero_gpu.calls == [("stream", 30)]
+
+
+def test_asked_durations_stay_within_zero_gpus_limits(zero_gpu):
+    estimates = iter([0.2, 10 ** 9, float("nan"), "soon"])
+
+    @gpu.gpu_work(duration=lambda arguments: next(estimates))
+    def work():
+        return None
+
+    for _ in range(4):
+        work()
+    assert [s for _, s in zero_gpu.calls] == [gpu.MIN_SECONDS, gpu.MAX_SECONDS,
+                                              gpu.DEFAULT_SECONDS, gpu.DEFAULT_SECONDS]
+
+
+def test_a_request_the_estimate_cannot_read_gets_the_default_and_the_handlers_own_message(
+        zero_gpu):
+    @gpu.gpu_work(duration=gpu.forward_seconds)
+    def run_trace(prompt, state):
+        if not state:
+            raise ValueError("No model yet: build one in the Build tab first.")
+
+    with pytest.raises(ValueError, match="No model yet"):
+        run_trace("hello", None)
+    assert zero_gpu.calls == [("run_trace", gpu.DEFAULT_SECONDS)]
+
+
+def test_zero_gpu_without_the_spaces_package_runs_plainly_and_says_so(
+        monkeypatch, no_spaces_installed, caplog):
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+
+    def work():
+        return 1
+
+    with caplog.at_level("WARNING", logger="gpt_explorer"):
+        assert gpu.gpu_work(duration=gpu.forward_seconds)(work) is work
+    assert "spaces" in caplog.text and "pip install spaces" in caplog.text
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimates
+def test_duration_grows_with_the_model_and_the_tokens_asked_for():
+    tiny, xl = session_state("teach-tiny"), {"key": ModelKey(PRESETS["gpt2-xl"], 1, "cuda",
+                                                               "float32")}
+    prompt = "Every effort moves you"
+    assert gpu.forward_seconds({"state": tiny, "prompt": prompt}) < \
+        gpu.forward_seconds({"state": xl, "prompt": prompt})
+    assert gpu.forward_seconds({"state": xl, "prompt": prompt}) < \
+        gpu.forward_seconds({"state": xl, "prompt": prompt * 40})
+    assert gpu.generate_seconds({"state": xl, "prompt": prompt, "max_new_tokens": 10}) < \
+        gpu.generate_seconds({"state": xl, "prompt": prompt, "max_new_tokens": 500})
+    assert gpu.build_seconds(PRESETS["teach-tiny"].to_dict()) < \
+        gpu.build_seconds(PRESETS["gpt2-xl"].to_dict())
+
+
+def test_a_prompt_counts_at_most_one_token_per_byte_and_at_most_the_context():
+    cfg = PRESETS["gpt2-small"]
+    state = {"key": ModelKey(cfg, 1, "cuda", "float32")}
+    parameters = count_parameters(cfg).total
+    build = gpu._build(parameters)
+    # "é" is two UTF-8 bytes: up to two tokens
+    assert gpu.forward_seconds({"state": state, "prompt": "é" * 10}) == \
+        pytest.approx(build + gpu._forward(parameters, 20))
+    assert gpu.forward_seconds({"state": state, "prompt": "x" * 50_000}) == \
+        pytest.approx(build + gpu._forward(parameters, cfg.context_length))
