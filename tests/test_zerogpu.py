@@ -208,3 +208,17 @@ def test_a_prompt_counts_at_most_one_token_per_byte_and_at_most_the_context():
         pytest.approx(build + gpu._forward(parameters, 20))
     assert gpu.forward_seconds({"state": state, "prompt": "x" * 50_000}) == \
         pytest.approx(build + gpu._forward(parameters, cfg.context_length))
+
+
+def test_a_handler_with_star_args_names_its_arguments_through_signature(zero_gpu):
+    def build(*args, **kwargs):
+        return args
+
+    with pytest.raises(TypeError, match="signature="):
+        gpu.gpu_work(duration=gpu.build_seconds)(build)
+    named = inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                               for name in ("n_layers", "emb_dim")])
+    on_gpu = gpu.gpu_work(duration=lambda arguments: arguments["n_layers"], signature=named)(
+        build)
+    assert on_gpu(30, 64) == (30, 64)
+    assert zero_gpu.calls == [("build", 30)]

@@ -52,9 +52,14 @@ def on_zero_gpu(environ=os.environ) -> bool:
     return value is not None and value.lower() in ("1", "t", "true")
 
 
-def gpu_work(duration):
-    """A decorator: ``spaces.GPU(fn, duration=...)`` on ZeroGPU, else ``fn`` itself."""
+def gpu_work(duration, signature: inspect.Signature | None = None):
+    """A decorator: ``spaces.GPU(fn, duration=...)`` on ZeroGPU, else ``fn`` itself.
+    ``signature`` names the arguments of a handler that takes ``*args, **kwargs``."""
     def decorate(fn):
+        named = signature or inspect.signature(fn)
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in named.parameters.values()):
+            raise TypeError(f"gpu_work: {fn.__name__} takes *args or **kwargs, so its duration "
+                            f"cannot find its arguments by name; pass signature=.")
         if not on_zero_gpu():
             return fn
         try:
@@ -63,11 +68,9 @@ def gpu_work(duration):
             log.warning("%s is set but the `spaces` package is not installed: %s runs without "
                         "ZeroGPU (pip install spaces).", ZERO_GPU_ENV, fn.__name__)
             return fn
-        signature = inspect.signature(fn)
-
         def seconds(*args, **kwargs):
             try:
-                estimate = duration(signature.bind(*args, **kwargs).arguments)
+                estimate = duration(named.bind(*args, **kwargs).arguments)
             except Exception:  # noqa: BLE001 - a bad request: the handler itself will say why
                 estimate = DEFAULT_SECONDS
             return clamp_seconds(estimate)
