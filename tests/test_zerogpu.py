@@ -208,6 +208,11 @@ def test_a_prompt_counts_at_most_one_token_per_byte_and_at_most_the_context():
         pytest.approx(build + gpu._forward(parameters, 20))
     assert gpu.forward_seconds({"state": state, "prompt": "x" * 50_000}) == \
         pytest.approx(build + gpu._forward(parameters, cfg.context_length))
+    # Next token: the text shown so far, when longer than the prompt; no text: the context.
+    assert gpu.forward_seconds({"state": state, "prompt": "ab", "output": "abcdef"}) == \
+        pytest.approx(build + gpu._forward(parameters, 6))
+    assert gpu.forward_seconds({"state": state}) == \
+        pytest.approx(build + gpu._forward(parameters, cfg.context_length))
 
 
 def test_a_handler_with_star_args_names_its_arguments_through_signature(zero_gpu):

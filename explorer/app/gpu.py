@@ -105,10 +105,11 @@ def _forward(parameters: int, tokens: int) -> float:
 
 
 def _prompt_tokens(arguments, cfg) -> int:
-    # Byte-level BPE: a prompt has at most one token per UTF-8 byte; a trace sees at most
-    # context_length of them.
-    prompt = arguments.get("prompt")
-    n = len(prompt.encode("utf-8")) if isinstance(prompt, str) else cfg.context_length
+    # Byte-level BPE: a text has at most one token per UTF-8 byte; a forward pass sees at most
+    # context_length of them. Next token continues the text shown (``output``) if it is longer.
+    texts = [arguments.get(name) for name in ("prompt", "output")]
+    texts = [t for t in texts if isinstance(t, str)]
+    n = max(len(t.encode("utf-8")) for t in texts) if texts else cfg.context_length
     return max(1, min(n, cfg.context_length))
 
 
