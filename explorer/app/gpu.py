@@ -34,8 +34,8 @@ ZERO_GPU_ENV = "SPACES_ZERO_GPU"
 # A new worker forks, starts CUDA and takes its weights over before any work: some seconds.
 STARTUP_SECONDS = 10
 MIN_SECONDS = 15
-# An anonymous visitor's whole daily ZeroGPU quota is 2 minutes; ZeroGPU refuses a call that asks
-# for more than the visitor may have, so no estimate asks for more.
+# ZeroGPU refuses a request above its maximum ("illegal duration"), and an anonymous visitor's
+# whole daily quota is 2 minutes: no estimate asks for more.
 MAX_SECONDS = 120
 DEFAULT_SECONDS = 60   # ZeroGPU's own default, when the arguments give no estimate
 # Deliberately low rates (an estimate too short gets the call aborted; too long only queues it
@@ -68,6 +68,7 @@ def gpu_work(duration, signature: inspect.Signature | None = None):
             log.warning("%s is set but the `spaces` package is not installed: %s runs without "
                         "ZeroGPU (pip install spaces).", ZERO_GPU_ENV, fn.__name__)
             return fn
+
         def seconds(*args, **kwargs):
             try:
                 estimate = duration(named.bind(*args, **kwargs).arguments)
