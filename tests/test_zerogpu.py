@@ -5,14 +5,19 @@ else the handlers are the plain functions and ``spaces`` is never imported.
 ``spaces`` itself is not installed here: a stand-in module, put into ``sys.modules``, records what
 runs inside its decorator (the real one is a no-op unless SPACES_ZERO_GPU=true, and then needs
 the Space's GPU scheduler)."""
+import ast
 import functools
 import importlib
 import inspect
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
+# The app and Gradio imported first: Gradio itself looks for `spaces` when it is imported,
+# which is not ours to count.
+import explorer.app.server  # noqa: F401
 from explorer.app import gpu
 from explorer.book.config import PRESETS, count_parameters
 from explorer.runtime.cache import ModelKey
@@ -227,3 +232,112 @@ def test_a_handler_with_star_args_names_its_arguments_through_signature(zero_gpu
         build)
     assert on_gpu(30, 64) == (30, 64)
     assert zero_gpu.calls == [("build", 30)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The app's handlers: which does GPU work, and in which tab module it lives
+GPU_HANDLERS = {
+    "build": "explorer.app.tabs.build",
+    "run_trace": "explorer.app.tabs.inside",
+    "attention_views": "explorer.app.tabs.attention",
+    "generate": "explorer.app.tabs.generate",
+    "next_token": "explorer.app.tabs.generate",
+    "logit_lens": "explorer.app.tabs.generate",
+}
+TAB_MODULES = sorted(set(GPU_HANDLERS.values()))
+TABS = Path(__file__).resolve().parent.parent / "explorer" / "app" / "tabs"
+
+
+def reload_tabs():
+    """The tab modules as a server would import them now (decorators run at import)."""
+    return {name: importlib.reload(importlib.import_module(name)) for name in TAB_MODULES}
+
+
+@pytest.fixture
+def tabs_on_zero_gpu(zero_gpu, monkeypatch):
+    try:
+        yield reload_tabs()
+    finally:   # the plain handlers again, for the tests that follow
+        monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+        monkeypatch.delitem(sys.modules, "spaces", raising=False)
+        reload_tabs()
+
+
+def test_off_zero_gpu_the_handlers_are_the_plain_functions(monkeypatch, no_spaces_installed):
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    tabs = reload_tabs()
+    for name, module in GPU_HANDLERS.items():
+        plain = getattr(tabs[module], name).__wrapped__          # under @friendly
+        assert not hasattr(plain, "__wrapped__"), f"{name} is wrapped off ZeroGPU"
+        assert plain.__module__ == module and plain.__name__ == name
+    assert no_spaces_installed.attempts == 0
+
+
+def test_on_zero_gpu_every_handlers_gpu_work_runs_inside_spaces_gpu(tabs_on_zero_gpu, zero_gpu,
+                                                                    monkeypatch):
+    from explorer.app import shared
+    tabs = tabs_on_zero_gpu
+    build_tab, inside_tab = tabs["explorer.app.tabs.build"], tabs["explorer.app.tabs.inside"]
+    attention_tab, generate_tab = (tabs["explorer.app.tabs.attention"],
+                                   tabs["explorer.app.tabs.generate"])
+    ran = []   # (what ran, whether inside the GPU decorator)
+
+    def spy(what, fn):
+        def spied(*args, **kwargs):
+            ran.append((what, zero_gpu.inside))
+            return fn(*args, **kwargs)
+        return spied
+
+    def spy_steps(fn):
+        def steps(*args, **kwargs):
+            for step in fn(*args, **kwargs):
+                ran.append(("decoding step", zero_gpu.inside))
+                yield step
+        return steps
+
+    monkeypatch.setattr(shared.CACHE, "get", spy("model", shared.CACHE.get))
+    monkeypatch.setattr(inside_tab, "trace", spy("trace", inside_tab.trace))
+    monkeypatch.setattr(generate_tab, "trace", spy("trace", generate_tab.trace))
+    monkeypatch.setattr(generate_tab, "generate_steps", spy_steps(generate_tab.generate_steps))
+    # Slow builds, so that every estimate reads the session's model: teach-tiny's build alone
+    # asks for about 80 s (an estimate that could not read it would ask for the default 60 s).
+    tiny = PRESETS["teach-tiny"]
+    monkeypatch.setattr(gpu, "BUILD_PARAMETERS_PER_SECOND", count_parameters(tiny).total / 70)
+
+    for name, module in GPU_HANDLERS.items():
+        assert hasattr(getattr(tabs[module], name).__wrapped__, "__wrapped__"), name
+
+    def no_progress(*args, **kwargs):
+        return None
+
+    state = build_tab.build("teach-tiny", *tiny.to_dict().values(), 123, "cpu", "float32", None,
+                            no_progress)[5]
+    prompt = "Every effort moves you"
+    pair = next(iter(inside_tab.HIST_PAIRS))
+    state = inside_tab.run_trace(prompt, state, 0, pair, "ln1_out", "std")[-1]
+    attention_tab.attention_views(state, 1, "mean")
+    updates = list(generate_tab.generate(prompt, 6, "greedy", 1.0, 50, 123, False, state))
+    assert updates and prompt in updates[-1][0]
+    generate_tab.next_token(prompt, updates[-1][0], "greedy", 1.0, 50, 123, updates[-1][-1])
+    generate_tab.logit_lens(prompt, state)
+
+    assert [name for name, _ in zero_gpu.calls] == list(GPU_HANDLERS)
+    assert all(80 <= seconds <= gpu.MAX_SECONDS for _, seconds in zero_gpu.calls), zero_gpu.calls
+    assert [what for what, _ in ran].count("decoding step") == 6 + 1
+    assert {"model", "trace", "decoding step"} <= {what for what, _ in ran}
+    assert all(inside for _, inside in ran), [what for what, inside in ran if not inside]
+
+
+def test_every_handler_that_uses_a_model_is_marked_as_gpu_work():
+    """A new handler (training, say) that reaches the model must say so to ZeroGPU."""
+    unmarked = []
+    for path in sorted(TABS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            decorators = [ast.unparse(d) for d in node.decorator_list]
+            calls = {ast.unparse(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)}
+            uses_model = calls & {"model_of", "CACHE.get"}
+            if uses_model and not any("gpu_work" in d for d in decorators):
+                unmarked.append(f"{path.name}:{node.name}")
+    assert unmarked == []

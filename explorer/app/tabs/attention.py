@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ...probes import with_attention_of_layer
+from .. import gpu
 from ..exports import csv_cell, write_export
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..shared import (DEFAULT_CONFIG, as_int, friendly, layer_of, layer_slider, model_of,
@@ -14,6 +15,7 @@ from ..shared import (DEFAULT_CONFIG, as_int, friendly, layer_of, layer_slider, 
 
 
 @friendly
+@gpu.gpu_work(duration=gpu.forward_seconds)
 def attention_views(state, layer, head):
     model = model_of(state)
     tr = trace_of(state)

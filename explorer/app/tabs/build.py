@@ -16,6 +16,7 @@ import gradio as gr
 from ...book.config import (ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, GPTConfig,
                             count_parameters, get_preset)
 from ...runtime.build import resolve_device
+from .. import gpu
 from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, as_int, friendly,
@@ -91,6 +92,7 @@ def preset_values(preset):
 
 
 @friendly
+@gpu.gpu_work(duration=gpu.build_seconds, signature=BUILD_SIGNATURE)
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
     given.apply_defaults()

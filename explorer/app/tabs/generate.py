@@ -12,6 +12,7 @@ from ... import native
 from ...book.generate import check_generation_args, generate_steps
 from ...book.tokenizer import get_tokenizer
 from ...probes import trace
+from .. import gpu
 from ..plots.generation import next_token_bars_html, table_html
 from ..plots.labels import visible_token
 from ..plots.lens import logit_lens_figure
@@ -87,6 +88,7 @@ def _speed(n, rate, step):
 
 
 @friendly
+@gpu.gpu_work(duration=gpu.generate_seconds)
 def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot, state):
     model = model_of(state)
     ids = prompt_ids(prompt, model)
@@ -133,6 +135,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
 
 
 @friendly
+@gpu.gpu_work(duration=gpu.forward_seconds)
 def next_token(prompt, output, mode, temperature, top_k, seed, state):
     """Advance exactly one token, continuing the current output (for lectures)."""
     model = model_of(state)
@@ -156,6 +159,7 @@ def next_token(prompt, output, mode, temperature, top_k, seed, state):
 
 
 @friendly
+@gpu.gpu_work(duration=gpu.forward_seconds)
 def logit_lens(prompt, state):
     """Final norm + output head on every block's output, at the prompt's last 32 positions."""
     model = model_of(state)

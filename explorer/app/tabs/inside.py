@@ -11,6 +11,7 @@ import gradio as gr
 
 from ...book.probe_points import POINT_LABELS
 from ...probes import STAT_NAMES, trace
+from .. import gpu
 from ..exports import csv_cell, json_default, write_export
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..shared import (DEFAULT_PROMPT, check_trace_size, friendly, layer_of, layer_slider,
@@ -38,6 +39,7 @@ def _chips(trace_):
 
 
 @friendly
+@gpu.gpu_work(duration=gpu.forward_seconds)
 def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
     model = model_of(state)
     ids = prompt_ids(prompt, model)
