@@ -6,5 +6,5 @@ import os
 # OpenMP threads that spin while waiting steal the CPU from every other thread: with two
 # sessions (or any other busy process) on a 2-core machine, decoding ran 5x slower. Sleeping
 # waiters cost nothing measurable alone. Effective only if set before torch is first imported.
-# (CPU decoding does not use OpenMP: explorer.decode_kernels has its own helper thread.)
+# (CPU decoding does not use OpenMP: explorer/native/decode.c has its own helper thread.)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -1,6 +1,6 @@
 """Small configs covering every architecture variant of the engine, shared by the engine tests.
 
-The choice values come from ``explorer.config`` (one source of truth), so a new choice there is
+The choice values come from ``explorer.book.config`` (one source of truth), so a new choice there is
 covered here without editing this file.
 """
 

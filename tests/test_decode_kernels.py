@@ -1,5 +1,7 @@
-"""The two-core product for one token's vector (explorer.decode_kernels) against F.linear, its helper
-taken back when slow, its thread settings, and the model with it against the book's path."""
+"""The decoding kernels (``explorer/native/decode.c``) against PyTorch: the two-core product for
+one token's vector against F.linear (its helper taken back when slow, many threads at once), one
+query's attention, the next-token summary, a trace's rows, and the whole C step against the
+book's path for every variant. CI runs them again on a build with AddressSanitizer and UBSan."""
 import threading
 
 import numpy as np
@@ -19,6 +21,7 @@ from engine_variants import VARIANT_IDS, VARIANTS
 # The C path, handed to the generator as the app hands it.
 C = dict(step=native.model_step, summarize=native.next_token_summary)
 
+pytestmark = pytest.mark.native
 needs_kernel = pytest.mark.skipif(not decode_kernels.available(), reason="no C compiler")
 
 SHAPES = [(768, 2304, True), (3072, 768, True), (768, 50257, False), (5, 7, True),

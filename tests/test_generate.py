@@ -79,7 +79,7 @@ def test_greedy_steps_equal_generate_text_simple_for_every_variant(variant_model
 
 
 def test_steps_through_the_c_step_equal_the_book_loop_on_an_untouched_model():
-    # generate_steps runs one-token steps in C (explorer.decode_kernels); the book's loop on a
+    # generate_steps runs one-token steps in C (explorer.native); the book's loop on a
     # fresh model, all PyTorch, must give the very same tokens.
     fast = build_model(SMALL, seed=11, device="cpu")
     book = build_model(SMALL, seed=11, device="cpu")

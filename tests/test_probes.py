@@ -621,6 +621,7 @@ def test_concurrent_traces_on_one_shared_model_each_get_their_own_results():
 
 # ---------------------------------------------------------------------------------------------
 # The CPU kernels and the PyTorch reductions are two ways to the same figures
+@pytest.mark.native
 @pytest.mark.skipif(not stat_kernels.available(), reason="no C compiler")
 @pytest.mark.parametrize("name", ["gpt2-like", "relu", "post_ln", "mean_dwarfs_spread"])
 def test_cpu_kernels_and_torch_reductions_give_the_same_statistics(monkeypatch, name):
@@ -647,6 +648,7 @@ def test_cpu_kernels_and_torch_reductions_give_the_same_statistics(monkeypatch, 
             assert np.abs(got.hist_counts - expected.hist_counts).sum() <= 4, point
 
 
+@pytest.mark.native
 @pytest.mark.skipif(not stat_kernels.available(), reason="no C compiler")
 def test_point_stats_kernel_counts_each_value_in_its_bin_and_refuses_inf():
     x = np.array([[0.0, 0.5, 0.99, 1.0, 2.5], [3.999, 4.0, 0.001, 1.5, 2.0]], np.float32)
@@ -687,6 +689,7 @@ def test_row_topk_is_torch_topk_even_with_the_winner_in_a_short_last_group(width
         torch.testing.assert_close(ids[finite], expected.indices[finite], rtol=0, atol=0)
 
 
+@pytest.mark.native
 @pytest.mark.skipif(not stat_kernels.available(), reason="no C compiler")
 @pytest.mark.parametrize("lo, hi", [(0.0, 1.0), (-3.5, 2.25), (5.0, 5.0), (1000.0, 1000.001),
                                     (-1e30, 1e30), (0.0, 0.0), (-7.0, -7.0)])

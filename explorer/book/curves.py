@@ -1,5 +1,5 @@
 """Activation functions as curves: each function's values and its derivative over a range of x,
-computed on the very modules the model uses (``explorer.model.make_activation``), so a figure
+computed on the very modules the model uses (``explorer.book.model.make_activation``), so a figure
 shows exactly what the feed-forward layers compute.
 
 Core module: torch and numpy only (no plotting).
@@ -14,7 +14,7 @@ import torch
 from .config import ACTIVATIONS
 from .model import make_activation
 
-# The activations a model can be built with (one source of truth: explorer.config).
+# The activations a model can be built with (one source of truth: explorer.book.config).
 ACTIVATION_FUNCTIONS = ACTIVATIONS
 
 ACTIVATION_LABELS = {

@@ -3,9 +3,11 @@ its modules.
 
 Every function returns None (or False) where it does not apply, and the caller then computes the
 same numbers with PyTorch. ``GPT_EXPLORER_NATIVE=0`` turns them all off; they are on by default
-wherever a C compiler exists. Any failure (no compiler, a failed build or load, an exception in a
-call) logs one line and leaves PyTorch in charge from then on. The kernels read the model through
-its public attributes (the book's names) only.
+wherever a C compiler exists. A failure to build or load, or an exception in a call, logs one
+line and leaves PyTorch in charge of that library from then on. A model the decoding step does
+not take (a variant missing from its tables, a dtype or device it does not handle) logs one line
+per reason and decodes with PyTorch, while other models keep the C step. The step reads a model
+through public descriptions only: its config and its tensors' ``state_dict()`` names.
 
 - Decoding (``decode.c``): ``model_step`` (one token's whole forward pass over the KV cache, on
   two cores) and ``next_token_summary`` are handed to ``generate_steps(step=, summarize=)``.

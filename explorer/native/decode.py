@@ -14,12 +14,14 @@ Where no C compiler exists, every function here returns None and the caller uses
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import threading
 import weakref
 from pathlib import Path
 
 import torch
 
+from ..book.model import LayerNorm
 from ..book.probe_points import is_recording
 from .library import NativeLibrary
 
@@ -168,54 +170,128 @@ def next_token_summary(logits: torch.Tensor, k: int):
 
 
 # ---------------------------------------------------------------------------------------------
-# A whole one-token step in C
+# A whole one-token step in C. It reads a model only through public descriptions: its config
+# (``model.cfg``), its tensors by their ``state_dict()`` names (the book's attribute paths, e.g.
+# ``trf_blocks.0.att.W_query.weight``) plus RoPE's tables by their ``named_buffers()`` names
+# (rebuilt from the config, so not saved), and the book's ``LayerNorm.eps``.
 _NORMS = {"none": 0, "pre": 1, "post": 2}
 _ACTIVATIONS = {"gelu": 0, "gelu_exact": 1, "relu": 2, "silu": 3}
+_POSITIONS = ("learned", "rope")
+# Every config knob the C step computes; a model with any other knob away from its default is
+# a variant it does not know (a new knob must be taught to decode.c first).
+_KNOBS = {"vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate",
+          "qkv_bias", "norm_placement", "shortcut", "activation", "ff_expansion",
+          "tie_weights", "pos_encoding"}
 # One table per generation's KV cache (sessions generating at once on one shared model each
 # keep theirs); it goes with the cache.
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # KVCache -> _StepTable
 
 
+class _Unsuitable(Exception):
+    """A model (or cache) the C step does not take; the message says why, for the log."""
+
+
+def _check_variant(cfg) -> None:
+    for knob in dataclasses.fields(cfg):
+        if knob.name not in _KNOBS and getattr(cfg, knob.name) != knob.default:
+            raise _Unsuitable(f"model_step does not know the knob {knob.name}="
+                              f"{getattr(cfg, knob.name)!r}")
+    for knob, known in (("norm_placement", _NORMS), ("activation", _ACTIVATIONS),
+                        ("pos_encoding", _POSITIONS)):
+        if getattr(cfg, knob) not in known:
+            raise _Unsuitable(f"model_step does not know {knob}={getattr(cfg, knob)!r}")
+
+
+def _expected_shapes(cfg) -> dict[str, tuple[int, ...]]:
+    """Every tensor ``model_step`` reads, by its public name, with its shape."""
+    E, V, C, D, F = (cfg.emb_dim, cfg.vocab_size, cfg.context_length, cfg.head_dim,
+                     cfg.ff_hidden_dim)
+    norms = cfg.norm_placement != "none"
+    shapes = {"tok_emb.weight": (V, E), "out_head.weight": (V, E)}
+    if cfg.pos_encoding == "learned":
+        shapes["pos_emb.weight"] = (C, E)
+    else:                                     # one RotaryEmbedding, shared by every block
+        shapes.update({"trf_blocks.0.att.rope.cos": (C, D), "trf_blocks.0.att.rope.sin": (C, D)})
+    if norms:
+        shapes.update({"final_norm.scale": (E,), "final_norm.shift": (E,)})
+    for layer in range(cfg.n_layers):
+        block = f"trf_blocks.{layer}."
+        for name in ("W_query", "W_key", "W_value"):
+            shapes[f"{block}att.{name}.weight"] = (E, E)
+            if cfg.qkv_bias:
+                shapes[f"{block}att.{name}.bias"] = (E,)
+        shapes.update({f"{block}att.out_proj.weight": (E, E), f"{block}att.out_proj.bias": (E,),
+                       f"{block}ff.layers.0.weight": (F, E), f"{block}ff.layers.0.bias": (F,),
+                       f"{block}ff.layers.2.weight": (E, F), f"{block}ff.layers.2.bias": (E,)})
+        if norms:
+            for norm in ("norm1", "norm2"):
+                shapes.update({f"{block}{norm}.scale": (E,), f"{block}{norm}.shift": (E,)})
+    return shapes
+
+
+def _described(model) -> dict[str, torch.Tensor]:
+    """The model's tensors by their public names."""
+    return {**dict(model.named_buffers()), **model.state_dict(keep_vars=True)}
+
+
+def _check_float32_cpu(tensor: torch.Tensor) -> None:
+    if tensor.dtype != torch.float32 or not tensor.is_cpu:
+        raise _Unsuitable(f"model_step takes float32 CPU weights, not {tensor.dtype} on "
+                          f"{tensor.device.type}")
+
+
+def _address(name: str, tensor: torch.Tensor, shape) -> int:
+    _check_float32_cpu(tensor)
+    if tuple(tensor.shape) != tuple(shape) or not tensor.is_contiguous():
+        raise _Unsuitable(f"model_step needs {name} as a contiguous {tuple(shape)} tensor "
+                          f"(got {tuple(tensor.shape)})")
+    return tensor.data_ptr()
+
+
 class _StepTable:
     """The addresses of a model's weights (and of one KV cache's buffers) for ``model_step``,
-    with the tensors they belong to, checked once; rebuilt if a weight's storage changes."""
+    with the tensors they belong to, checked once; rebuilt if a weight's storage changes.
+    Raises ``_Unsuitable`` for a model the C step does not know."""
 
     def __init__(self, model, cache):
         cfg = model.cfg
+        _check_variant(cfg)
+        tensors = _described(model)
+        expected = _expected_shapes(cfg)
+        unknown = sorted(set(tensors) - set(expected))
+        missing = sorted(set(expected) - set(tensors))
+        if unknown or missing:
+            raise _Unsuitable(f"model_step does not know this model's weights (unknown: "
+                              f"{', '.join(unknown[:3]) or 'none'}; missing: "
+                              f"{', '.join(missing[:3]) or 'none'})")
+        eps = {module.eps for module in model.modules() if isinstance(module, LayerNorm)}
+        if len(eps) > 1:
+            raise _Unsuitable(f"model_step takes one LayerNorm eps, not {sorted(eps)}")
+        address = {name: _address(name, tensors[name], shape) for name, shape in expected.items()}
+        for layer in cache.layers:
+            for buffer in (layer.keys, layer.values):
+                _address("the KV cache", buffer,
+                         (1, cfg.n_heads, cache.capacity, cfg.head_dim))
         self.model = weakref.ref(model)
-        self.tensors = [p for p in model.parameters()] + [b for b in model.buffers()]
+        self.tensors = list(tensors.values())
         self.fingerprint = [t.data_ptr() for t in self.tensors]
-        rope = model.trf_blocks[0].att.rope if cfg.n_layers else None
         blocks = (_BlockWeights * cfg.n_layers)()
-        for block, target, layer in zip(model.trf_blocks, blocks, cache.layers):
-            att, ff = block.att, block.ff
-            named = {"W_query": att.W_query.weight, "b_query": att.W_query.bias,
-                     "W_key": att.W_key.weight, "b_key": att.W_key.bias,
-                     "W_value": att.W_value.weight, "b_value": att.W_value.bias,
-                     "W_out": att.out_proj.weight, "b_out": att.out_proj.bias,
-                     "W_ff1": ff.layers[0].weight, "b_ff1": ff.layers[0].bias,
-                     "W_ff2": ff.layers[2].weight, "b_ff2": ff.layers[2].bias,
-                     "cache_keys": layer.keys, "cache_values": layer.values}
-            if cfg.norm_placement != "none":
-                named.update(norm1_scale=block.norm1.scale, norm1_shift=block.norm1.shift,
-                             norm2_scale=block.norm2.scale, norm2_shift=block.norm2.shift)
-            for name, tensor in named.items():
-                setattr(target, name, _address(tensor))
-        final = cfg.norm_placement != "none"
+        for layer, (target, kv) in enumerate(zip(blocks, cache.layers)):
+            block = f"trf_blocks.{layer}."
+            for field, name in _BLOCK_NAMES.items():
+                setattr(target, field, address.get(block + name))
+            target.cache_keys, target.cache_values = kv.keys.data_ptr(), kv.values.data_ptr()
         self.weights = _ModelWeights(
-            emb=cfg.emb_dim, heads=cfg.n_heads, head_dim=cfg.head_dim,
-            hidden=model.trf_blocks[0].ff.layers[0].out_features if cfg.n_layers else 0,
+            emb=cfg.emb_dim, heads=cfg.n_heads, head_dim=cfg.head_dim, hidden=cfg.ff_hidden_dim,
             vocab=cfg.vocab_size, layers=cfg.n_layers, capacity=cache.capacity,
             norm=_NORMS[cfg.norm_placement], shortcut=int(cfg.shortcut),
-            activation=_ACTIVATIONS[cfg.activation],
-            eps=model.final_norm.eps if final else 1e-5,
-            tok_emb=_address(model.tok_emb.weight),
-            pos_emb=_address(model.pos_emb.weight) if model.pos_emb is not None else None,
-            rope_cos=_address(rope.cos) if rope is not None else None,
-            rope_sin=_address(rope.sin) if rope is not None else None,
-            final_scale=_address(model.final_norm.scale) if final else None,
-            final_shift=_address(model.final_norm.shift) if final else None,
-            W_head=_address(model.out_head.weight), blocks=blocks)
+            activation=_ACTIVATIONS[cfg.activation], eps=eps.pop() if eps else 1e-5,
+            tok_emb=address["tok_emb.weight"], pos_emb=address.get("pos_emb.weight"),
+            rope_cos=address.get("trf_blocks.0.att.rope.cos"),
+            rope_sin=address.get("trf_blocks.0.att.rope.sin"),
+            final_scale=address.get("final_norm.scale"),
+            final_shift=address.get("final_norm.shift"),
+            W_head=address["out_head.weight"], blocks=blocks)
         self.blocks = blocks
 
     def current(self, model) -> bool:
@@ -223,44 +299,47 @@ class _StepTable:
             t.data_ptr() == address for t, address in zip(self.tensors, self.fingerprint))
 
 
-class _Unsuitable(Exception):
-    pass
-
-
-def _address(tensor):
-    if tensor is None:
-        return None
-    if tensor.dtype != torch.float32 or not tensor.is_cpu or not tensor.is_contiguous():
-        raise _Unsuitable
-    return tensor.data_ptr()
+# decode.c's block fields -> the tensors' names within a block (absent: NULL in C).
+_BLOCK_NAMES = {"norm1_scale": "norm1.scale", "norm1_shift": "norm1.shift",
+                "norm2_scale": "norm2.scale", "norm2_shift": "norm2.shift",
+                "W_query": "att.W_query.weight", "b_query": "att.W_query.bias",
+                "W_key": "att.W_key.weight", "b_key": "att.W_key.bias",
+                "W_value": "att.W_value.weight", "b_value": "att.W_value.bias",
+                "W_out": "att.out_proj.weight", "b_out": "att.out_proj.bias",
+                "W_ff1": "ff.layers.0.weight", "b_ff1": "ff.layers.0.bias",
+                "W_ff2": "ff.layers.2.weight", "b_ff2": "ff.layers.2.bias"}
 
 
 def model_step(model, token_id: int, cache) -> torch.Tensor | None:
     """The logits (1, 1, vocab) of ``model(torch.tensor([[token_id]]), cache=cache,
     last_only=True)`` computed in one C call, the token's keys and values stored in ``cache``
     and its position advanced, as the model does; or None (nothing changed) where the step does
-    not apply: no compiler, a GPU or float64 model, training mode, a full cache, a recorder
-    listening, gradients on."""
+    not apply: no compiler, training mode, a full cache, a recorder listening, gradients on;
+    or a model it does not take (a GPU or float64 model, a variant missing from its tables),
+    which is logged once per reason while other models keep the C step."""
     library = _native.load()
-    weight = model.tok_emb.weight
-    if (library is None or not weight.is_cpu or weight.dtype != torch.float32
-            or model.training or torch.is_grad_enabled()
-            or is_recording() or cache.pos >= cache.capacity
-            or cache.layers[0].keys.shape[0] != 1 or not 0 <= token_id < model.cfg.vocab_size
-            or cache.pos >= model.cfg.context_length):
+    if (library is None or model.training or torch.is_grad_enabled() or is_recording()
+            or cache.pos >= cache.capacity or cache.pos >= model.cfg.context_length
+            or len(cache.layers) != model.cfg.n_layers
+            or not 0 <= token_id < model.cfg.vocab_size):
         return None
     table = _tables.get(cache)
     if table is None or not table.current(model):
         try:
+            _check_float32_cpu(next(model.parameters()))   # a GPU model: say so cheaply
             table = _tables[cache] = _StepTable(model, cache)
-        except _Unsuitable:
+        except _Unsuitable as refusal:
+            _tables.pop(cache, None)
+            _native.note(str(refusal))
             return None
     cfg = model.cfg
-    scratch = torch.empty(6 * cfg.emb_dim + table.weights.hidden)
+    scratch = torch.empty(6 * cfg.emb_dim + cfg.ff_hidden_dim)
     logits = torch.empty(1, 1, cfg.vocab_size)
     job = library.model_step(ctypes.byref(table.weights), token_id, cache.pos,
                              scratch.data_ptr(), logits.data_ptr(), 1)
     if job < 0:
+        _native.note("model_step does not take these sizes (a head of over 512 dimensions, or "
+                     "over 16,384 tokens)")
         return None
     if job or _in_use:
         _keep_until_helper_leaves(library, job, (table, cache, scratch))

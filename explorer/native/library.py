@@ -11,6 +11,7 @@ ctypes releases the GIL for the duration of each call.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -39,9 +40,18 @@ log = logging.getLogger("explorer.native")
 
 
 def switched_on() -> bool:
-    """``GPT_EXPLORER_NATIVE``: 0 turns the C kernels off; anything else (or unset) leaves them
-    on wherever they build."""
-    return os.environ.get(SWITCH_ENV, "1").strip() != "0"
+    """``GPT_EXPLORER_NATIVE``: 0 turns the C kernels off, 1 (or unset) leaves them on wherever
+    they build. Any other value turns them off, with one log line saying so: PyTorch computes
+    the same numbers, so a doubtful switch must not run C code that was not asked for."""
+    return _switch_value(os.environ.get(SWITCH_ENV, "1").strip())
+
+
+@functools.lru_cache(maxsize=None)       # one line per value, not one per library
+def _switch_value(value: str) -> bool:
+    if value not in ("0", "1", ""):
+        log.warning("%s=%r is neither 0 nor 1; the C kernels stay off (PyTorch computes the "
+                    "same numbers).", SWITCH_ENV, value)
+    return value in ("1", "")
 
 
 def build_flags() -> list[str]:
@@ -66,6 +76,8 @@ class NativeLibrary:
         self._lock = threading.Lock()
         self._library: ctypes.CDLL | None = None
         self._tried = False
+        self._failed = False
+        self._said: set[str] = set()  # reasons already logged by note()
 
     def load(self) -> ctypes.CDLL | None:
         if self._tried:
@@ -89,9 +101,18 @@ class NativeLibrary:
     def disable(self, reason: str) -> None:
         """After a call into the library failed: PyTorch from now on, said once."""
         with self._lock:
-            if self._library is not None:
+            if not self._failed:
                 log.warning("%s failed (%s); %s.", self.source.name, reason, self.without)
-            self._library, self._tried = None, True
+            self._library, self._tried, self._failed = None, True, True
+
+    def note(self, reason: str) -> None:
+        """A call the library does not take (a model it does not know, say), while it keeps
+        serving everything else: logged once per reason, not once per call."""
+        with self._lock:
+            if reason in self._said:
+                return
+            self._said.add(reason)
+        log.warning("%s: %s; PyTorch computes it instead.", self.source.name, reason)
 
     def _build(self) -> Path:
         compiler = os.environ.get("CC") or "cc"
