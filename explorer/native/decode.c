@@ -99,7 +99,8 @@ static void rows(const float *W, const float *x, const float *b, float *y, long 
  * vectorise (the C library's expf does not without -ffast-math). Below e^-87 it returns
  * ~1e-38 instead of 0, which no figure shown can tell apart. */
 static inline float exp_of_nonpositive(float x) {
-    x = x < -87.0f ? -87.0f : x;
+    x = x >= -87.0f ? x : -87.0f;   /* NaN too (callers discard its result): a NaN reaching the
+                                      int conversion and shift below would be undefined */
     float n = floorf(x * 1.44269504088896341f + 0.5f);
     float r = x - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
