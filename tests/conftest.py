@@ -32,6 +32,7 @@ def without_compiler(monkeypatch, tmp_path):
     kernel module a fresh, unbuilt library whose build will use ``compiler`` and an empty cache
     folder (``tmp_path``)."""
     def apply(module, compiler="no-such-compiler-here"):
+        monkeypatch.setenv("GPT_EXPLORER_NATIVE", "1")   # switched on, even in a run with 0
         monkeypatch.setenv("CC", compiler)
         monkeypatch.setenv("GPT_EXPLORER_CACHE", str(tmp_path))
         old = module._native
