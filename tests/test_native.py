@@ -279,7 +279,7 @@ def app_url():
 def speed_line(url):
     from gradio_client import Client
     from test_app import build_args
-    from explorer.app.ui import DEFAULT_PROMPT
+    from explorer.app.shared import DEFAULT_PROMPT
     c = Client(url, verbose=False)
     c.predict(**build_args("teach-tiny"))
     return c.predict(DEFAULT_PROMPT, 6, "greedy", 1.0, 50, 123, False, api_name="/generate")[3]
