@@ -57,9 +57,11 @@ def every_step_sent(monkeypatch):
 #   stream ends (cut into `piece`-byte chunks if set); "spaced": one message every `spacing` ms.
 #   shape "crlf": "\r\n" line ends; "text-plain": content type text/plain; "comments": an SSE
 #   comment line before every message.
-# window.__tap.sent: [step index, time released]; window.__tap.done: the time the last bytes went.
+# window.__tap.sent: [step index, time released]; .done: the time the last bytes went; .open: the
+# streams it holds; .ended: the streams it has seen end. (Gradio must see a stream's end before the page's next action, or that
+# action waits forever: a slow network has that race too. The tests wait for .open === 0.)
 TAP = """(config) => {
-  window.__tap = {sent: [], done: null};
+  window.__tap = {sent: [], done: null, open: 0, ended: 0};
   const original = window.fetch.bind(window);
   const encoder = new TextEncoder(), decoder = new TextDecoder();
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -70,6 +72,7 @@ TAP = """(config) => {
     const url = typeof input === "string" ? input : String((input && input.url) || input);
     if (!/\\/queue\\/data/.test(url) || !response.body) return response;
     const reader = response.body.getReader();
+    window.__tap.open += 1;
     const body = new ReadableStream({async start(out) {
       const release = (text) => {
         for (const m of text.matchAll(/"(\\d+) tokens /g)) {
@@ -80,24 +83,31 @@ TAP = """(config) => {
         for (let i = 0; i < bytes.length; i += piece) out.enqueue(bytes.subarray(i, i + piece));
       };
       let text = "", held = "";
-      for (;;) {
-        const {done, value} = await reader.read();
-        if (done) break;
-        const chunk = decoder.decode(value, {stream: true});
-        if (config.release === "as-is") { release(chunk); continue; }
-        text += chunk;
-        let end;
-        while ((end = text.indexOf("\\n\\n")) >= 0) {
-          const message = text.slice(0, end + 2);
-          text = text.slice(end + 2);
-          if (config.release === "burst") { held += message; continue; }
-          await sleep(config.spacing);
-          release(message);
+      try {
+        for (;;) {
+          const {done, value} = await reader.read();
+          if (done) break;
+          const chunk = decoder.decode(value, {stream: true});
+          if (config.release === "as-is") { release(chunk); continue; }
+          text += chunk;
+          let end;
+          while ((end = text.indexOf("\\n\\n")) >= 0) {
+            const message = text.slice(0, end + 2);
+            text = text.slice(end + 2);
+            if (config.release === "burst") { held += message; continue; }
+            await sleep(config.spacing);
+            release(message);
+          }
         }
+        release(held + text);
+        out.close();
+      } catch (error) {   // Gradio aborted the stream (after "close_stream"), or cancelled ours
+        try { out.error(error); } catch (e) { /* cancelled */ }
+      } finally {
+        window.__tap.done = performance.now();
+        window.__tap.open -= 1;
+        window.__tap.ended += 1;
       }
-      release(held + text);
-      window.__tap.done = performance.now();
-      out.close();
     }});
     const headers = new Headers(response.headers);
     if (config.shape === "text-plain") headers.set("content-type", "text/plain; charset=utf-8");
@@ -143,6 +153,7 @@ def open_app(browser, app_url, every_step_sent):
             page.add_init_script("window.__explorerPacedStream = true;")  # its off switch
         page.goto(app_url, wait_until="domcontentloaded")
         expect(page.locator("#status")).to_contain_text("No model yet", timeout=WAIT_MS)
+        settle(page, 1)   # the page's load event (the activation curves) has streamed
         page.locator("#build_btn").click()   # the default preset: a teaching-size model
         # the module's first build, on a busy machine, has taken over 30 s
         expect(page.locator("#status")).to_contain_text("Model ready", timeout=3 * WAIT_MS)
@@ -160,8 +171,14 @@ def open_app(browser, app_url, every_step_sent):
         context.close()
 
 
+def settle(page, ended=0):
+    """Wait until the tap holds no stream, and has seen ``ended`` streams end (see TAP)."""
+    page.wait_for_function(f"() => window.__tap.open === 0 && window.__tap.ended >= {ended}")
+
+
 def generate(page):
     """Generate N tokens; returns what the tap released and what the frames painted."""
+    settle(page)
     page.evaluate(RECORDER)
     page.locator("#gen_btn").click()
     page.wait_for_function(f"() => window.__painted.some((f) => f.n === {N})")
@@ -180,6 +197,24 @@ def test_every_step_is_painted(open_app, tap):
     painted = {f["n"] for f in got["painted"] if f["n"]}
     assert sent <= painted, f"steps never painted: {sorted(sent - painted)}"
     assert all("chosen" in f["bars"] for f in got["painted"] if f["n"])  # with their bars
+    assert not errors
+
+
+def test_an_action_while_the_pacer_catches_up_is_not_lost(open_app):
+    """All steps arrive at once and the pacer hands them on one per frame; the lecturer clicks
+    "Next token" before it is done. The pacer hands on the rest at once, Gradio sees the old
+    stream end, and the new step arrives (without the catch-up it waited forever)."""
+    page, errors = open_app(release="burst")
+    settle(page)
+    page.evaluate(RECORDER)
+    page.locator("#gen_btn").click()
+    page.wait_for_function("() => window.__painted.some((f) => f.n === 1)")
+    page.locator("#step_btn").click()
+    # the last step, then the new one (it starts afresh if the text was clicked mid-playback)
+    page.wait_for_function(f"""() => {{
+      const painted = window.__painted, last = painted.findIndex((f) => f.n === {N});
+      return last >= 0 && painted.slice(last + 1).some((f) => f.n === 1 || f.n === {N + 1});
+    }}""")
     assert not errors
 
 

@@ -27,6 +27,11 @@
   const FRAME_WAIT_MS = 100;
   const NONE = new Uint8Array(0);
   const original = window.fetch.bind(window);
+  // Each paced stream's catch-up: hands on at once all it holds. The page's every new request
+  // runs them first. A user who acts while updates are still being handed on has moved on; and
+  // Gradio must have seen the end of the last stream ("close_stream") before it submits a new
+  // event, or it waits for that event on a stream the server has closed (it never comes).
+  const catchUps = new Set();
 
   const isQueueStream = (input, response) => {
     const url = typeof input === "string" ? input : String((input && input.url) || input);
@@ -44,6 +49,7 @@
       start(c) { controller = c; },
       cancel(reason) {         // Gradio is done with the stream (e.g. after "close_stream")
         open = false;
+        catchUps.delete(catchUp);
         waiting.length = 0;
         return reader.cancel(reason).catch(() => {});
       },
@@ -59,6 +65,7 @@
       try { controller.enqueue(bytes); } catch (e) { open = false; }
     };
     const finish = () => {
+      catchUps.delete(catchUp);
       if (!open) return;
       open = false;
       try { failure ? controller.error(failure) : controller.close(); } catch (e) { /* gone */ }
@@ -116,17 +123,21 @@
         }
       }, 0), 0);
     };
+    const catchUp = () => {
+      for (const message of waiting.splice(0)) give(message);
+      if (partial.length) givenLF = partial[partial.length - 1] === 10;
+      give(partial);
+      partial = NONE;
+      if (ended) finish();
+    };
+    catchUps.add(catchUp);
     // Should this file have a bug, the page gets what is left, unpaced, rather than an error.
     const safely = (step) => {
       try {
         step();
       } catch (error) {
-        for (const message of waiting.splice(0)) give(message);
-        if (partial.length) givenLF = partial[partial.length - 1] === 10;
-        give(partial);
-        partial = NONE;
         busy = false;
-        if (ended) finish();
+        catchUp();
       }
     };
 
@@ -150,6 +161,9 @@
   };
 
   window.fetch = async (input, init) => {
+    for (const catchUp of catchUps) {
+      try { catchUp(); } catch (error) { catchUps.delete(catchUp); }
+    }
     const response = await original(input, init);
     try {
       return isQueueStream(input, response) ? paced(response) : response;
