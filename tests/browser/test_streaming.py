@@ -45,9 +45,9 @@ WAIT_MS = 30_000  # for each page step (expect's own default is 5 s): the machin
 def every_step_sent(monkeypatch):
     """The server sends every step (it normally sends at most one per STREAM_INTERVAL_S), so a
     test can ask for each step on screen."""
-    from explorer.app import ui   # where generate() reads it (moves with the tab modules)
+    from explorer.app.tabs import generate   # where generate() reads it
 
-    monkeypatch.setattr(ui, "STREAM_INTERVAL_S", 0)
+    monkeypatch.setattr(generate, "STREAM_INTERVAL_S", 0)
 
 
 # ---------------------------------------------------------------------------------------------
