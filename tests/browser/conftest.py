@@ -38,6 +38,15 @@ def app_url():
     demo.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _patient_expectations():
+    """``expect`` waits 5 s by default; a real-size model on a busy 2-core machine can take
+    longer to trace or draw. Waiting longer costs nothing when the page is quick."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=30_000)
+
+
 @pytest.fixture(scope="module")
 def browser():
     executable = _chromium_or_skip()
