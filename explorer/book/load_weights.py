@@ -272,6 +272,8 @@ def load_weights_into_gpt(gpt: GPTModel, params: dict) -> GPTModel:
     """The book's function: OpenAI's GPT-2 tensors (Hugging Face names) into ``gpt``, whose
     config must be GPT-2's (``gpt2_config``)."""
     params = strip_prefix(params)
+    if gpt.cfg.tie_weights:   # a tied head may be saved too; it is the token embedding
+        params.pop("lm_head.weight", None)
     found = {n: tuple(t.shape) for n, t in params.items() if not is_gpt2_buffer(n)}
     problem = describe_differences(gpt2_shapes(gpt.cfg), found)
     if problem:

@@ -324,6 +324,8 @@ def inspect_file(path, config=None) -> FileInfo:
     if layout == "gpt2":
         cfg = _infer_gpt2_config(strip_prefix(shapes), given, assumptions)
         shapes = {n: s for n, s in strip_prefix(shapes).items() if not is_gpt2_buffer(n)}
+        if cfg.tie_weights:   # some files save the tied head as well: it is wte, skip it
+            shapes.pop("lm_head.weight", None)
     else:
         cfg = _infer_book_config(shapes, _book_part(given), assumptions)
         masks = {n: s for n, s in shapes.items() if is_book_buffer(n)}
@@ -479,7 +481,7 @@ def load_pretrained(size: str = "gpt2-small", progress=None, *, cache: ModelCach
                     device: str = "cpu", dtype: str = "float32", **hub):
     """OpenAI's GPT-2 in the book's ``GPTModel``: (model, key). Shared through ``cache`` when
     given (two sessions asking for the same size hold one copy)."""
-    cache = cache or ModelCache()
+    cache = ModelCache() if cache is None else cache
     cfg, source = pretrained_source(size, progress, budget_bytes=cache.budget_bytes,
                                     dtype=dtype, **hub)
     key = cache.key(cfg, device=device, dtype=dtype, source=source)
@@ -493,7 +495,7 @@ def load_file(path, config=None, *, cache: ModelCache | None = None, device: str
               dtype: str = "float32"):
     """A checkpoint file in the book's ``GPTModel``: (model, key). ``key.source.caption``
     names it; checkpoints with the same sha256 share one copy in ``cache``."""
-    cache = cache or ModelCache()
+    cache = ModelCache() if cache is None else cache
     cfg, source, _ = file_source(path, config, budget_bytes=cache.budget_bytes, dtype=dtype)
     key = cache.key(cfg, device=device, dtype=dtype, source=source)
     model, _ = cache.get(key)
