@@ -68,6 +68,13 @@ def hf_greedy(hf, ids, steps):
     return out[0, ids.shape[1]:].tolist()
 
 
+@pytest.fixture(autouse=True)
+def weights_store(tmp_path, monkeypatch):
+    """Converted checkpoints go to this test's own folder."""
+    monkeypatch.setenv(weights.STORE_ENV, str(tmp_path / "store"))
+    return tmp_path / "store"
+
+
 @pytest.fixture
 def cache():
     return ModelCache(budget_bytes=512 * MB)

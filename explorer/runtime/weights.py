@@ -20,6 +20,7 @@ import json
 import math
 import os
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -393,12 +394,22 @@ def _stamp(path) -> tuple:
     return st.st_size, st.st_mtime_ns
 
 
+_digests: dict[tuple, str] = {}   # (device, inode, size, mtime) -> sha256, this process
+
+
 def sha256_file(path, chunk: int = 16 * 1024 ** 2) -> str:
+    """The file's sha256, computed once per file version (the same inode, size and mtime give
+    the remembered digest: a second session choosing the same file does not read it again)."""
+    st = os.stat(path)
+    version = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if version in _digests:
+        return _digests[version]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
-    return h.hexdigest()
+    _digests[version] = h.hexdigest()
+    return _digests[version]
 
 
 def file_source(path, config=None, *, budget_bytes: int | None = None,
@@ -452,25 +463,85 @@ def load_into_model(info: FileInfo, dtype: torch.dtype = torch.float32) -> GPTMo
     return assign_weights(model, {n: t.contiguous() for n, t in book.items()})
 
 
+# The book's layout of every loaded checkpoint, kept on disk: written once, then mapped.
+STORE_ENV = "GPT_EXPLORER_WEIGHTS"
+STORE_VERSION = "book-f32-v1"   # change when the stored layout changes
+
+
+def store_dir() -> Path:
+    """``$GPT_EXPLORER_WEIGHTS``, else ``weights/`` in the explorer's cache folder
+    (``$GPT_EXPLORER_CACHE``, else ``~/.cache/gpt-explorer``)."""
+    if os.environ.get(STORE_ENV):
+        return Path(os.environ[STORE_ENV])
+    base = (os.environ.get("GPT_EXPLORER_CACHE")
+            or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpt-explorer")
+    return Path(base) / "weights"
+
+
+def stored_path(source: WeightsSource) -> Path:
+    return store_dir() / f"{source.digest}-{STORE_VERSION}.safetensors"
+
+
+_store_lock = threading.Lock()
+
+
+def _store(source: WeightsSource, cfg: GPTConfig) -> Path:
+    """The checkpoint in the book's names, float32, every weight contiguous in the shape
+    ``nn.Linear`` wants (GPT-2's Conv1D weights transposed once, here): then loading is a
+    memory map, as ``from_pretrained``'s, and the C decode step can read every weight."""
+    target = stored_path(source)
+    with _store_lock:
+        if target.is_file():
+            return target
+        path = Path(source.path or "")
+        if not path.is_file():
+            raise ValueError(f"The weights file {source.filename} is no longer at "
+                             f"{source.path}. Load it again (or upload it again).")
+        info = inspect_file(path, cfg)
+        if info.config != cfg:
+            raise ValueError(f"{path.name} no longer matches the model it was chosen for; "
+                             f"load it again.")
+        if _stamp(path) != source.stamp and sha256_file(path) != source.digest:
+            raise ValueError(f"{path.name} has changed since it was chosen (its sha256 "
+                             f"differs). Load it again.")
+        model = load_into_model(info, torch.float32)
+        state = {n: t.detach().contiguous() for n, t in model.state_dict().items()}
+        if cfg.tie_weights:
+            state.pop("out_head.weight")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
+        try:
+            save_file(state, str(partial), metadata={METADATA_KEY: json.dumps(cfg.to_dict()),
+                                                     "source_sha256": source.digest})
+            os.replace(partial, target)     # whole or not at all
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            raise ValueError(f"Could not write the converted weights to {target.parent} "
+                             f"({exc}). Free some disk space or set {STORE_ENV} to a folder "
+                             f"with room.") from None
+        return target
+
+
+def _map_stored(stored: Path, cfg: GPTConfig) -> GPTModel:
+    """A model whose weights are a private memory map of the stored file: nothing is copied
+    until a page is read, pages are shared by every model of that file, and writes (training)
+    go to the process's own copy, never to the file."""
+    info = inspect_file(stored, cfg)
+    _check_shapes(info)
+    with safe_open(str(stored), framework="pt") as f:
+        tensors = {name: f.get_tensor(name) for name in f.keys()}
+    return assign_weights(empty_model(cfg), tensors)
+
+
 def materialize(source: WeightsSource, cfg, device: str = "cpu",
                 dtype: str = "float32") -> GPTModel:
     """The model of a pretrained or file source, built as ``build_model`` builds: fused
-    kernels, eval mode, no gradients, on ``device``. The file's sha256 is checked against the
-    source (a file changed since it was chosen is refused)."""
-    path = Path(source.path or "")
-    if not path.is_file():
-        raise ValueError(f"The weights file {source.filename} is no longer at {source.path}. "
-                         f"Load it again (or upload it again).")
-    info = inspect_file(path, cfg)
-    if info.config != GPTConfig.from_dict(cfg):
-        raise ValueError(f"{path.name} no longer matches the model it was chosen for; load it "
-                         f"again.")
-    if _stamp(path) != source.stamp and sha256_file(path) != source.digest:
-        raise ValueError(f"{path.name} has changed since it was chosen (its sha256 differs). "
-                         f"Load it again.")
+    kernels, eval mode, no gradients, on ``device``. The first time, the file (its sha256
+    checked against the source) is converted into the store; after that it is mapped."""
+    cfg = GPTConfig.from_dict(cfg)
     target = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, target)
-    model = load_into_model(info, torch.float32 if target.type == "cpu" else torch_dtype)
+    model = _map_stored(_store(source, cfg), cfg)
     fuse(model)
     model.eval()
     model.requires_grad_(False)
