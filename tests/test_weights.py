@@ -420,6 +420,30 @@ def test_an_evicted_checkpoint_is_reloaded_identically(tmp_path):
     assert not cached and torch.equal(again.tok_emb.weight, first.tok_emb.weight)
 
 
+def test_a_loaded_checkpoint_is_reloaded_from_the_store_after_its_file_is_gone(tmp_path, cache,
+                                                                                weights_store):
+    make_hf_checkpoint(tmp_path / "upload", **HF_SHAPES["tied, 4 heads"])
+    first, key = weights.load_file(tmp_path / "upload" / "model.safetensors", cache=cache)
+    ids = prompt(key.config.vocab_size)
+    expected = first(ids)
+    assert weights.stored_path(key.source).parent == weights_store
+    shutil.rmtree(tmp_path / "upload")        # Gradio deletes uploads; the store keeps them
+    cache.clear()
+    again, cached = cache.get(key)
+    assert not cached and again is not first and torch.equal(again(ids), expected)
+
+
+def test_changing_a_loaded_models_weights_never_changes_the_stored_file(tmp_path, cache):
+    make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
+    model, key = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    before = model.tok_emb.weight.clone()
+    with torch.no_grad():
+        model.tok_emb.weight.add_(1.0)        # as a training step would
+    cache.clear()
+    again, _ = cache.get(key)
+    assert torch.equal(again.tok_emb.weight, before)
+
+
 # ---------------------------------------------------------------------------------------------
 # The hub, through huggingface_hub, against a local stand-in
 @pytest.fixture

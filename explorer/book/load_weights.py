@@ -17,11 +17,11 @@ Pure torch: files, the hub and budgets live in ``explorer.runtime.weights``.
 """
 from __future__ import annotations
 
-import copy
 import functools
 
 import torch
 import torch.nn as nn
+from torch.utils._device import DeviceContext
 
 from .config import PRESETS, GPTConfig
 from .model import GPTModel, RotaryEmbedding
@@ -201,12 +201,26 @@ def config_from_hf(hf: dict, **book_keys) -> GPTConfig:
 
 # ---------------------------------------------------------------------------------------------
 # The book's own checkpoints (chapter 5: torch.save(model.state_dict(), "model.pth"))
+# PyTorch's initialisers: on the meta device they would only cost time (the first call in a
+# process loads their meta implementations, seconds on a busy machine).
+_INITIALISERS = {"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
+                 "xavier_uniform_", "xavier_normal_", "trunc_normal_"}
+
+
+class _MetaWithoutInit(DeviceContext):
+    """``with torch.device("meta")`` that skips the initialisers (there are no values to fill).
+    A torch function mode lives in its own thread: other threads build models as usual."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", None) in _INITIALISERS:
+            return args[0] if args else kwargs["tensor"]
+        return super().__torch_function__(func, types, args, kwargs)
+
+
 @functools.lru_cache(maxsize=8)
 def _skeleton(cfg: GPTConfig) -> GPTModel:
-    """``GPTModel(cfg)`` on the meta device (shapes, no memory), built once per config and
-    only ever copied: building runs PyTorch's initialisers, on meta as well (~0.1 s for GPT-2
-    small), and a copy costs a tenth of that."""
-    with torch.device("meta"):
+    """``GPTModel(cfg)`` on the meta device (shapes, no memory), for its shapes only."""
+    with _MetaWithoutInit("meta"):
         return GPTModel(cfg)
 
 
@@ -255,7 +269,8 @@ def describe_differences(expected: dict, found: dict, where: str = "the file") -
 def empty_model(cfg) -> GPTModel:
     """``GPTModel(cfg)`` with no memory behind its weights (the meta device): initialising
     GPT-2 XL's 1.5 billion weights only to overwrite them would take longer than loading."""
-    model = copy.deepcopy(_skeleton(GPTConfig.from_dict(cfg)))
+    with _MetaWithoutInit("meta"):
+        model = GPTModel(cfg)
     rope = model.trf_blocks[0].att.rope if len(model.trf_blocks) else None
     if rope is not None:   # computed tables, not weights: make the real ones
         fresh = RotaryEmbedding(model.cfg.head_dim, model.cfg.context_length)
