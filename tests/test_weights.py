@@ -98,6 +98,29 @@ def test_a_gpt2_checkpoint_gives_transformers_logits(tmp_path, cache, shape):
     assert key.source.kind == "file" and key.source.layout == "gpt2"
 
 
+def test_openai_files_on_the_hub_load_unprefixed_names_and_mask_buffers_skipped(tmp_path,
+                                                                               cache):
+    """OpenAI's model.safetensors on the hub names tensors without ``transformer.`` and keeps
+    each block's causal mask (``h.0.attn.bias``, float32, 1x1xNxN) and ``attn.masked_bias``."""
+    from safetensors.torch import load_file, save_file
+    hf = make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
+    n = hf.config.n_positions
+    tensors = {k.removeprefix("transformer."): v
+               for k, v in load_file(tmp_path / "model.safetensors").items()}
+    for i in range(hf.config.n_layer):
+        tensors[f"h.{i}.attn.bias"] = torch.tril(torch.ones(n, n)).view(1, 1, n, n)
+        tensors[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    (tmp_path / "config.json").unlink()          # as from the hub: the file alone
+    save_file(tensors, tmp_path / "model.safetensors")
+    model, key = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    assert key.config.n_heads == 1                # 64 / GPT-2's head size of 64, guessed
+    model, key = weights.load_file(tmp_path / "model.safetensors", cache=cache,
+                                   config={"n_head": 4})
+    ids = prompt(hf.config.vocab_size)
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), hf(ids).logits, atol=1e-5, rtol=0)
+
+
 def test_the_tied_head_is_the_embedding_and_counted_once(tmp_path, cache):
     make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
     model, key = weights.load_file(tmp_path / "model.safetensors", cache=cache)
@@ -426,7 +449,7 @@ def test_a_loaded_checkpoint_is_reloaded_from_the_store_after_its_file_is_gone(t
     first, key = weights.load_file(tmp_path / "upload" / "model.safetensors", cache=cache)
     ids = prompt(key.config.vocab_size)
     expected = first(ids)
-    assert weights.stored_path(key.source).parent == weights_store
+    assert weights.stored_path(key.source, key.config).parent == weights_store
     shutil.rmtree(tmp_path / "upload")        # Gradio deletes uploads; the store keeps them
     cache.clear()
     again, cached = cache.get(key)
@@ -473,6 +496,7 @@ def test_pretrained_download_reports_progress_and_reuses_the_hub_cache(tiny_gpt2
         fractions = [f for f, text in reports if text.startswith("Downloading")]
         assert len(fractions) > 2 and fractions == sorted(fractions) and fractions[-1] == 1.0
         assert any(f"{file.stat().st_size / 1e6:,.0f} MB" in t for _, t in reports)
+        assert any(t.startswith("Converting model.safetensors") for _, t in reports)
         # A second session: the hub cache serves the file, and the model cache the model.
         again, key_again = weights.load_pretrained("gpt2-small", cache=cache,
                                                    cache_dir=tmp_path / "hf-cache",

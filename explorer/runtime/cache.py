@@ -130,8 +130,9 @@ class ModelCache:
                 f"({dtype}), but the memory budget is {self.budget_bytes // 1024 ** 2:,} MB "
                 f"(set {BUDGET_ENV} to change it). {advice}")
 
-    def get(self, key: ModelKey) -> tuple[GPTModel, bool]:
-        """The model for ``key`` and whether it was already built."""
+    def get(self, key: ModelKey, progress=None) -> tuple[GPTModel, bool]:
+        """The model for ``key`` and whether it was already built. ``progress(fraction,
+        text)`` hears about a checkpoint's one-time conversion."""
         with self._lock:
             if key in self._models:
                 self._models.move_to_end(key)
@@ -152,7 +153,7 @@ class ModelCache:
                 else:
                     from .weights import materialize   # weights imports this module
                     model = materialize(key.source, key.config, device=key.device,
-                                        dtype=key.dtype)
+                                        dtype=key.dtype, progress=progress)
             finally:
                 with self._lock:
                     self._reserved -= need

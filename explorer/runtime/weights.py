@@ -40,7 +40,7 @@ from .cache import BUDGET_ENV, PRETRAINED_NAMES, ModelCache, WeightsSource, mode
 
 __all__ = ["WeightsSource", "PRETRAINED", "pretrained_source", "file_source", "inspect_file",
            "materialize", "load_pretrained", "load_file", "export_model", "sha256_file",
-           "weights_caption"]
+           "store_dir"]
 
 # OpenAI's four GPT-2 sizes on the hub (safetensors, float32).
 PRETRAINED = {"gpt2-small": "openai-community/gpt2", "gpt2-medium": "openai-community/gpt2-medium",
@@ -97,8 +97,8 @@ def pretrained_source(size: str = "gpt2-small", progress=None, *, budget_bytes: 
     name = _size_name(size)
     cfg = gpt2_config(name)
     repo_id = PRETRAINED[name]
-    budget = ModelCache(budget_bytes).budget_bytes if budget_bytes is None else budget_bytes
-    ModelCache(budget).check_budget(cfg, dtype, f"pretrained {PRETRAINED_NAMES[repo_id]}")
+    # Before any download: GPT-2 XL is 5,942 MB at float32.
+    ModelCache(budget_bytes).check_budget(cfg, dtype, f"pretrained {PRETRAINED_NAMES[repo_id]}")
 
     from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import LocalEntryNotFoundError
@@ -417,8 +417,7 @@ def file_source(path, config=None, *, budget_bytes: int | None = None,
     """A checkpoint on disk (a path the user gave, or an upload): its config and source
     (sha256), refused before any allocation if it is over the budget or does not fit."""
     info = inspect_file(path, config)
-    budget = ModelCache(budget_bytes)
-    budget.check_budget(info.config, dtype, f"checkpoint ({info.path.name})")
+    ModelCache(budget_bytes).check_budget(info.config, dtype, f"checkpoint ({info.path.name})")
     _check_shapes(info)
     stamp = _stamp(info.path)
     source = WeightsSource("file", digest=sha256_file(info.path), filename=info.path.name,
@@ -478,18 +477,21 @@ def store_dir() -> Path:
     return Path(base) / "weights"
 
 
-def stored_path(source: WeightsSource) -> Path:
-    return store_dir() / f"{source.digest}-{STORE_VERSION}.safetensors"
+def stored_path(source: WeightsSource, cfg) -> Path:
+    """The file's digest and the config it is read with (a tied head is dropped, say)."""
+    config = json.dumps(GPTConfig.from_dict(cfg).to_dict(), sort_keys=True)
+    read_as = hashlib.sha256(config.encode()).hexdigest()[:12]
+    return store_dir() / f"{source.digest}-{read_as}-{STORE_VERSION}.safetensors"
 
 
 _store_lock = threading.Lock()
 
 
-def _store(source: WeightsSource, cfg: GPTConfig) -> Path:
+def _store(source: WeightsSource, cfg: GPTConfig, progress=None) -> Path:
     """The checkpoint in the book's names, float32, every weight contiguous in the shape
     ``nn.Linear`` wants (GPT-2's Conv1D weights transposed once, here): then loading is a
     memory map, as ``from_pretrained``'s, and the C decode step can read every weight."""
-    target = stored_path(source)
+    target = stored_path(source, cfg)
     with _store_lock:
         if target.is_file():
             return target
@@ -504,6 +506,9 @@ def _store(source: WeightsSource, cfg: GPTConfig) -> Path:
         if _stamp(path) != source.stamp and sha256_file(path) != source.digest:
             raise ValueError(f"{path.name} has changed since it was chosen (its sha256 "
                              f"differs). Load it again.")
+        if progress is not None:
+            progress(0.0, f"Converting {source.filename} into the book's layout (the first "
+                          f"time only)")
         model = load_into_model(info, torch.float32)
         state = {n: t.detach().contiguous() for n, t in model.state_dict().items()}
         if cfg.tie_weights:
@@ -534,14 +539,14 @@ def _map_stored(stored: Path, cfg: GPTConfig) -> GPTModel:
 
 
 def materialize(source: WeightsSource, cfg, device: str = "cpu",
-                dtype: str = "float32") -> GPTModel:
+                dtype: str = "float32", progress=None) -> GPTModel:
     """The model of a pretrained or file source, built as ``build_model`` builds: fused
     kernels, eval mode, no gradients, on ``device``. The first time, the file (its sha256
     checked against the source) is converted into the store; after that it is mapped."""
     cfg = GPTConfig.from_dict(cfg)
     target = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, target)
-    model = _map_stored(_store(source, cfg), cfg)
+    model = _map_stored(_store(source, cfg, progress), cfg)
     fuse(model)
     model.eval()
     model.requires_grad_(False)
@@ -558,23 +563,22 @@ def load_pretrained(size: str = "gpt2-small", progress=None, *, cache: ModelCach
     key = cache.key(cfg, device=device, dtype=dtype, source=source)
     if progress is not None:
         progress(1.0, f"Loading {source.caption} into the book's GPTModel")
-    model, _ = cache.get(key)
+    model, _ = cache.get(key, progress)
     return model, key
 
 
 def load_file(path, config=None, *, cache: ModelCache | None = None, device: str = "cpu",
-              dtype: str = "float32"):
+              dtype: str = "float32", progress=None):
     """A checkpoint file in the book's ``GPTModel``: (model, key). ``key.source.caption``
-    names it; checkpoints with the same sha256 share one copy in ``cache``."""
+    names it; checkpoints with the same sha256 share one copy in ``cache``. ``progress(fraction,
+    text)`` hears about the hash and the first load's conversion."""
     cache = ModelCache() if cache is None else cache
+    if progress is not None:
+        progress(0.0, f"Checking {Path(path).name}")
     cfg, source, _ = file_source(path, config, budget_bytes=cache.budget_bytes, dtype=dtype)
     key = cache.key(cfg, device=device, dtype=dtype, source=source)
-    model, _ = cache.get(key)
+    model, _ = cache.get(key, progress)
     return model, key
-
-
-def weights_caption(key) -> str:
-    return key.source.caption
 
 
 # ---------------------------------------------------------------------------------------------
