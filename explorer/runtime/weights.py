@@ -15,6 +15,7 @@ For the UI:
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -56,6 +57,9 @@ SAFETENSORS_DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8}
 # ---------------------------------------------------------------------------------------------
 # Pretrained GPT-2 from the hub
 def _size_name(size: str) -> str:
+    if not isinstance(size, str):
+        raise ValueError(f"The GPT-2 size must be one of small, medium, large and xl "
+                         f"(got {size!r}).")
     name = size if size.startswith("gpt2-") else f"gpt2-{size}"
     if name not in PRETRAINED:
         raise ValueError(f"OpenAI's GPT-2 comes in sizes small, medium, large and xl "
@@ -298,6 +302,9 @@ def inspect_file(path, config=None) -> FileInfo:
     """What ``path`` holds (safetensors or the book's ``.pth``), its layout and config, from
     its header or a memory map: nothing is allocated. ``config`` (a dict, a GPTConfig, or a
     path to a config.json) overrides what sits beside the file."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ValueError(f"Give the path of a model.safetensors (or the book's model.pth) "
+                         f"as text (got {path!r}).")
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"There is no file at {path}. Give the path of a model.safetensors "
@@ -350,8 +357,24 @@ def _given_config(config):
     if isinstance(config, GPTConfig):
         return config.to_dict()
     if isinstance(config, dict):
+        if "model_type" not in config:   # typed in, not a whole Hugging Face config.json
+            known = [*BOOK_KEYS, *HF_KEYS, "format", "layout", "weights_source"]
+            for key in config:
+                if key not in known:
+                    hint = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+                    did_you_mean = f" Did you mean '{hint[0]}'?" if hint else ""
+                    raise ValueError(f"Unknown config key '{key}'.{did_you_mean} Known keys: "
+                                     f"the book's ({', '.join(BOOK_KEYS)}) or Hugging "
+                                     f"Face's ({', '.join(HF_KEYS)}).")
         return dict(config)
-    raise ValueError("config must be a dict, a GPTConfig or the path of a config.json.")
+    raise ValueError("config must be a dict, a GPTConfig or the path of a config.json "
+                     f"(got {type(config).__name__}).")
+
+
+# The GPT2Config keys the explorer reads.
+HF_KEYS = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner",
+           "activation_function", "resid_pdrop", "embd_pdrop", "attn_pdrop",
+           "layer_norm_epsilon", "tie_word_embeddings")
 
 
 def _check_gpt2(shapes: dict, cfg: GPTConfig, name: str):
@@ -590,13 +613,22 @@ def export_model(model: GPTModel, folder, hf_layout: bool = False,
     ``hf_layout`` the tensors have Hugging Face's GPT-2 names and the config its keys too, so
     ``GPT2LMHeadModel.from_pretrained(folder)`` loads it (GPT-2-shaped models only). Either
     comes back in with ``load_file``. Returns the files written."""
+    if not isinstance(model, GPTModel):
+        raise ValueError(f"export_model saves a GPTModel (got {type(model).__name__}).")
     cfg = model.cfg
     if hf_layout and not is_gpt2_shaped(cfg):
         raise ValueError("Hugging Face's GPT-2 layout needs norm_placement 'pre', shortcuts on "
                          "and pos_encoding 'learned'; export this model in the book's layout "
                          "(hf_layout=False) instead.")
+    if not isinstance(folder, (str, os.PathLike)) or not str(folder):
+        raise ValueError(f"Give the folder to export to as text (got {folder!r}).")
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file; choose a folder to export into.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"Could not make the folder {folder}: {exc.strerror or exc}.") from None
     state = {n: t.detach().to("cpu", torch.float32) for n, t in model.state_dict().items()}
     book_config = {**cfg.to_dict(), "format": FORMAT,
                    "layout": "gpt2" if hf_layout else "book"}
@@ -611,8 +643,12 @@ def export_model(model: GPTModel, folder, hf_layout: bool = False,
         tensors = {n: t.contiguous() for n, t in state.items()}
         config = book_config
     weights = folder / WEIGHTS_FILE
-    save_file(tensors, str(weights), metadata={"format": "pt",
-                                               METADATA_KEY: json.dumps(book_config)})
     config_path = folder / CONFIG_FILE
-    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    try:
+        save_file(tensors, str(weights), metadata={"format": "pt",
+                                                   METADATA_KEY: json.dumps(book_config)})
+        config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error on a full disk
+        raise ValueError(f"Could not write into {folder}: {exc.strerror or exc}. Free some "
+                         f"disk space or choose another folder.") from None
     return [weights, config_path]
