@@ -225,6 +225,13 @@ def test_export_in_hf_layout_loads_in_transformers_and_back(tmp_path, cache, var
     assert torch.equal(back(ids), model(ids))
 
 
+def test_exporting_a_model_twice_gives_the_same_file(tmp_path):
+    model = build_model(VARIANTS["book"], seed=3, device="cpu")
+    first = weights.export_model(model, tmp_path / "a")[0]
+    second = weights.export_model(model, tmp_path / "b")[0]
+    assert first.read_bytes() == second.read_bytes()
+
+
 def test_a_model_that_is_not_gpt2_shaped_is_not_exported_in_hf_layout(tmp_path):
     model = build_model(VARIANTS["pos_encoding=rope"], seed=1, device="cpu")
     with pytest.raises(ValueError, match="book's layout"):

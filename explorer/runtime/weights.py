@@ -645,8 +645,13 @@ def export_model(model: GPTModel, folder, hf_layout: bool = False,
     weights = folder / WEIGHTS_FILE
     config_path = folder / CONFIG_FILE
     try:
-        save_file(tensors, str(weights), metadata={"format": "pt",
-                                                   METADATA_KEY: json.dumps(book_config)})
+        # safetensors writes its metadata table in a random order (a Rust HashMap): one
+        # entry keeps the book layout's file the same bytes every time (the same sha256, so
+        # one copy in the cache); transformers needs "format" in the Hugging Face layout.
+        metadata = {METADATA_KEY: json.dumps(book_config)}
+        if hf_layout:
+            metadata["format"] = "pt"
+        save_file(tensors, str(weights), metadata=metadata)
         config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error on a full disk
         raise ValueError(f"Could not write into {folder}: {exc.strerror or exc}. Free some "
