@@ -14,7 +14,11 @@ with ``args`` (a tuple, or ``args(env)``). ``raw`` sends the call as plain JSON,
 """
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -23,6 +27,7 @@ from explorer.book.config import PRESETS, GPTConfig, get_preset
 from explorer.book.generate import generate_steps, generate_text_simple
 from explorer.runtime.build import build_model
 from explorer.probes import trace
+from explorer.runtime import weights
 
 PROMPT = "Every effort moves you"
 TRACE_VIEW = ("norm1: before vs after LayerNorm", "resid_pre", "std")
@@ -137,6 +142,27 @@ def enc(text):
 
 def gen(ids_fn, n, **kwargs):
     return lambda env: list(generate_steps(env.model, ids_fn(env), n, **kwargs))
+
+
+_FILES = tempfile.mkdtemp(prefix="gpt-explorer-bad-")   # removed when the tests end
+atexit.register(shutil.rmtree, _FILES, ignore_errors=True)
+
+
+def a_file(content: bytes, name="model.safetensors"):
+    """The path of a new file holding ``content`` (a bad checkpoint a student might pick)."""
+    folder = Path(tempfile.mkdtemp(dir=_FILES))
+    (folder / name).write_bytes(content)
+    return folder / name
+
+
+def exported(env, hf_layout=False):
+    """The teach-tiny model exported to a new folder: the path of its model.safetensors."""
+    folder = Path(tempfile.mkdtemp(dir=_FILES))
+    return weights.export_model(env.model, folder, hf_layout=hf_layout)[0]
+
+
+def load(path_fn, **kwargs):
+    return lambda env: weights.load_file(path_fn(env), cache=env.cache, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,6 +446,45 @@ CASES: list[Case] = [
          app_expect=r"x_min must be a finite number"),
     Case("index-export-format-unknown", "index", None, api="/export_stats", args=("XML",),
          build={}, traced=True, app_expect=r"not in the list of choices"),
+
+    # ----- weights: pretrained sizes, checkpoint files, export -----------------------------
+    Case("weights-size-unknown", "weights", lambda env: weights.pretrained_source("huge"),
+         r"small, medium, large and xl"),
+    Case("weights-size-number", "weights", lambda env: weights.pretrained_source(124),
+         r"small, medium, large and xl"),
+    Case("weights-xl-over-budget", "weights",
+         lambda env: weights.pretrained_source("xl", budget_bytes=100 * 2 ** 20,
+                                               download=lambda *a, **k: 1 / 0),
+         BUDGET, max_seconds=5),
+    Case("weights-file-none", "weights", load(lambda env: None), r"Give the path"),
+    Case("weights-file-missing", "weights", load(lambda env: "/no/such/model.safetensors"),
+         r"There is no file at .*upload it"),
+    Case("weights-file-is-folder", "weights", load(lambda env: tempfile.gettempdir()),
+         r"There is no file at"),
+    Case("weights-file-empty", "weights", load(lambda env: a_file(b"")), r"empty or cut short"),
+    Case("weights-file-text", "weights", load(lambda env: a_file(b"hello, I am not a model")),
+         r"not a safetensors file"),
+    Case("weights-file-huge-header", "weights",
+         load(lambda env: a_file(b"\xff" * 8 + b"{}")), r"not a safetensors file"),
+    Case("weights-file-pth-garbage", "weights",
+         load(lambda env: a_file(b"PK\x03\x04 not really a zip", "model.pth")),
+         r"could not be read as a PyTorch checkpoint"),
+    Case("weights-config-not-a-dict", "weights", load(exported, config=42),
+         r"config must be a dict"),
+    Case("weights-config-typo", "weights", load(exported, config={"emb_dimm": 64}),
+         r"Unknown config key 'emb_dimm'. Did you mean 'emb_dim'\?"),
+    Case("weights-config-wrong-heads", "weights", load(exported, config={"n_heads": 5}),
+         r"emb_dim \(64\) must be divisible by n_heads \(5\)"),
+    Case("weights-export-not-a-model", "weights",
+         lambda env: weights.export_model("model", tempfile.mkdtemp(dir=_FILES)),
+         r"saves a GPTModel"),
+    Case("weights-export-into-a-file", "weights",
+         lambda env: weights.export_model(env.model, a_file(b"x", "notes.txt")),
+         r"is a file; choose a folder"),
+    Case("weights-export-round-trip", "weights",
+         lambda env: weights.load_file(exported(env), cache=env.cache)[0],
+         py_check=lambda model, env: torch.equal(model.tok_emb.weight,
+                                                 env.model.tok_emb.weight)),
 
     # ----- order: a model not yet built, nothing traced yet --------------------------------
     Case("order-trace-before-build", "order", None, api="/trace",

@@ -13,6 +13,11 @@ _gradio_tmp = tempfile.mkdtemp(prefix="gpt-explorer-tests-gradio-")
 os.environ["GRADIO_TEMP_DIR"] = _gradio_tmp
 atexit.register(shutil.rmtree, _gradio_tmp, ignore_errors=True)
 
+# Checkpoints converted by weight-loading tests go to a throwaway store, not ~/.cache.
+_weights_store = tempfile.mkdtemp(prefix="gpt-explorer-tests-weights-")
+os.environ["GPT_EXPLORER_WEIGHTS"] = _weights_store
+atexit.register(shutil.rmtree, _weights_store, ignore_errors=True)
+
 # A proxy in the environment must not intercept requests to the local test server.
 for _var in ("NO_PROXY", "no_proxy"):
     _hosts = [h for h in os.environ.get(_var, "").split(",") if h]

@@ -107,7 +107,8 @@ APP_CASES = [c for c in CASES if c.api is not None]
 def test_catalogue_is_large_and_covers_every_endpoint():
     assert len(CASES) >= 60
     assert len({c.id for c in CASES}) == len(CASES)
-    assert {c.area for c in CASES} == {"config", "prompt", "generation", "index", "order"}
+    assert {c.area for c in CASES} == {"config", "prompt", "generation", "index", "order",
+                                          "weights"}
     assert {c.api for c in APP_CASES} == set(ENDPOINTS)
     for c in CASES:
         assert (c.py_expect is None) == (c.python is None or c.py_check is not None), c.id

@@ -201,6 +201,7 @@ class ParameterCount:
     n_layers: int
     final_norm: int
     output_head: int
+    output_head_tied: bool = False   # the head is the token embedding (shared storage)
 
     @property
     def attention(self) -> int:
@@ -235,6 +236,13 @@ class ParameterCount:
             raise ValueError(f"dtype must be one of {', '.join(BYTES_PER_PARAM)} (got {dtype!r}).")
         return self.total * BYTES_PER_PARAM[dtype] / 1024 ** 2
 
+    def notes(self) -> list[str]:
+        """What the counts mean where a number alone would mislead (a tied head's 0)."""
+        if self.output_head_tied:
+            return [f"output head: tied to the token embedding (the same "
+                    f"{self.token_embedding:,} weights, stored and counted once)"]
+        return []
+
     def breakdown(self) -> dict[str, int]:
         """Component -> parameters, summing to ``total`` (for tables and charts)."""
         return {
@@ -261,6 +269,7 @@ def count_parameters(cfg) -> ParameterCount:
         n_layers=cfg.n_layers,
         final_norm=norm,
         output_head=0 if cfg.tie_weights else d * v,
+        output_head_tied=cfg.tie_weights,
     )
 
 

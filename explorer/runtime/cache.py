@@ -1,6 +1,9 @@
 """Built models, shared read-only between sessions, within a memory budget (least recently
-used first out). A model is a pure function of (config, seed, device, dtype), so a session
-only needs to remember that key: an evicted model is rebuilt identically when asked for again.
+used first out). A model is a pure function of (config, weights source, device, dtype), so a
+session only needs to remember that key: an evicted model is rebuilt (or reloaded from its
+file) identically when asked for again. The source names the weights by what they are, not by
+where they lie: random + seed, a pretrained repository + revision, or a file's sha256, so two
+sessions on the same checkpoint share one copy.
 """
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..book.config import BYTES_PER_PARAM, GPTConfig, buffer_bytes, count_parameters
 from ..book.model import GPTModel
@@ -40,11 +43,54 @@ def default_budget_bytes() -> int:
 
 
 @dataclass(frozen=True)
+class WeightsSource:
+    """Where a model's weights come from. Equal sources mean equal weights: ``path`` (where
+    the file lies now) and ``filename`` are left out of the comparison, the digest is not."""
+
+    kind: str                          # "random", "pretrained" or "file"
+    seed: int | None = None            # random: torch.manual_seed(seed); GPTModel(cfg)
+    repo_id: str | None = None         # pretrained: the hub repository ...
+    revision: str | None = None        # ... and its commit
+    digest: str | None = None          # sha256 of the weights file (pretrained and file)
+    filename: str | None = field(default=None, compare=False)
+    path: str | None = field(default=None, compare=False)
+    layout: str | None = None          # file: "book" or "gpt2" (Hugging Face's names)
+    stamp: tuple | None = field(default=None, compare=False)   # (size, mtime) when hashed
+
+    @classmethod
+    def random(cls, seed: int) -> "WeightsSource":
+        return cls("random", seed=seed)
+
+    @property
+    def caption(self) -> str:
+        """For the page: "random, seed 123", "pretrained GPT-2 small (OpenAI)",
+        "from file model.safetensors (sha256 ab12cd34…)"."""
+        if self.kind == "random":
+            return f"random, seed {self.seed}"
+        if self.kind == "pretrained":
+            size = PRETRAINED_NAMES.get(self.repo_id, self.repo_id)
+            return f"pretrained {size} (OpenAI)"
+        return f"from file {self.filename} (sha256 {(self.digest or '')[:8]}…)"
+
+
+# Hub repositories of OpenAI's GPT-2 -> the name on the page.
+PRETRAINED_NAMES = {"openai-community/gpt2": "GPT-2 small",
+                    "openai-community/gpt2-medium": "GPT-2 medium",
+                    "openai-community/gpt2-large": "GPT-2 large",
+                    "openai-community/gpt2-xl": "GPT-2 XL"}
+
+
+@dataclass(frozen=True)
 class ModelKey:
     config: GPTConfig
-    seed: int
+    seed: int | None
     device: str
     dtype: str
+    source: WeightsSource | None = None   # None: random weights from ``seed``
+
+    def __post_init__(self):
+        if self.source is None:
+            object.__setattr__(self, "source", WeightsSource.random(self.seed))
 
 
 def model_bytes(cfg, dtype: str = "float32") -> int:
@@ -60,20 +106,33 @@ class ModelCache:
         self._build_locks: dict[ModelKey, threading.Lock] = {}
         self._reserved = 0  # bytes of models being built right now
 
-    def key(self, cfg, seed=123, device="auto", dtype="float32") -> ModelKey:
-        """Check everything about a request before anything is allocated."""
+    def key(self, cfg, seed=123, device="auto", dtype="float32",
+            source: WeightsSource | None = None) -> ModelKey:
+        """Check everything about a request before anything is allocated. ``source`` None:
+        random weights from ``seed``; otherwise a source from ``explorer.runtime.weights``."""
         cfg = GPTConfig.from_dict(cfg)
+        self.check_budget(cfg, dtype, None if source is None or source.kind == "random"
+                          else "checkpoint")
+        if source is not None and source.kind != "random":
+            seed = None
+        return ModelKey(cfg, seed, str(resolve_device(device)), dtype, source)
+
+    def check_budget(self, cfg, dtype="float32", what: str | None = None):
+        """Refuse, before any download or allocation, a model larger than the budget."""
         need = model_bytes(cfg, dtype) if dtype in BYTES_PER_PARAM else 0
         if need > self.budget_bytes:
             # Integer MB: a float would overflow for absurd sizes such as n_layers=10**400.
+            advice = ("Choose a smaller checkpoint, or raise the budget on a machine with more "
+                      "memory." if what else
+                      "Choose fewer layers, a smaller emb_dim or a smaller vocabulary.")
             raise ValueError(
-                f"This model needs {-(-need // 1024 ** 2):,} MB for its weights, but the memory "
-                f"budget is {self.budget_bytes // 1024 ** 2:,} MB (set {BUDGET_ENV} to change "
-                f"it). Choose fewer layers, a smaller emb_dim or a smaller vocabulary.")
-        return ModelKey(cfg, seed, str(resolve_device(device)), dtype)
+                f"This {what or 'model'} needs {-(-need // 1024 ** 2):,} MB for its weights "
+                f"({dtype}), but the memory budget is {self.budget_bytes // 1024 ** 2:,} MB "
+                f"(set {BUDGET_ENV} to change it). {advice}")
 
-    def get(self, key: ModelKey) -> tuple[GPTModel, bool]:
-        """The model for ``key`` and whether it was already built."""
+    def get(self, key: ModelKey, progress=None) -> tuple[GPTModel, bool]:
+        """The model for ``key`` and whether it was already built. ``progress(fraction,
+        text)`` hears about a checkpoint's one-time conversion."""
         with self._lock:
             if key in self._models:
                 self._models.move_to_end(key)
@@ -88,8 +147,13 @@ class ModelCache:
                 self._make_room(need)
                 self._reserved += need
             try:
-                model = build_model(key.config, seed=key.seed, device=key.device,
-                                    dtype=key.dtype)
+                if key.source.kind == "random":
+                    model = build_model(key.config, seed=key.seed, device=key.device,
+                                        dtype=key.dtype)
+                else:
+                    from .weights import materialize   # weights imports this module
+                    model = materialize(key.source, key.config, device=key.device,
+                                        dtype=key.dtype, progress=progress)
             finally:
                 with self._lock:
                     self._reserved -= need
