@@ -390,7 +390,7 @@ def test_next_token_bars_show_candidates_in_order_with_the_chosen_one_marked():
     rows = bar_rows(bars)
     assert [r[0] for r in rows] == ["␣the", "&lt;u&gt;", "&amp;"]   # token text never markup
     assert "<u>" not in bars
-    assert [float(r[2]) for r in rows] == [100.0, 50.0, 25.0]       # widths ∝ probability
+    assert [float(r[2]) for r in rows] == [50.0, 25.0, 12.5]   # true scale: full track = 100 %
     assert [r[1] for r in rows] == ["", " class=c", ""]             # the chosen one stands out
     assert f"i.c {{background: {ORANGE};}}" in NEXT_TOKEN_CSS
     assert [r[3] for r in rows] == ["50 %", "25 % ◀ chosen", "12.5 %"]

@@ -8,12 +8,25 @@ from pathlib import Path
 import gradio as gr
 
 from .plots.generation import NEXT_TOKEN_CSS
-from .tabs import activations, attention, build, generate, inside
+from .tabs import activations, attention, build, generate, gradients, inside
 
 CSS = """
 .gradio-container {font-size: 17px;}
-#title h1 {margin-bottom: 0;}
-.chips {display: flex; flex-wrap: wrap; gap: 6px; font-family: ui-monospace, monospace;}
+#title h1 {margin-bottom: 0; font-size: 30px;}
+/* The status line: room for a build's progress text, drawn opaque over the old line. */
+#status {min-height: 2.6em;}
+#status .wrap {background: var(--background-fill-primary);}
+.preview-note {background: #fff8e1; border: 1px solid #e6c35c; border-radius: 6px;
+               padding: 4px 10px; margin-bottom: 8px;}
+/* A long prompt: a few rows of chips, the rest a scroll away. */
+.chips {display: flex; flex-wrap: wrap; gap: 6px; font-family: ui-monospace, monospace;
+        max-height: 10.5em; overflow-y: auto;}
+/* Bytes of one character (Chinese, emoji): the character heads its byte tokens' chips. */
+.chip-group {display: inline-flex; flex-wrap: wrap; gap: 3px; align-items: flex-end;
+             border: 2px solid #0072b2; border-radius: 8px; padding: 2px 4px;
+             position: relative; padding-top: 1.5em;}
+.chip-group > b {position: absolute; top: 1px; left: 0; right: 0; text-align: center;
+                 font-size: 18px; color: #0072b2;}
 .chip {border: 1px solid #9ca3af; border-radius: 6px; padding: 2px 6px; background: #f3f4f6;
        color: #111827; text-align: center; line-height: 1.2;}
 .chip small {display: block; color: #4b5563; font-size: 12px;}
@@ -38,13 +51,26 @@ def build_app() -> gr.Blocks:
         activations_tab = activations.create_ui()
         generate_tab = generate.create_ui()
 
-        build.create_event_handlers(
+        built = build.create_event_handlers(
             build_tab, state, status,
             layer_pickers=[inside_tab.layer, attention_tab.layer, activations_tab.layer],
-            head_picker=attention_tab.head)
+            head_picker=attention_tab.head,
+            probe_pickers=[inside_tab.pair, inside_tab.heat_point])
+        # A new model: the old one's results (trace views, gradient charts, export files,
+        # generation) go, each view back to its hint.
+        lesson = inside_tab.shortcut_lesson
+        built.success(
+            lambda: (*inside.cleared(), *attention.cleared(), *gradients.cleared(),
+                     *generate.cleared()), None,
+            [inside_tab.chips, inside_tab.info, inside_tab.stats_plot, inside_tab.hist_plot,
+             inside_tab.heat_plot, inside_tab.export_file, attention_tab.plot,
+             attention_tab.grid_plot, attention_tab.entropy_plot, attention_tab.export_file,
+             lesson.book_plot, lesson.gpt_plot, generate_tab.output, generate_tab.bars,
+             generate_tab.history, generate_tab.speed],
+            api_visibility="private", show_progress="hidden")
         traced = inside.create_event_handlers(inside_tab, state)
         attention.create_event_handlers(attention_tab, state)
-        activations.create_event_handlers(activations_tab, state, demo, traced)
+        activations.create_event_handlers(activations_tab, state, demo, [*traced, built])
         generate.create_event_handlers(generate_tab, state)
 
         def release_session(request: gr.Request):

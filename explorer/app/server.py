@@ -66,4 +66,14 @@ def main(argv=None):
     parser.add_argument("--port", type=int, help="port (default 7860, or GRADIO_SERVER_PORT)")
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link")
     args = parser.parse_args(argv)
-    create_demo().launch(**launch_options(args.host, args.port, args.share))
+    # Quiet: Gradio's own start-up lines suggest `share=True`; this app has --share.
+    demo = create_demo()
+    _, local_url, share_url = demo.launch(**launch_options(args.host, args.port, args.share),
+                                          quiet=True, prevent_thread_lock=True)
+    print(f"GPT Explorer is running: open {local_url} in a browser"
+          + (f" (public link: {share_url})" if share_url else
+             " (python app.py --share for a public link)") + ". Ctrl+C stops it.", flush=True)
+    try:
+        demo.block_thread()
+    except KeyboardInterrupt:
+        demo.close()

@@ -39,12 +39,19 @@ def friendly(fn):
     traceback; and when the handler is done, hand the memory its temporaries took back to the
     system (``heap.trim``), so that the app's resident memory stays near what it holds."""
     def translate(exc):
+        # An expected refusal (bad input, too big): the message for the page and one log
+        # line, not Gradio's printed traceback.
         if isinstance(exc, gr.Error):
+            exc.print_exception = False
+            log.info("%s refused: %s", fn.__name__, exc.message)
             return exc
         if isinstance(exc, ValueError):
-            return gr.Error(str(exc))
+            log.info("%s refused: %s", fn.__name__, exc)
+            return gr.Error(str(exc), print_exception=False)
         if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
-            return gr.Error("Out of memory: choose a smaller model or a shorter prompt.")
+            log.warning("%s: out of memory", fn.__name__)
+            return gr.Error("Out of memory: choose a smaller model or a shorter prompt.",
+                            print_exception=False)
         log.exception("unexpected error in %s", fn.__name__)
         return gr.Error(f"Something went wrong ({type(exc).__name__}); the model and your "
                         f"session are unchanged. Details are in the server log.")
@@ -79,6 +86,10 @@ def model_of(state):
         raise gr.Error("No model yet: build one in the Build tab first.")
     model, _ = CACHE.get(state["key"])
     return model
+
+
+def has_trace(state):
+    return bool(state) and state.get("trace") is not None
 
 
 def trace_of(state):
@@ -139,8 +150,9 @@ def check_trace_size(cfg, n_tokens):
 
 # ---------------------------------------------------------------------------------------------
 # Layer pickers: three tabs choose a layer of the session's model.
-def layer_slider(label):
-    return gr.Slider(0, DEFAULT_CONFIG.n_layers - 1, value=0, step=1, label=label)
+def layer_slider(label, elem_id=None):
+    return gr.Slider(0, DEFAULT_CONFIG.n_layers - 1, value=0, step=1, label=label,
+                     elem_id=elem_id)
 
 
 def layer_picker_update(cfg):

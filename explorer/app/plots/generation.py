@@ -21,18 +21,21 @@ def next_token_bars_html(texts: list[str], probs: list[float], chosen: int | Non
                                    and 0 <= chosen < len(texts)):
         raise ValueError(f"chosen must be the index of one of the {len(texts)} candidates "
                          f"(got {chosen!r}).")
-    top = max((float(p) for p in probs), default=0.0)
     rows = []
     for i, (text, p) in enumerate(zip(texts, probs)):
-        # The likeliest fills the track; labels keep 3 digits, as small as they get (an
-        # untrained model spreads its probability thinly: 0.0171 %).
-        width = 100 * float(p) / top if top > 0 else 0.0
+        # True scale: a full track is 100 %, so an untrained model's 0.02 % candidates show
+        # as slivers (it has no preference), never as a strong-looking bar. Labels keep 3
+        # digits, as small as they get (0.0171 %).
+        width = min(max(100 * float(p), 0.0), 100.0)
         chosen_one = i == chosen
         rows.append(f'<div><span>{token_label(text, 12)}</span><b><i'
                     f'{" class=c" if chosen_one else ""} style="width:{width:.1f}%"></i></b>'
                     f'<span>{100 * float(p):.3g} %{" ◀ chosen" if chosen_one else ""}</span></div>')
-    return ('<section class="nt-bars"><h4>Next-token candidates <small>(probability)'
-            '</small></h4>' + "".join(rows) + "</section>")
+    return ('<section class="nt-bars"><h4>Next-token candidates <small>(bar = probability; '
+            'a full bar is 100 %)</small></h4>' + "".join(rows)
+            + '<div class="scale"><span></span><em><span>0</span><span>25 %</span>'
+              '<span>50 %</span><span>75 %</span><span>100 %</span></em><span></span></div>'
+            + "</section>")
 
 
 def table_html(headers: list[str], rows: list[list], caption: str = "",
@@ -49,18 +52,26 @@ def table_html(headers: list[str], rows: list[list], caption: str = "",
 
 # The bars' layout (lean markup above, the looks here); the app adds it to its style sheet.
 NEXT_TOKEN_CSS = f"""
-.nt-bars {{font-size: 16px; color: {TEXT_COLOR};}}
+.nt-bars {{font-size: 18px; color: {TEXT_COLOR};}}
 .nt-bars h4 {{font-weight: 700; margin: 0 0 6px 0;}}
 .nt-bars h4 small {{font-weight: 400; color: {AXIS_COLOR};}}
 .nt-bars div {{display: grid; grid-template-columns: 9.5em 1fr 8.5em; gap: 8px;
               align-items: center; margin: 3px 0;}}
 .nt-bars div > span:first-child {{font-family: ui-monospace, monospace; text-align: right;
                                  white-space: pre; overflow: hidden;}}
-.nt-bars b {{display: block; background: #eef1f5; height: 20px; border-radius: 3px;}}
-.nt-bars i {{display: block; height: 100%; border-radius: 3px; background: {BLUE};}}
+.nt-bars b {{display: block; height: 22px; border-radius: 3px; background-color: #eef1f5;
+            background-image: linear-gradient(90deg, transparent calc(25% - 1px), #c8ced6 0,
+              #c8ced6 25%, transparent 0, transparent calc(50% - 1px), #c8ced6 0, #c8ced6 50%,
+              transparent 0, transparent calc(75% - 1px), #c8ced6 0, #c8ced6 75%,
+              transparent 0);}}
+.nt-bars i {{display: block; height: 100%; min-width: 3px; border-radius: 3px;
+            background: {BLUE};}}
+.nt-bars div.scale {{margin-top: 0; color: {AXIS_COLOR}; font-size: 16px;}}
+.nt-bars div.scale em {{display: flex; justify-content: space-between; font-style: normal;}}
+.nt-bars p.hint {{color: {AXIS_COLOR}; font-size: 17px;}}
 .nt-bars i.c {{background: {ORANGE};}}
 .nt-bars div > span:last-child {{font-variant-numeric: tabular-nums; white-space: nowrap;}}
-.steps {{max-height: 460px; overflow-y: auto; font-size: 15px;}}
+.steps {{max-height: 460px; overflow-y: auto; font-size: 16px;}}
 .steps table {{border-collapse: collapse; width: 100%;}}
 .steps th {{position: sticky; top: 0; background: #f3f4f6; text-align: left;}}
 .steps th, .steps td {{padding: 3px 8px; border: none; border-bottom: 1px solid {GRID_COLOR};

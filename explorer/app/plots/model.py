@@ -23,7 +23,8 @@ def parameter_figure(counts: ParameterCount) -> go.Figure:
         x=values, y=names, orientation="h", marker_color=BLUE, text=text,
         textposition="outside", cliponaxis=False, textfont=dict(size=FONT_SIZE),
         hovertemplate="%{y}: %{x:,} parameters<extra></extra>"))
-    fig.update_xaxes(range=[0, max(values) * 1.35], tickformat="~s")
+    # room on the right for the longest label ("6.43 M  (47.0 %)"), beyond the longest bar
+    fig.update_xaxes(range=[0, max(values) * 1.6], tickformat="~s")
     notes = []
     if counts.output_head:
         notes.append(f"{human_count(counts.total_without_output_head)} without the output head "
@@ -32,7 +33,7 @@ def parameter_figure(counts: ParameterCount) -> go.Figure:
         notes.append("the output head shares the token embedding (tied weights)")
     return finish(fig, f"Parameters: {human_count(total)} in total ({total:,})",
                   170 + 52 * len(parts), notes=notes, x_title="parameters",
-                  y_title="component")
+                  y_title="component", margin=dict(r=40))
 
 
 # ---------------------------------------------------------------------------------------------

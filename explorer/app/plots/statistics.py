@@ -104,7 +104,7 @@ def layer_stats_figure(trace, points=("ln1_in", "ln1_out")) -> go.Figure:
     fig.update_xaxes(dtick=1 if n_layers <= 30 else None, tickformat="d",
                      range=[-0.3, n_layers - 0.7])
     return finish(fig, title, 540, notes=notes, x_title="layer (transformer block)",
-                  y_title="value", legend=True)
+                  y_title="value", legend=True, wrap=120)   # as wide as the page
 
 
 def histogram_figure(trace, layer, points=("ln1_in", "ln1_out")) -> go.Figure:

@@ -13,10 +13,11 @@ import numpy as np
 import plotly.graph_objects as go
 
 FONT_FAMILY = "Arial, Helvetica, sans-serif"
-FONT_SIZE = 16          # axis titles, legend, hover
-TICK_SIZE = 15          # tick labels: the smallest text on any figure
-TITLE_SIZE = 19
-NOTE_SIZE = 15          # the smaller lines under a title
+# Read from the back of a lecture room (a projector at 1280x720): nothing under 16 px.
+FONT_SIZE = 18          # axis titles, legend, hover
+TICK_SIZE = 16          # tick labels: the smallest text on any figure
+TITLE_SIZE = 22
+NOTE_SIZE = 17          # the smaller lines under a title
 TEXT_COLOR = "#222222"
 GRID_COLOR = "#e2e2e2"
 AXIS_COLOR = "#555555"
@@ -52,17 +53,17 @@ def _wrap(text: str, width: int = 68) -> str:
     return "<br>".join(textwrap.wrap(text, width, break_long_words=False)) or text
 
 
-def title_layout(title: str, notes=()) -> tuple[dict, int]:
+def title_layout(title: str, notes=(), wrap: int = 68) -> tuple[dict, int]:
     """Title dict (left-aligned, anchored to the top of the figure) with the notes as a
-    smaller subtitle, and the top margin that it needs."""
-    lines = [line for n in notes if n for line in _wrap(n).split("<br>")]
+    smaller subtitle (lines of at most ``wrap`` characters), and the top margin it needs."""
+    lines = [line for n in notes if n for line in _wrap(n, wrap).split("<br>")]
     title_dict = dict(text=f"<b>{title}</b>", x=0, xref="container", xanchor="left", y=1,
                       yref="container", yanchor="top", pad=dict(l=14, t=12),
                       font=dict(size=TITLE_SIZE))
     if lines:
         title_dict["subtitle"] = dict(text="<br>".join(lines), font=dict(size=NOTE_SIZE))
-    # measured in plotly.js 3.3.1: the title ends at ~30 px, each note line adds ~19 px
-    return title_dict, 48 + (30 + 19 * len(lines) if lines else 0)
+    # measured in plotly.js 3.3.1: the title ends at ~34 px, each note line adds ~22 px
+    return title_dict, 52 + (32 + 22 * len(lines) if lines else 0)
 
 
 # Axis look; a figure's own axis settings win over these.
@@ -84,10 +85,11 @@ def _axis_defaults(axis) -> None:
 
 
 def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y_title=None,
-           legend: bool = False, margin=None, axes=True) -> go.Figure:
+           legend: bool = False, margin=None, axes=True, wrap: int = 68) -> go.Figure:
     """Apply the shared lean layout: no template, our font, white background, light grid,
-    explicit height, title (with notes) that fits, axis titles and readable ticks."""
-    title_dict, top = title_layout(title, notes)
+    explicit height, title (with notes) that fits, axis titles and readable ticks. ``wrap``:
+    the longest note line; a figure as wide as the page takes longer lines."""
+    title_dict, top = title_layout(title, notes, wrap)
     m = dict(l=80, r=30, t=top, b=40)
     m.update(margin or {})
     fig.update_layout(
@@ -95,6 +97,8 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
         font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=TEXT_COLOR),
         paper_bgcolor="#ffffff", plot_bgcolor=fig.layout.plot_bgcolor or "#ffffff",
         hoverlabel=dict(font=dict(size=FONT_SIZE)),
+        # plotly shrinks bar labels that do not fit (to ~9 px): keep them readable instead
+        uniformtext=dict(minsize=TICK_SIZE, mode="show"),
         showlegend=legend)
     if legend:
         # below the x axis title; plotly pushes the bottom margin to fit it

@@ -10,8 +10,10 @@ from ...probes import with_attention_of_layer
 from .. import gpu
 from ..exports import csv_cell, write_export
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
-from ..shared import (DEFAULT_CONFIG, as_int, friendly, layer_of, layer_slider, model_of,
-                      trace_of)
+from ..plots.style import empty_figure
+from ..shared import (DEFAULT_CONFIG, as_int, friendly, has_trace, layer_of, layer_slider,
+                      model_of, trace_of)
+from .inside import download_button
 
 
 @friendly
@@ -27,6 +29,27 @@ def attention_views(state, layer, head):
         head = as_int(head, "head")
     return (attention_figure(tr, layer, head), attention_grid_figure(tr, layer),
             entropy_figure(tr), state)
+
+
+def _hint(title, height=150):
+    return empty_figure(title, "Trace a prompt in tab 2, then press Show attention.", height)
+
+
+HINTS = ("Attention weights", "Every head of this layer", "Entropy per head")
+
+
+def cleared():
+    """The views of a model that is gone (after a rebuild)."""
+    return (*(_hint(t) for t in HINTS), gr.update(value=None, visible=False))
+
+
+@friendly
+def attention_views_if_traced(state, layer, head):
+    """The layer or head changed (by the user, or by a build resetting them): redraw, or
+    stay quiet when there is no trace to show."""
+    if not has_trace(state):
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    return attention_views(state, layer, head)
 
 
 @friendly
@@ -49,19 +72,22 @@ def create_ui():
                     "looks), columns are keys (the token looked at); the grey upper "
                     "triangle is masked: a token never sees the future.")
         with gr.Row():
-            layer = layer_slider("layer")
+            layer = layer_slider("layer", elem_id="att_layer")
             head = gr.Dropdown(["mean"] + [str(h) for h in range(DEFAULT_CONFIG.n_heads)],
-                               value="mean", label="head")
+                               value="mean", label="head", elem_id="att_head")
             button = gr.Button("Show attention", variant="primary", elem_id="att_btn")
-        plot = gr.Plot(show_label=False, label="Attention weights", elem_id="att_plot")
+        plot = gr.Plot(_hint(HINTS[0]), show_label=False, label="Attention weights",
+                       elem_id="att_plot")
         with gr.Row():
-            grid_plot = gr.Plot(show_label=False, label="Every head of this layer",
-                                elem_id="grid_plot")
-            entropy_plot = gr.Plot(show_label=False, label="Entropy per head",
-                                   elem_id="entropy_plot")
+            grid_plot = gr.Plot(_hint(HINTS[1]), show_label=False,
+                                label="Every head of this layer", elem_id="grid_plot")
+            entropy_plot = gr.Plot(_hint(HINTS[2]), show_label=False,
+                                   label="Entropy per head", elem_id="entropy_plot")
         with gr.Row():
-            export_btn = gr.Button("Export this attention matrix (CSV)")
-            export_file = gr.File(label="attention file", height=80)
+            export_btn = gr.Button("Export this attention matrix (CSV)",
+                                   elem_id="export_att_btn")
+            export_file = gr.DownloadButton("Download", visible=False,
+                                            elem_id="export_att_file")
     return SimpleNamespace(layer=layer, head=head, button=button, plot=plot,
                            grid_plot=grid_plot, entropy_plot=entropy_plot,
                            export_btn=export_btn, export_file=export_file)
@@ -73,6 +99,7 @@ def create_event_handlers(tab, state):
     tab.button.click(attention_views, inputs, outputs, api_name="attention",
                      concurrency_limit=2, concurrency_id="inspect")
     for control in (tab.layer, tab.head):
-        control.change(attention_views, inputs, outputs, api_visibility="private",
+        control.change(attention_views_if_traced, inputs, outputs, api_visibility="private",
                        concurrency_limit=2, concurrency_id="inspect")
-    tab.export_btn.click(export_attention, inputs, tab.export_file, api_name="export_attention")
+    tab.export_btn.click(export_attention, inputs, tab.export_file, api_name="export_attention") \
+        .success(download_button, tab.export_file, tab.export_file, api_visibility="private")

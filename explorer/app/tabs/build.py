@@ -21,6 +21,7 @@ from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, as_int, friendly,
                       layer_picker_update)
+from .inside import probe_choices
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,23 @@ def preset_values(preset):
 
 
 @friendly
+def preset_preview(preset):
+    """A preset picked (not built yet; ``preset_values`` fills the form): its diagram and
+    parameters as a preview, so the page never shows one model's form beside another's
+    diagram."""
+    cfg = get_preset(preset)
+    counts = count_parameters(cfg)
+    return (_preview_html(cfg, counts, preset), _parameter_table(counts),
+            parameter_figure(counts))
+
+
+def _preview_html(cfg, counts, name):
+    note = (f'<div class="preview-note">Preview of <b>{name}</b>: not built yet. Press '
+            f'<b>Build the model</b>.</div>')
+    return note + architecture_html(cfg, counts)
+
+
+@friendly
 @gpu.gpu_work(duration=gpu.build_seconds, signature=BUILD_SIGNATURE)
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
@@ -121,7 +139,8 @@ def build(*args, **kwargs):
     heads = gr.update(choices=["mean"] + [str(h) for h in range(cfg.n_heads)], value="mean")
     return (status, architecture_html(cfg, counts), _parameter_table(counts),
             parameter_figure(counts), _memory_markdown(cfg, counts, key), {"key": key},
-            layers, layers, layers, heads)   # three layer sliders (tabs 2, 3, 4), one head picker
+            layers, layers, layers, heads,   # three layer sliders (tabs 2, 3, 4), one head picker
+            *probe_choices(cfg))             # the Inside tab's choices of probe points
 
 
 build.__signature__ = BUILD_SIGNATURE
@@ -178,10 +197,11 @@ def create_ui():
                 button = gr.Button("Build the model", variant="primary", elem_id="build_btn")
             with gr.Column(scale=3):
                 counts = count_parameters(DEFAULT_CONFIG)
-                arch = gr.HTML(architecture_html(DEFAULT_CONFIG, counts))
+                arch = gr.HTML(_preview_html(DEFAULT_CONFIG, counts, DEFAULT_PRESET))
                 memory = gr.Markdown()
         with gr.Row():
-            params_table = gr.Dataframe(headers=["component", "parameters", "share"],
+            params_table = gr.Dataframe(_parameter_table(counts),
+                                        headers=["component", "parameters", "share"],
                                         label="Parameters", interactive=False)
             params_plot = gr.Plot(parameter_figure(counts), show_label=False,
                                   label="Parameters per component", elem_id="params_plot")
@@ -190,15 +210,20 @@ def create_ui():
                            params_table=params_table, params_plot=params_plot)
 
 
-def create_event_handlers(tab, state, status, layer_pickers, head_picker):
-    """``layer_pickers`` (the three layer sliders of tabs 2, 3 and 4) and ``head_picker``
-    follow the built model."""
+def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_pickers):
+    """``layer_pickers`` (the three layer sliders of tabs 2, 3 and 4), ``head_picker`` and
+    ``probe_pickers`` (the Inside tab's distribution and heatmap choices) follow the built
+    model. Returns the build event (the other tabs clear their results after it)."""
     tab.preset.change(preset_values, tab.preset, tab.knobs, api_name="preset_config")
+    tab.preset.input(preset_preview, tab.preset,
+                     [tab.arch, tab.params_table, tab.params_plot],
+                     api_visibility="private", show_progress="hidden")
     # show_progress_on: progress (and an error badge) on the status line only, so a refused
-    # config leaves the previous model's views in place.
-    tab.button.click(
+    # config leaves the previous model's views in place (the CSS makes that overlay opaque,
+    # so that its text never overlaps the old status line).
+    return tab.button.click(
         build, [tab.preset, *tab.knobs, tab.seed, tab.device, tab.dtype, state],
         [status, tab.arch, tab.params_table, tab.params_plot, tab.memory, state,
-         *layer_pickers, head_picker],
+         *layer_pickers, head_picker, *probe_pickers],
         api_name="build", concurrency_limit=1, concurrency_id="build",
         show_progress_on=[status])

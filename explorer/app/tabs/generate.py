@@ -106,12 +106,14 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         text = prompt + tokenizer.decode([t for t in new_ids if t < tokenizer.n_vocab])
         # The state follows every update, so a stopped generation can go on with "Next token"
         # from exactly what the page shows (the table may lag: the state has every row).
+        # "streaming" until the last update: "Next token" meanwhile is refused with a message
+        # (the stream's next update would overwrite its step).
         return (text, _bars(step), _table(rows, live=not final) if with_table else gr.skip(),
                 _speed(len(new_ids), rate, step), {**state, "gen_ids": ids + new_ids,
-                                                   "gen_text": text, "gen_rows": list(rows)})
+                                                   "gen_text": text, "gen_rows": list(rows),
+                                                   "streaming": not final})
 
     sent = table_sent = -math.inf     # when the last update, and the last table, went out
-    shown = None                      # (steps, whole table shown) of the last update
     arrived, gap = started, None      # when the last step came, and the smoothed gap between
     for step in steps:
         new_ids.append(step.token_id)
@@ -128,9 +130,9 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
             now = time.perf_counter()
         with_table = now - table_sent >= TABLE_INTERVAL_S
         yield update(step, with_table)
-        sent, shown = now, (len(new_ids), with_table and len(rows) <= LIVE_TABLE_ROWS)
+        sent = now
         table_sent = now if with_table else table_sent
-    if new_ids and shown != (len(new_ids), True):
+    if new_ids:
         yield update(step, True, final=True)   # the final state, always complete
 
 
@@ -138,6 +140,11 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
 @gpu.gpu_work(duration=gpu.forward_seconds)
 def next_token(prompt, output, mode, temperature, top_k, seed, state):
     """Advance exactly one token, continuing the current output (for lectures)."""
+    if state and state.get("streaming"):
+        # The stream's next update would overwrite this step: refuse it, visibly.
+        gr.Warning("A generation is still streaming: wait for it to finish (or press Stop), "
+                   "then press Next token.")
+        return (gr.skip(),) * 5
     model = model_of(state)
     tokenizer = get_tokenizer()
     continuing = state.get("gen_ids") and output == state.get("gen_text")
@@ -173,59 +180,83 @@ def logit_lens(prompt, state):
 
 
 def sampling_controls(mode):
-    """Temperature, top-k and seed matter only when sampling."""
-    return [gr.update(interactive=mode == "sample")] * 3
+    """Temperature, top-k and seed matter only when sampling: shown only then."""
+    return gr.update(visible=mode == "sample")
+
+
+def stopped(state):
+    """After Stop (or a failure): the whole step table (the last update showed the newest
+    rows only), and the session no longer streaming."""
+    return full_table(state), {**state, "streaming": False} if state else state
+
+
+BARS_HINT = ('<section class="nt-bars"><h4>Next-token candidates</h4><p class="hint">Press '
+             '<b>Generate</b> or <b>Next token</b>: the model\'s top 10 candidates for the next '
+             'token appear here, as bars on a 0–100 % scale.</p></section>')
 
 
 # ---------------------------------------------------------------------------------------------
 def create_ui():
     with gr.Tab("5 · Generate", id="generate"):
-        with gr.Row():
-            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, scale=3,
-                                elem_id="gen_prompt")
-            with gr.Column(scale=2):
-                max_new = gr.Slider(1, MAX_NEW_TOKENS, value=20, step=1,
-                                    label="max new tokens", elem_id="max_new")
-                mode = gr.Radio(["greedy", "sample"], value="greedy", label="decoding")
+        # What a lecturer projects while tokens stream (the text and the bars) sits at the top,
+        # side by side, so that it is on screen at 1280x720; the settings are above the buttons
+        # in the same column, the step table and the logit lens below.
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1):
+                prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_lines=3,
+                                    elem_id="gen_prompt")
                 with gr.Row():
-                    temperature = gr.Number(1.0, label="temperature", interactive=False)
-                    top_k = gr.Number(50, label="top-k (0: all)", precision=0,
-                                      interactive=False)
-                    seed = gr.Number(123, label="sampling seed", precision=0,
-                                     interactive=False)
+                    max_new = gr.Slider(1, MAX_NEW_TOKENS, value=20, step=1, scale=3,
+                                        label="max new tokens", elem_id="max_new")
+                    mode = gr.Radio(["greedy", "sample"], value="greedy", label="decoding",
+                                    scale=2, elem_id="mode")
+                with gr.Row(visible=False, elem_id="sampling") as sampling:
+                    temperature = gr.Number(1.0, label="temperature", min_width=100)
+                    top_k = gr.Number(50, label="top-k (0: all)", precision=0, min_width=100)
+                    seed = gr.Number(123, label="sampling seed", precision=0, min_width=100)
+                with gr.Row():
+                    gen_btn = gr.Button("Generate", variant="primary", elem_id="gen_btn",
+                                        min_width=90)
+                    step_btn = gr.Button("Next token", elem_id="step_btn", min_width=90)
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop_btn",
+                                         min_width=70)
+                speed = gr.HTML(elem_id="speed")  # lighter to redraw than Markdown, every step
+                output = gr.Textbox(label="Text", lines=4, max_lines=4, autoscroll=True,
+                                    elem_id="gen_output", interactive=False)
+            with gr.Column(scale=1):
+                bars = gr.HTML(BARS_HINT, label="Next-token probabilities (top 10)",
+                               elem_id="bars")
                 stop_eot = gr.Checkbox(False, label="stop at <|endoftext|>")
-        with gr.Row():
-            gen_btn = gr.Button("Generate", variant="primary", elem_id="gen_btn")
-            step_btn = gr.Button("Next token", elem_id="step_btn")
-            stop_btn = gr.Button("Stop", variant="stop", elem_id="stop_btn")
-        speed = gr.HTML(elem_id="speed")  # lighter to redraw than Markdown, every step
-        output = gr.Textbox(label="Text", lines=6, max_lines=6, autoscroll=True,
-                            elem_id="gen_output", interactive=False)
-        with gr.Row():
-            bars = gr.HTML(label="Next-token probabilities (top 10)", elem_id="bars")
-            history = gr.HTML(_table([]), label="Steps", elem_id="history")
+        history = gr.HTML(_table([]), label="Steps", elem_id="history")
         with gr.Accordion("Logit lens: what each layer would predict", open=False):
             lens_btn = gr.Button("Read the logit lens for the prompt", elem_id="lens_btn")
             lens_plot = gr.Plot(show_label=False, label="Logit lens", elem_id="lens_plot")
     return SimpleNamespace(prompt=prompt, max_new=max_new, mode=mode, temperature=temperature,
-                           top_k=top_k, seed=seed, stop_eot=stop_eot, gen_btn=gen_btn,
-                           step_btn=step_btn, stop_btn=stop_btn, speed=speed, output=output,
-                           bars=bars, history=history, lens_btn=lens_btn, lens_plot=lens_plot)
+                           top_k=top_k, seed=seed, sampling=sampling, stop_eot=stop_eot,
+                           gen_btn=gen_btn, step_btn=step_btn, stop_btn=stop_btn, speed=speed,
+                           output=output, bars=bars, history=history, lens_btn=lens_btn,
+                           lens_plot=lens_plot)
+
+
+def cleared():
+    """The Generate tab's results of a model that is gone (after a rebuild)."""
+    return "", BARS_HINT, _table([]), ""
 
 
 def create_event_handlers(tab, state):
-    tab.mode.change(sampling_controls, tab.mode, [tab.temperature, tab.top_k, tab.seed],
-                    api_visibility="private")
+    tab.mode.change(sampling_controls, tab.mode, tab.sampling, api_visibility="private")
     sampling = [tab.mode, tab.temperature, tab.top_k, tab.seed]
     shown = [tab.output, tab.bars, tab.history, tab.speed, state]
     generating = tab.gen_btn.click(
         generate, [tab.prompt, tab.max_new, *sampling, tab.stop_eot, state], shown,
         api_name="generate", concurrency_limit=4, concurrency_id="generate",
         show_progress="hidden")
+    # No progress overlay: it would cover the speed line (and the result comes in a moment).
     tab.step_btn.click(next_token, [tab.prompt, tab.output, *sampling, state], shown,
                        api_name="next_token", concurrency_limit=4, concurrency_id="generate",
-                       show_progress_on=[tab.speed])
+                       show_progress="hidden")
     tab.stop_btn.click(None, None, None, cancels=[generating], api_visibility="private") \
-        .then(full_table, state, tab.history, api_visibility="private")
+        .then(stopped, state, [tab.history, state], api_visibility="private")
+    generating.failure(stopped, state, [tab.history, state], api_visibility="private")
     tab.lens_btn.click(logit_lens, [tab.prompt, state], tab.lens_plot, api_name="logit_lens",
                        concurrency_limit=2, concurrency_id="inspect")

@@ -10,6 +10,7 @@ from ...book.gradients import gpt_gradients, shortcut_demo
 from ...book.tokenizer import get_tokenizer
 from ...runtime.cache import model_bytes
 from ..plots.curves import gpt_gradient_figure, gradient_figure
+from ..plots.style import empty_figure
 from ..shared import DEFAULT_PROMPT, friendly
 
 # Two trainable copies of the session's config are built: only for models up to this size.
@@ -20,11 +21,15 @@ MAX_MODEL_BYTES = 200 * 1024 ** 2
 def gradient_views(state):
     book = gradient_figure(shortcut_demo(False), shortcut_demo(True))
     if not state or "key" not in state:
-        return book, None
+        return book, empty_figure("Your GPT config, per block",
+                                  "Build a model (tab 1) to compare its blocks too.", 500)
     cfg = state["key"].config
     if model_bytes(cfg) > MAX_MODEL_BYTES:
-        raise gr.Error("The GPT gradient comparison builds two trainable copies; use a model "
-                       "under 200 MB (a teaching preset) for it.")
+        # The book's chart does not depend on the model: show it, and say why this one is not
+        return book, empty_figure(
+            "Your GPT config, per block", "This model is too large for this comparison:<br>it "
+            "builds two trainable copies (at most 200 MB).<br>Build a teaching preset to "
+            "see it.", 500)
     ids = get_tokenizer().encode(DEFAULT_PROMPT + " forward, one step at a time.")
     ids = ids[: cfg.context_length]
     with_sc = gpt_gradients(cfg.replace(shortcut=True), ids, seed=state["key"].seed)
@@ -34,11 +39,18 @@ def gradient_views(state):
 
 def create_ui():
     with gr.Accordion("Why shortcut connections? (book 4.4)", open=False):
-        button = gr.Button("Run one backward pass")
+        button = gr.Button("Run one backward pass", elem_id="grad_btn")
         with gr.Row():
-            book_plot = gr.Plot(show_label=False, label="The book's 5-layer network")
-            gpt_plot = gr.Plot(show_label=False, label="Your GPT config, per block")
+            book_plot = gr.Plot(show_label=False, label="The book's 5-layer network",
+                                elem_id="book_grad_plot")
+            gpt_plot = gr.Plot(show_label=False, label="Your GPT config, per block",
+                               elem_id="gpt_grad_plot")
     return SimpleNamespace(button=button, book_plot=book_plot, gpt_plot=gpt_plot)
+
+
+def cleared():
+    """Charts of a model that is gone (after a rebuild): none until the button is pressed."""
+    return None, None
 
 
 def create_event_handlers(lesson, state):

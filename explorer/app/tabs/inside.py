@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from types import SimpleNamespace
 
 import gradio as gr
 
 from ...book.probe_points import POINT_LABELS
+from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES, trace
 from .. import gpu
 from ..exports import csv_cell, json_default, write_export
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
-from ..shared import (DEFAULT_PROMPT, check_trace_size, friendly, layer_of, layer_slider,
-                      model_of, prompt_ids, trace_of)
+from ..plots.style import empty_figure
+from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, check_trace_size, friendly, has_trace,
+                      layer_of, layer_slider, model_of, prompt_ids, trace_of)
 from . import gradients
 
 MAX_CHIPS = 256   # token chips shown above the figures; a longer prompt says how many more
@@ -28,14 +31,72 @@ HIST_PAIRS = {
 }
 
 
+def _chip(tid, text):
+    shown = html.escape(text.replace(" ", "␣").replace("\n", "↵"))
+    return f'<span class="chip">{shown}<small>{tid}</small></span>'
+
+
 def _chips(trace_):
-    pieces = []
+    """One chip per token. A character that GPT-2 splits across byte tokens (Chinese, emoji:
+    each chip then shows a byte such as <0xE6>) is shown too: its byte chips sit in one group
+    headed by the character they make together."""
+    raw = get_tokenizer().encoding.decode_single_token_bytes
+    pieces, pending, joined = [], [], b""
     for tid, text in list(zip(trace_.token_ids, trace_.tokens))[:MAX_CHIPS]:
-        shown = html.escape(text.replace(" ", "␣").replace("\n", "↵"))
-        pieces.append(f'<span class="chip">{shown}<small>{tid}</small></span>')
+        piece = raw(tid) if 0 <= tid < get_tokenizer().n_vocab else b""
+        if not pending and _whole(piece):
+            pieces.append(_chip(tid, text))
+            continue
+        pending.append(_chip(tid, text))
+        joined += piece
+        if _whole(joined) or len(pending) >= 8:
+            word = html.escape(joined.decode("utf-8", errors="replace").strip() or "␣")
+            pieces.append(f'<span class="chip-group" title="one text, {len(pending)} tokens">'
+                          f'<b>{word}</b>{"".join(pending)}</span>')
+            pending, joined = [], b""
+    if pending:
+        pieces.extend(pending)
     more = len(trace_.token_ids) - MAX_CHIPS
     tail = f"<span>… and {more} more tokens</span>" if more > 0 else ""
     return f'<div class="chips">{"".join(pieces)}{tail}</div>'
+
+
+def _whole(piece: bytes) -> bool:
+    """Whether these bytes are whole UTF-8 characters."""
+    try:
+        piece.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+HEAT_POINTS = tuple(POINT_LABELS)[:11]   # the per-block probe points
+NORM_POINTS = ("ln", "final_norm")       # recorded only in a model with LayerNorm
+
+
+def _recorded(cfg, point):
+    return cfg.norm_placement != "none" or not point.startswith(NORM_POINTS)
+
+
+def probe_choices(cfg):
+    """The distribution and heatmap choices a model's probe points allow (a model without
+    LayerNorm has no norm1/norm2/final_norm to compare)."""
+    pairs = [name for name, points in HIST_PAIRS.items()
+             if all(_recorded(cfg, p) for p in points)]
+    points = [p for p in HEAT_POINTS if _recorded(cfg, p)]
+    return (gr.update(choices=pairs, value=pairs[0]),
+            gr.update(choices=points, value="resid_pre"))
+
+
+# What the tab shows before a trace (and after a rebuild): a short hint, not a blank frame.
+def _hint(title, height=150):
+    return empty_figure(title, "Press Trace (above) to see this for your prompt.", height)
+
+
+def cleared():
+    """The views of a model that is gone (after a rebuild)."""
+    return ("", "", _hint("Statistics across layers"), _hint("Distribution in one layer"),
+            _hint("One statistic per token and layer"), gr.update(value=None, visible=False))
 
 
 @friendly
@@ -76,6 +137,24 @@ def inside_views(state, layer, pair, heat_point, heat_stat):
 
 
 @friendly
+def inside_views_if_traced(state, layer, pair, heat_point, heat_stat):
+    """A choice changed (by the user, or by a build resetting it): redraw, or stay quiet
+    when there is no trace to show."""
+    if not has_trace(state):
+        return gr.skip(), gr.skip()
+    return _views(trace_of(state), layer, pair, heat_point, heat_stat)
+
+
+def download_button(path):
+    """The export's file as a button that names it and its size."""
+    if not path:
+        return gr.update(visible=False)
+    size = os.path.getsize(path)
+    shown = f"{size / 1024:.1f} KB" if size >= 1024 else f"{size} bytes"
+    return gr.update(visible=True, label=f"Download {os.path.basename(path)} ({shown})")
+
+
+@friendly
 def export_stats(state, fmt):
     tr = trace_of(state)
     rows = []
@@ -101,32 +180,38 @@ def export_stats(state, fmt):
 def create_ui():
     with gr.Tab("2 · Inside the forward pass", id="inside"):
         with gr.Row():
-            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, scale=4,
+            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_lines=4, scale=4,
                                 elem_id="trace_prompt")
             button = gr.Button("Trace", variant="primary", scale=1, elem_id="trace_btn")
         chips = gr.HTML(elem_id="chips")
         info = gr.Markdown()
-        stats_plot = gr.Plot(show_label=False, label="Before and after LayerNorm, layer by layer",
+        stats_plot = gr.Plot(_hint("Statistics across layers"), show_label=False,
+                             label="Before and after LayerNorm, layer by layer",
                              elem_id="stats_plot")
         with gr.Row():
-            layer = layer_slider("layer")
-            pair = gr.Dropdown(list(HIST_PAIRS), value=list(HIST_PAIRS)[0],
-                               label="distribution")
-            heat_point = gr.Dropdown(list(POINT_LABELS)[:11], value="resid_pre",
-                                     label="heatmap: probe point")
+            layer = layer_slider("layer", elem_id="inside_layer")
+            pair_choices, point_choices = probe_choices(DEFAULT_CONFIG)
+            pair = gr.Dropdown(pair_choices["choices"], value=pair_choices["value"],
+                               label="distribution", elem_id="pair")
+            heat_point = gr.Dropdown(point_choices["choices"], value="resid_pre",
+                                     label="heatmap: probe point", elem_id="heat_point")
             heat_stat = gr.Dropdown(list(STAT_NAMES), value="std", label="heatmap: statistic")
-        hist_plot = gr.Plot(show_label=False, label="Distribution", elem_id="hist_plot")
-        heat_plot = gr.Plot(show_label=False, label="Per token and layer", elem_id="heat_plot")
-        with gr.Row():
+        hist_plot = gr.Plot(_hint("Distribution in one layer"), show_label=False,
+                            label="Distribution", elem_id="hist_plot")
+        heat_plot = gr.Plot(_hint("One statistic per token and layer"), show_label=False,
+                            label="Per token and layer", elem_id="heat_plot")
+        with gr.Row(equal_height=True):
             export_fmt = gr.Radio(["CSV", "JSON"], value="CSV", label="export format")
-            export_btn = gr.Button("Export statistics")
-            export_file = gr.File(label="statistics file", height=80)
+            export_btn = gr.Button("Export statistics", elem_id="export_stats_btn")
+            export_file = gr.DownloadButton("Download", visible=False,
+                                            elem_id="export_stats_file")
         shortcut_lesson = gradients.create_ui()
+        api_views = gr.Button(visible=False)
     return SimpleNamespace(prompt=prompt, button=button, chips=chips, info=info,
                            stats_plot=stats_plot, layer=layer, pair=pair, heat_point=heat_point,
                            heat_stat=heat_stat, hist_plot=hist_plot, heat_plot=heat_plot,
                            export_fmt=export_fmt, export_btn=export_btn, export_file=export_file,
-                           shortcut_lesson=shortcut_lesson)
+                           shortcut_lesson=shortcut_lesson, api_views=api_views)
 
 
 def create_event_handlers(tab, state):
@@ -138,9 +223,14 @@ def create_event_handlers(tab, state):
                       show_progress_on=[tab.info])
               for trigger in (tab.button.click, tab.prompt.submit)]
     for control in views:
-        control.change(inside_views, [state, *views], [tab.hist_plot, tab.heat_plot],
-                       api_name="inside_views", concurrency_limit=2, concurrency_id="inspect")
+        control.change(inside_views_if_traced, [state, *views], [tab.hist_plot, tab.heat_plot],
+                       api_visibility="private", concurrency_limit=2, concurrency_id="inspect")
+    # /inside_views: the same views for API clients, who get a message without a trace (a
+    # hidden button: the page's own events above stay quiet then)
+    tab.api_views.click(inside_views, [state, *views], [tab.hist_plot, tab.heat_plot],
+                        api_name="inside_views", concurrency_limit=2, concurrency_id="inspect")
     tab.export_btn.click(export_stats, [state, tab.export_fmt], tab.export_file,
-                         api_name="export_stats")
+                         api_name="export_stats") \
+        .success(download_button, tab.export_file, tab.export_file, api_visibility="private")
     gradients.create_event_handlers(tab.shortcut_lesson, state)
     return traced
