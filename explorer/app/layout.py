@@ -12,7 +12,10 @@ from .tabs import activations, attention, build, generate, gradients, inside
 
 CSS = """
 .gradio-container {font-size: 17px;}
-#title h1 {margin-bottom: 0; font-size: 30px;}
+/* Title and subtitle on one line: the room below is for the tabs (a projector: 720 px). */
+#title .md {display: flex; flex-wrap: wrap; align-items: baseline; column-gap: 1em;}
+#title h1 {margin: 0; font-size: 30px;}
+#title p {margin: 0;}
 /* The status line: room for a build's progress text, drawn opaque over the old line. */
 #status {min-height: 2.6em;}
 #status .wrap {background: var(--background-fill-primary);}

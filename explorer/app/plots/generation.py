@@ -33,8 +33,9 @@ def next_token_bars_html(texts: list[str], probs: list[float], chosen: int | Non
                     f'<span>{100 * float(p):.3g} %{" ◀ chosen" if chosen_one else ""}</span></div>')
     return ('<section class="nt-bars"><h4>Next-token candidates <small>(bar = probability; '
             'a full bar is 100 %)</small></h4>' + "".join(rows)
-            + '<div class="scale"><span></span><em><span>0</span><span>25 %</span>'
-              '<span>50 %</span><span>75 %</span><span>100 %</span></em><span></span></div>'
+            + '<div class="scale"><span></span><em>' + "".join(
+                f'<span style="left:{x}%">{x}{" %" if x else ""}</span>'
+                for x in (0, 25, 50, 75, 100)) + '</em><span></span></div>'
             + "</section>")
 
 
@@ -67,7 +68,9 @@ NEXT_TOKEN_CSS = f"""
 .nt-bars i {{display: block; height: 100%; min-width: 3px; border-radius: 3px;
             background: {BLUE};}}
 .nt-bars div.scale {{margin-top: 0; color: {AXIS_COLOR}; font-size: 16px;}}
-.nt-bars div.scale em {{display: flex; justify-content: space-between; font-style: normal;}}
+.nt-bars div.scale em {{position: relative; height: 1.3em; font-style: normal;}}
+.nt-bars div.scale em span {{position: absolute; transform: translateX(-50%);
+                            white-space: nowrap;}}
 .nt-bars p.hint {{color: {AXIS_COLOR}; font-size: 17px;}}
 .nt-bars i.c {{background: {ORANGE};}}
 .nt-bars div > span:last-child {{font-variant-numeric: tabular-nums; white-space: nowrap;}}
