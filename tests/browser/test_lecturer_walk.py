@@ -49,6 +49,7 @@ RECORD_TOASTS = """() => {
 def walk(browser, app_url):
     context = browser.new_context(viewport=PROJECTOR)
     context.set_default_timeout(30_000)
+    expect.set_options(timeout=30_000)   # a busy machine: waits, never sleeps
     page = context.new_page()
     page.__errors = []
     page.on("pageerror", lambda exc: page.__errors.append(str(exc)))
@@ -56,6 +57,7 @@ def walk(browser, app_url):
     page.goto(app_url, wait_until="domcontentloaded")
     expect(page.locator("#build_btn")).to_be_visible()
     yield page
+    expect.set_options(timeout=5_000)    # Playwright's default, for the other modules
     context.close()
 
 
@@ -175,11 +177,12 @@ def test_a_lecturers_walk_through_the_tabs(walk, shots):
         seen, box = inside_viewport(page, selector)
         assert seen, f"{selector} is not inside the 1280x720 viewport while streaming: {box}"
 
+    shot(page, shots, "generate")
+
     # "Next token" while the generation streams: answered with a message, never lost.
     page.locator("#step_btn").click()
     expect(page.locator("[data-testid=toast-body].warning").filter(
         has_text="still streaming")).to_be_visible()
-    shot(page, shots, "generate")
     page.locator("#stop_btn").click()
     # Stopped: the step table shows every step the speed line counts
     rows = page.locator("#history tbody tr")
