@@ -101,11 +101,12 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
             notes.append(f"{name}: zero or missing gradients are not drawn (log scale)")
         values = [v if v > 0 and math.isfinite(v) else None for v in values]
         fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color,
-                             texttemplate="%{y:.2g}", textposition="outside",
+                             texttemplate="%{y:.2~g}", textposition="outside",
                              cliponaxis=False, textfont=dict(size=TICK_SIZE),
                              hovertemplate="%{x}: %{y:.3g}<extra>" + name + "</extra>"))
     _log_axis(fig, [v for data in (without, with_) for v in data.values()])
-    fig.update_layout(barmode="group", bargap=0.25)
+    # wide bars with a gap between the pair: room for labels at TICK_SIZE
+    fig.update_layout(barmode="group", bargap=0.12, bargroupgap=0.12)
     return finish(fig, "Mean |gradient| per layer (book, section 4.4)", 500,
                   notes=notes or ["first layer on the left: gradients flow back from the "
                                    "loss on the right"],

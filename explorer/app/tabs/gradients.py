@@ -34,7 +34,8 @@ def gradient_views(state):
     ids = ids[: cfg.context_length]
     with_sc = gpt_gradients(cfg.replace(shortcut=True), ids, seed=state["key"].seed)
     without = gpt_gradients(cfg.replace(shortcut=False), ids, seed=state["key"].seed)
-    return book, gpt_gradient_figure(without, with_sc, ("without shortcut", "with shortcut"))
+    # the first one drawn in blue: "with shortcut", as in the book's chart beside it
+    return book, gpt_gradient_figure(with_sc, without, ("with shortcut", "without shortcut"))
 
 
 def create_ui():
