@@ -72,7 +72,7 @@ def main(argv=None):
                                           quiet=True, prevent_thread_lock=True)
     print(f"GPT Explorer is running: open {local_url} in a browser"
           + (f" (public link: {share_url})" if share_url else
-             " (python app.py --share for a public link)") + ". Ctrl+C stops it.", flush=True)
+             " (start it with --share for a public link)") + ". Ctrl+C stops it.", flush=True)
     try:
         demo.block_thread()
     except KeyboardInterrupt:
