@@ -46,6 +46,10 @@ class _FakeDemo:
 
     def launch(self, **options):
         self.options = options
+        return None, "http://127.0.0.1:7860/", None
+
+    def block_thread(self):
+        pass
 
 
 @pytest.mark.parametrize("argv, host, share", [
@@ -53,12 +57,15 @@ class _FakeDemo:
     (["--host", "0.0.0.0"], "0.0.0.0", False),
     (["--share"], "127.0.0.1", True),
 ])
-def test_command_line_options(monkeypatch, argv, host, share):
+def test_command_line_options(monkeypatch, capsys, argv, host, share):
     monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
     fake = _FakeDemo()
     monkeypatch.setattr(server, "create_demo", lambda: fake)
     server.main(argv)
     assert fake.options["server_name"] == host and fake.options["share"] is share
+    # Gradio's own start-up lines (which suggest share=True) are off; ours names --share
+    assert fake.options["quiet"] is True
+    assert "--share" in capsys.readouterr().out
 
 
 def test_upload_size_is_limited_and_the_app_takes_no_uploads():
