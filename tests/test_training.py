@@ -1,0 +1,332 @@
+"""The training lab (chapter 5): the book's loop reproduced number for number, variants side by
+side on the same batches, Stop/Continue, divergence, bad data and the server's limits. Tiny
+configs and few steps: the whole file runs in seconds."""
+import math
+import threading
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from explorer.book.config import GPTConfig
+from explorer.book.model import GPTModel
+from explorer.book.tokenizer import get_tokenizer
+from explorer.book.training import check_training_text, split_text
+from explorer.runtime.training import (
+    Corpus, TrainingJob, TrainingLab, TrainingSettings, Variant, corpus_from_file,
+    corpus_from_text, default_corpus, make_variants, param_steps)
+
+# Small enough that a step takes milliseconds; the book's dropout (0.1) and no qkv bias.
+TINY = GPTConfig(context_length=32, emb_dim=16, n_heads=2, n_layers=2, drop_rate=0.1)
+STORY = default_corpus().text
+
+
+def short_corpus(chars=2000):
+    return Corpus("the story's start", STORY[:chars])
+
+
+# ---------------------------------------------------------------------------------------------
+# The book's chapter-5 code, written here from its definition, to check the lab against.
+class BookDataset(Dataset):
+    def __init__(self, txt, tokenizer, max_length, stride):
+        self.input_ids, self.target_ids = [], []
+        token_ids = tokenizer.encode(txt, allowed_special={"<|endoftext|>"})
+        for i in range(0, len(token_ids) - max_length, stride):
+            self.input_ids.append(torch.tensor(token_ids[i:i + max_length]))
+            self.target_ids.append(torch.tensor(token_ids[i + 1:i + max_length + 1]))
+
+    def __len__(self):
+        return len(self.input_ids)
+
+    def __getitem__(self, idx):
+        return self.input_ids[idx], self.target_ids[idx]
+
+
+def book_loader(txt, batch_size, max_length, stride, shuffle, drop_last):
+    # tiktoken.get_encoding("gpt2") downloads; the same encoding, offline:
+    dataset = BookDataset(txt, get_tokenizer().encoding, max_length, stride)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
+                      num_workers=0)
+
+
+def book_loss_batch(input_batch, target_batch, model):
+    logits = model(input_batch)
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), target_batch.flatten())
+
+
+def book_loss_loader(loader, model, num_batches):
+    if len(loader) == 0:
+        return float("nan")
+    num_batches = min(num_batches, len(loader))
+    total = 0.0
+    for i, (x, y) in enumerate(loader):
+        if i < num_batches:
+            total += book_loss_batch(x, y, model).item()
+        else:
+            break
+    return total / num_batches
+
+
+def book_train(text, cfg, num_epochs, max_steps):
+    """Section 5.2 as printed (train_model_simple), stopping after ``max_steps`` steps."""
+    train_data, val_data = text[:int(0.90 * len(text))], text[int(0.90 * len(text)):]
+    torch.manual_seed(123)
+    train_loader = book_loader(train_data, 2, cfg.context_length, cfg.context_length,
+                               shuffle=True, drop_last=True)
+    val_loader = book_loader(val_data, 2, cfg.context_length, cfg.context_length,
+                             shuffle=False, drop_last=False)
+    torch.manual_seed(123)
+    model = GPTModel(cfg)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.0004, weight_decay=0.1)
+    train_losses, val_losses, track_tokens_seen, steps = [], [], [], []
+    tokens_seen, global_step = 0, -1
+    for epoch in range(num_epochs):
+        model.train()
+        for input_batch, target_batch in train_loader:
+            optimizer.zero_grad()
+            loss = book_loss_batch(input_batch, target_batch, model)
+            loss.backward()
+            optimizer.step()
+            tokens_seen += input_batch.numel()
+            global_step += 1
+            if global_step % 5 == 0:
+                model.eval()
+                with torch.no_grad():
+                    train_losses.append(book_loss_loader(train_loader, model, 5))
+                    val_losses.append(book_loss_loader(val_loader, model, 5))
+                model.train()
+                track_tokens_seen.append(tokens_seen)
+                steps.append(global_step)
+            if global_step + 1 == max_steps:
+                return steps, train_losses, val_losses, track_tokens_seen
+        # generate_and_print_sample: greedy, so it draws no random numbers; left out here
+    return steps, train_losses, val_losses, track_tokens_seen
+
+
+@pytest.fixture(scope="module")
+def book_run():
+    corpus = short_corpus()          # 6 batches an epoch: 20 steps cross three epoch ends
+    return corpus, book_train(corpus.text, TINY, num_epochs=5, max_steps=20)
+
+
+def test_book_settings_reproduce_the_books_training_loop(book_run):
+    corpus, (steps, train, val, tokens) = book_run
+    assert steps == [0, 5, 10, 15]
+    job = TrainingJob([Variant("book", TINY)], corpus, TrainingSettings(steps=20)).advance(20)
+    view = job.view()
+    run = view.runs[0]
+    assert view.epoch == 3 and view.batches_per_epoch == 6
+    assert run.eval_steps[:4] == steps
+    assert run.eval_tokens[:4] == tokens
+    for ours, book in [(run.train_losses[:4], train), (run.val_losses[:4], val)]:
+        assert max(abs(a - b) for a, b in zip(ours, book)) < 1e-3, (ours, book)
+
+
+def test_another_seed_gives_other_losses_so_the_check_can_fail(book_run):
+    corpus, (_, train, _, _) = book_run
+    job = TrainingJob([Variant("book", TINY)], corpus,
+                      TrainingSettings(steps=16, seed=124)).advance(16)
+    assert max(abs(a - b) for a, b in zip(job.view().runs[0].train_losses, train)) > 1e-2
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants side by side
+def curves(run):
+    return (run.eval_steps, run.eval_tokens, run.train_losses, run.val_losses, run.grad_steps,
+            run.grad_norms, run.sample, run.tokens_seen, run.diverged_at)
+
+
+SIDE_BY_SIDE = [Variant("pre-LN", TINY), Variant("post-LN", TINY.replace(norm_placement="post"))]
+
+
+def test_same_seed_same_curves_even_with_two_sessions_training_at_once():
+    settings = TrainingSettings(steps=8, eval_freq=3, eval_iter=2, sample_tokens=5)
+    alone = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).advance(8).view()
+    lab = TrainingLab(max_jobs=2)
+    jobs = [lab.start(session, SIDE_BY_SIDE, short_corpus(), settings) for session in "ab"]
+    for job in jobs:
+        assert job.wait(60)
+    for job in jobs:
+        view = job.view()
+        assert view.status == "finished", view.message
+        assert [curves(r) for r in view.runs] == [curves(r) for r in alone.runs]
+    assert alone.runs[0].train_losses != alone.runs[1].train_losses   # the variants differ
+
+
+def test_a_variant_twice_learns_the_same_and_sees_the_same_batches():
+    settings = TrainingSettings(steps=7, eval_freq=3, eval_iter=2, sample_tokens=5)
+    view = TrainingJob([SIDE_BY_SIDE[0], SIDE_BY_SIDE[0]], short_corpus(), settings) \
+        .advance(7).view()
+    assert curves(view.runs[0]) == curves(view.runs[1])
+    # The first variant's result does not depend on what trains beside it.
+    other = TrainingJob([SIDE_BY_SIDE[0], Variant("relu", TINY.replace(activation="relu"))],
+                        short_corpus(), settings).advance(7).view()
+    assert curves(other.runs[0]) == curves(view.runs[0])
+
+
+def test_the_loss_falls_on_the_default_corpus_for_the_default_preset():
+    variant = make_variants(["pre-LN (book)"])[0]
+    settings = TrainingSettings(steps=16, context_length=32, lr=0.004, eval_freq=15,
+                                eval_iter=2, sample_tokens=5)
+    view = TrainingJob([variant], default_corpus(), settings).advance(16).view()
+    run = view.runs[0]
+    assert run.eval_steps == [0, 15]
+    assert run.train_losses[-1] < run.train_losses[0] - 2.0, run.train_losses
+    assert run.val_losses[-1] < run.val_losses[0] - 2.0, run.val_losses
+    assert len(run.grad_norms[0]) == variant.config.n_layers
+    assert view.tokens_seen == 16 * 2 * 32 == run.tokens_seen
+    assert run.sample.startswith("Every effort moves you") and run.sample_step == 15
+
+
+def test_a_diverging_variant_is_reported_not_crashed():
+    settings = TrainingSettings(steps=12, lr=1e20, eval_freq=4, eval_iter=1, sample_tokens=5)
+    job = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).start()
+    assert job.wait(60)
+    view = job.view()
+    assert view.status == "finished"
+    for run in view.runs:
+        assert run.diverged and run.diverged_at is not None and "diverged" in run.note
+        assert all(math.isfinite(x) for x in run.train_losses)
+    assert "Diverged" in view.message
+    assert view.step <= 12
+
+
+# ---------------------------------------------------------------------------------------------
+# Stop and Continue; the trained model
+def test_stop_and_continue_resume_exactly():
+    settings = TrainingSettings(steps=10, eval_freq=4, eval_iter=1, sample_tokens=5)
+    uninterrupted = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).advance(10).view()
+
+    job = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).start()
+    while job.view().step < 3 and job.running:
+        threading.Event().wait(0.005)
+    job.stop()
+    stopped = job.view()
+    assert stopped.status == "stopped" and 3 <= stopped.step < 10, stopped.step
+    job.resume()
+    assert job.wait(60)
+    view = job.view()
+    assert view.status == "finished" and view.step == 10
+    assert [curves(r) for r in view.runs] == [curves(r) for r in uninterrupted.runs]
+
+    in_parts = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).advance(5).advance(5).view()
+    assert [curves(r) for r in in_parts.runs] == [curves(r) for r in uninterrupted.runs]
+
+
+def test_a_trained_model_saved_and_reloaded_gives_identical_logits(tmp_path):
+    from explorer.book.generate import generate_steps
+    from explorer.runtime.build import build_model
+
+    settings = TrainingSettings(steps=4, sample_tokens=5)
+    job = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).advance(3)
+    trained = job.trained_model(1)
+    assert trained.weights_source == "trained 3 steps on the story's start"
+    model = trained.model
+    assert isinstance(model, GPTModel) and not model.training
+    assert not any(p.requires_grad or p.grad is not None for p in model.parameters())
+
+    torch.save(model.state_dict(), tmp_path / "weights.pt")
+    reloaded = build_model(model.cfg, seed=7, device="cpu")   # other weights until loaded
+    ids = torch.tensor([get_tokenizer().encode("Every effort moves you")])
+    assert not torch.equal(reloaded(ids), model(ids))
+    reloaded.load_state_dict(torch.load(tmp_path / "weights.pt"))
+    assert torch.equal(reloaded(ids), model(ids))
+
+    # A model like any other: generation works, and later training leaves the copy alone.
+    steps = list(generate_steps(model, ids[0].tolist(), 3))
+    assert len(steps) == 3
+    before = model(ids)
+    job.advance(1)
+    assert torch.equal(model(ids), before)
+    assert not torch.equal(job.trained_model(1).model(ids), before)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input gets a message, never a traceback
+@pytest.mark.parametrize("text, message", [
+    ("", "empty"), ("   \n\t", "empty"), ("abc\x00def", "binary"),
+    ("x" * 2_000_001, "at most"), (b"bytes", "must be a string")])
+def test_bad_pasted_text_gets_a_clear_message(text, message):
+    with pytest.raises(ValueError, match=message):
+        corpus_from_text(text)
+
+
+def test_bad_uploads_get_clear_messages(tmp_path):
+    cases = {"picture.txt": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
+             "latin1.txt": ("café".encode("latin-1") * 10, "not UTF-8"),
+             "empty.txt": (b"", "empty"),
+             "large.txt": (b"word " * 300_000, "at most"),
+             "notes.pdf": (b"%PDF-1.4", ".txt")}
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=message):
+            corpus_from_file(tmp_path / name)
+    (tmp_path / "story.txt").write_text(STORY[:500], encoding="utf-8")
+    assert corpus_from_file(tmp_path / "story.txt") == Corpus("story.txt", STORY[:500])
+
+
+def test_a_text_too_short_for_one_window_gets_a_clear_message():
+    with pytest.raises(ValueError, match="too short to train"):
+        TrainingJob(SIDE_BY_SIDE, Corpus("short", STORY[:200]), TrainingSettings())
+    # The training part is long enough, the validation part is not.
+    with pytest.raises(ValueError, match="validation part"):
+        check_training_text(STORY[:900], max_length=32, stride=32, batch_size=2)
+    assert check_training_text(STORY[:2000], 32, 32, 2) == (6, 1)
+    train, val = split_text(STORY[:2000])
+    assert len(train) == 1800 and train + val == STORY[:2000]
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"steps": 0}, "steps must be at least 1"), ({"lr": -1.0}, "lr must be a positive"),
+    ({"lr": float("nan")}, "lr must be"), ({"batch_size": 2.5}, "whole number"),
+    ({"context_length": 1}, "at least 2"), ({"warmup_steps": -3}, "at least 0"),
+    ({"start_context": " "}, "start context"), ({"sample_tokens": -1}, "at least 0")])
+def test_bad_settings_get_clear_messages(changes, message):
+    with pytest.raises(ValueError, match=message):
+        TrainingSettings(**changes)
+
+
+def test_bad_variant_lists_get_clear_messages():
+    with pytest.raises(ValueError, match="Unknown variant 'post-LM'"):
+        make_variants(["post-LM"])
+    for variants in ([], SIDE_BY_SIDE * 3):
+        with pytest.raises(ValueError, match="one to 4 variants"):
+            TrainingJob(variants, short_corpus())
+
+
+def test_warm_up_raises_the_learning_rate_linearly():
+    settings = TrainingSettings(lr=0.001, warmup_steps=4)
+    assert [settings.lr_at(s) for s in range(6)] == [0.00025, 0.0005, 0.00075, 0.001, 0.001,
+                                                      0.001]
+    assert TrainingSettings().lr_at(0) == 0.0004
+
+
+# ---------------------------------------------------------------------------------------------
+# The server's limits
+def test_the_job_limits_refuse_with_messages():
+    settings = TrainingSettings(steps=1000, eval_freq=100)
+    work = param_steps(SIDE_BY_SIDE, settings)
+    with pytest.raises(ValueError, match="too large for this server"):
+        TrainingLab(max_param_steps=work - 1).start("a", SIDE_BY_SIDE, short_corpus(), settings)
+    with pytest.raises(ValueError, match="MB"):
+        TrainingLab(budget_bytes=10 * 2 ** 20).start("a", SIDE_BY_SIDE, short_corpus(),
+                                                     settings)
+
+    lab = TrainingLab(max_jobs=1)
+    first = lab.start("a", SIDE_BY_SIDE, short_corpus(), settings)
+    try:
+        with pytest.raises(ValueError, match="already training"):
+            lab.start("a", SIDE_BY_SIDE, short_corpus(), settings)
+        with pytest.raises(ValueError, match="the most it runs at once"):
+            lab.start("b", SIDE_BY_SIDE, short_corpus(), settings)
+        lab.stop("a")
+        assert first.view().status == "stopped"
+        second = lab.start("b", SIDE_BY_SIDE, short_corpus(), settings)
+        with pytest.raises(ValueError, match="Try Continue again"):
+            lab.resume("a")
+    finally:
+        assert lab.cancel("a") and lab.cancel("b")
+    assert first.view().status == second.view().status == "cancelled"
+    assert lab.job("a") is None and len(lab) == 0 and not lab.cancel("a")
+    with pytest.raises(ValueError, match="no training job"):
+        lab.stop("a")
