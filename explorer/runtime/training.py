@@ -213,6 +213,17 @@ class TrainingSettings:
         return self.lr
 
 
+# The default comparison: the book's settings, 200 steps, a 64-token window (the preset's 128
+# would double the time; see bench/README.md).
+DEFAULT_STEPS = 200
+DEFAULT_CONTEXT = 64
+
+
+def default_settings(**changes) -> "TrainingSettings":
+    return TrainingSettings(**{"steps": DEFAULT_STEPS, "context_length": DEFAULT_CONTEXT,
+                               **changes})
+
+
 def _check_variants(variants) -> list[Variant]:
     variants = list(variants)
     if not 1 <= len(variants) <= MAX_VARIANTS:
