@@ -3,13 +3,15 @@ trains one, with live plain data for the page (loss curves, a table, per-block g
 samples), Stop and Continue, and limits so that many sessions can share one server.
 
 How the lab keeps the book's numbers: every variant is built right after
-``torch.manual_seed(seed)`` and draws its dropout masks from its own copy of the generator
-that seed left behind (``RandomStream``), exactly as the book's model does from the global one.
-The first variant also draws the batches, as the book's loop does (``iter(train_loader)`` and the
-shuffles of ``evaluate_model``), so with the book's settings it runs the book's loop number for
-number; the other variants see the very same batches in the same order. A stream is put in
-place only for the code that draws from it, so concurrent jobs never mix their numbers, and a
-job's result does not depend on what else runs.
+``torch.manual_seed(seed)`` and draws from its own copy of the generator that seed left behind
+(``RandomStream``) everything the book's loop draws from the global one: its dropout masks and
+the shuffles of ``iter(train_loader)`` and of ``evaluate_model``. So each variant's stream runs
+exactly as the book's loop would run for it alone, and with the book's settings the lab's losses
+are the book's. All variants train and evaluate on the batches the first variant's stream drew:
+the same batches, in the same order. A stream is put in place (under the lock of ``seeded``)
+only around the code that draws from it, so concurrent jobs never mix their numbers, and a
+job's result does not depend on what else runs on the server. (The cost: two jobs' training
+steps take turns rather than overlap; on a 2-core machine they would compete anyway.)
 
 Where the lab is faster than the book's loop (same numbers within float rounding): fused
 LayerNorm, GELU and attention (``explorer.book.fast``; attention falls back to the book's
@@ -388,7 +390,7 @@ class TrainingJob:
 
     def __init__(self, variants, corpus: Corpus, settings: TrainingSettings | None = None,
                  device: str = "cpu"):
-        settings = settings or TrainingSettings()
+        settings = settings or default_settings()
         if not isinstance(settings, TrainingSettings):
             raise ValueError("settings must be a TrainingSettings.")
         if not isinstance(corpus, Corpus):
@@ -712,9 +714,9 @@ class TrainingLab:
         with self._lock:
             self._check(session_id, _check_variants(variants), settings)
 
-    def _check(self, session_id, variants, settings, resuming=False):
+    def _check(self, session_id, variants, settings):
         old = self._jobs.get(session_id)
-        if old is not None and old.running and not resuming:
+        if old is not None and old.running:
             raise ValueError("This session is already training: stop or cancel that job "
                              "before starting another.")
         work = param_steps(variants, settings)
@@ -743,7 +745,9 @@ class TrainingLab:
               settings: TrainingSettings | None = None, run: bool = True) -> TrainingJob:
         """Make this session's job (replacing its previous, stopped or finished one) and
         start training unless ``run=False``."""
-        settings = settings or TrainingSettings()
+        settings = settings or default_settings()
+        if not isinstance(settings, TrainingSettings):
+            raise ValueError("settings must be a TrainingSettings.")
         variants = _check_variants(variants)
         with self._lock:
             self._check(session_id, variants, settings)
