@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 from explorer.book.config import GPTConfig
 from explorer.book.model import GPTModel
 from explorer.book.tokenizer import get_tokenizer
-from explorer.book.training import check_training_text, split_text
+from explorer.book.training import check_training_text, generate_sample, split_text
 from explorer.runtime.training import (
     Corpus, TrainingJob, TrainingLab, TrainingSettings, Variant, corpus_from_file,
     corpus_from_text, default_corpus, make_variants, param_steps)
@@ -168,7 +168,8 @@ def test_the_loss_falls_on_the_default_corpus_for_the_default_preset():
     variant = make_variants(["pre-LN (book)"])[0]
     settings = TrainingSettings(steps=16, context_length=32, lr=0.004, eval_freq=15,
                                 eval_iter=2, sample_tokens=5)
-    view = TrainingJob([variant], default_corpus(), settings).advance(16).view()
+    job = TrainingJob([variant], default_corpus(), settings).advance(16)
+    view = job.view()
     run = view.runs[0]
     assert run.eval_steps == [0, 15]
     assert run.train_losses[-1] < run.train_losses[0] - 2.0, run.train_losses
@@ -176,6 +177,10 @@ def test_the_loss_falls_on_the_default_corpus_for_the_default_preset():
     assert len(run.grad_norms[0]) == variant.config.n_layers
     assert view.tokens_seen == 16 * 2 * 32 == run.tokens_seen
     assert run.sample.startswith("Every effort moves you") and run.sample_step == 15
+    # The lab's sample (KV cache) is the book's generate_and_print_sample text.
+    model = job.trained_model().model.train()
+    assert run.sample == generate_sample(model, get_tokenizer(), "cpu", "Every effort moves you",
+                                         max_new_tokens=5)
 
 
 def test_a_diverging_variant_is_reported_not_crashed():

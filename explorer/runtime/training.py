@@ -31,12 +31,12 @@ import torch
 
 from ..book.config import GPTConfig, count_parameters, get_preset
 from ..book.fast import fuse
+from ..book.generate import generate_steps
 from ..book.model import GPTModel
 from ..book.seeding import RandomStream, seeded
 from ..book.tokenizer import get_tokenizer
 from ..book.training import (BOOK_SETTINGS, SAMPLE_TOKENS, TRAIN_RATIO, calc_loss_batch,
-                             check_training_text, create_dataloader_v1, generate_sample,
-                             split_text)
+                             check_training_text, create_dataloader_v1, split_text)
 from .build import resolve_device
 from .cache import default_budget_bytes
 
@@ -552,8 +552,8 @@ class TrainingJob:
 
     def _samples(self):
         for run in self._live_runs():
-            text = generate_sample(run.model, self.tokenizer, self.device,
-                                   self.settings.start_context, self.settings.sample_tokens)
+            text = greedy_sample(run.model, self.tokenizer, self.settings.start_context,
+                                 self.settings.sample_tokens)
             with self._view_lock:
                 run.sample, run.sample_step = text, self.global_step
 
@@ -667,6 +667,19 @@ class TrainingJob:
             raise ValueError(f"There are {len(self.runs)} variants; choose one from 0 to "
                              f"{len(self.runs) - 1} (got {index!r}).")
         return self.runs[index]
+
+
+def greedy_sample(model, tokenizer, start_context, max_new_tokens) -> str:
+    """The book's ``generate_sample`` (greedy, ``max_new_tokens`` after the start context),
+    with the KV cache and the output head at the last position only: the same text (a test
+    checks it), without recomputing the whole window for every token."""
+    ids = tokenizer.encode(start_context, allow_special=True)
+    model.eval()
+    with torch.no_grad():
+        new = [s.token_id for s in generate_steps(model, ids, max_new_tokens, show_top=1,
+                                                  tokenizer=tokenizer)]
+    model.train()
+    return tokenizer.decode(ids + new).replace("\n", " ")
 
 
 def _first_batches(loader, n):
