@@ -294,6 +294,8 @@ def test_bad_settings_get_clear_messages(changes, message):
 def test_bad_variant_lists_get_clear_messages():
     with pytest.raises(ValueError, match="Unknown variant 'post-LM'"):
         make_variants(["post-LM"])
+    with pytest.raises(ValueError, match="vocab_size 50257"):
+        TrainingJob([Variant("small vocabulary", TINY.replace(vocab_size=1000))], short_corpus())
     for variants in ([], SIDE_BY_SIDE * 3):
         with pytest.raises(ValueError, match="one to 4 variants"):
             TrainingJob(variants, short_corpus())

@@ -34,7 +34,7 @@ from ..book.fast import fuse
 from ..book.generate import generate_steps
 from ..book.model import GPTModel
 from ..book.seeding import RandomStream, seeded
-from ..book.tokenizer import get_tokenizer
+from ..book.tokenizer import N_VOCAB, get_tokenizer
 from ..book.training import (BOOK_SETTINGS, SAMPLE_TOKENS, TRAIN_RATIO, calc_loss_batch,
                              check_training_text, create_dataloader_v1, split_text)
 from .build import resolve_device
@@ -236,7 +236,12 @@ def _check_variants(variants) -> list[Variant]:
         if not isinstance(v, Variant):
             raise ValueError("Each variant must be a Variant(label, config); make_variants() "
                              "builds them from names.")
-        out.append(Variant(v.label, GPTConfig.from_dict(v.config)))
+        config = GPTConfig.from_dict(v.config)
+        if config.vocab_size < N_VOCAB:
+            raise ValueError(
+                f"Variant '{v.label}' has vocab_size {config.vocab_size}, but the lab trains on "
+                f"GPT-2 tokens (ids up to {N_VOCAB - 1}): use vocab_size {N_VOCAB}.")
+        out.append(Variant(str(v.label), config))
     return out
 
 
