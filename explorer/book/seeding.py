@@ -31,7 +31,7 @@ class RandomStream:
         self.cuda_state = cuda_state
 
     @classmethod
-    def current(cls, device=None) -> "RandomStream":
+    def current(cls, device=None) -> RandomStream:
         """The global generator's state now (inside ``seeded``: right after what was built);
         also CUDA's when ``device`` is a CUDA device."""
         cuda = (torch.cuda.get_rng_state(device) if device is not None

@@ -221,7 +221,7 @@ DEFAULT_STEPS = 200
 DEFAULT_CONTEXT = 64
 
 
-def default_settings(**changes) -> "TrainingSettings":
+def default_settings(**changes) -> TrainingSettings:
     return TrainingSettings(**{"steps": DEFAULT_STEPS, "context_length": DEFAULT_CONTEXT,
                                **changes})
 
@@ -440,7 +440,7 @@ class TrainingJob:
         return self.steps_done >= self.settings.steps or all(
             r.diverged_at is not None for r in self.runs)
 
-    def advance(self, n: int = 1) -> "TrainingJob":
+    def advance(self, n: int = 1) -> TrainingJob:
         """Train up to ``n`` more steps in this thread (fewer if the job ends)."""
         n = _as_count("n", n, 0)
         if self._thread is not None and self._thread.is_alive():
@@ -576,7 +576,7 @@ class TrainingJob:
                                 + (f" Diverged: {', '.join(diverged)}." if diverged else ""))
 
     # -- the worker thread -------------------------------------------------------------------
-    def start(self) -> "TrainingJob":
+    def start(self) -> TrainingJob:
         """Train in a worker thread until the job is done or stopped (also: Continue)."""
         with self._view_lock:
             if self._thread is not None and self._thread.is_alive():
@@ -592,13 +592,13 @@ class TrainingJob:
 
     resume = start
 
-    def stop(self) -> "TrainingJob":
+    def stop(self) -> TrainingJob:
         """Stop after the current step; ``resume`` continues exactly where it stopped."""
         self._stop.set()
         self.wait()
         return self
 
-    def cancel(self) -> "TrainingJob":
+    def cancel(self) -> TrainingJob:
         """Stop for good and let go of the models (closing the tab calls this)."""
         self._stop.set()
         self.wait()
