@@ -164,10 +164,14 @@ class ModelCache:
             return model, False
 
     def _make_room(self, need: int):
-        while self._models and self.used_bytes() + self._reserved + need > self.budget_bytes:
+        while self._models and self._used_bytes() + self._reserved + need > self.budget_bytes:
             self._models.popitem(last=False)
 
     def used_bytes(self) -> int:
+        with self._lock:       # another session may be adding or evicting a model
+            return self._used_bytes()
+
+    def _used_bytes(self) -> int:
         return sum(model_bytes(k.config, k.dtype) for k in self._models)
 
     def __contains__(self, key) -> bool:
