@@ -9,6 +9,8 @@ import gradio as gr
 
 from .. import native
 from ..runtime.heap import release_freed_memory_promptly
+from .guard import protect_launch
+from .sessions import forget_closed_sessions
 from .layout import CSS, JS, build_app
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
@@ -55,7 +57,11 @@ def create_demo() -> gr.Blocks:
     # background while the server starts, not in the first user's trace or generation.
     threading.Thread(target=native.warm_up, name="warm-up", daemon=True).start()
     demo = build_app()
-    demo.queue(max_size=QUEUE_MAX_SIZE, default_concurrency_limit=2)
+    # api_open=False: /gradio_api/run/<name> would run an event outside the queue, skipping
+    # its concurrency limit (two traces at a time); every call goes through the queue instead.
+    demo.queue(max_size=QUEUE_MAX_SIZE, default_concurrency_limit=2, api_open=False)
+    forget_closed_sessions(demo)
+    protect_launch(demo)   # host check, 4xx for malformed calls, monitoring off: every launch
     return demo
 
 

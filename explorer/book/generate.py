@@ -151,7 +151,14 @@ def _choose(logits, temperature, top_k, generator, show_top, summarize=None):
     if temperature > 0:
         # Shifted so the largest logit is 0 first: a tiny temperature then sends the others to
         # -inf (a greedy choice) instead of overflowing every logit to inf (NaN probabilities).
-        logits = (logits - logits.max()) / temperature
+        logits = logits - logits.max()
+        if temperature * torch.finfo(logits.dtype).max >= 1:
+            logits = logits / temperature
+        else:
+            # 1/temperature overflows the logits' dtype (below about 3e-39 for float32, where
+            # the division may run as a multiplication by inf, or by a temperature rounded to
+            # 0: NaN either way): take the limit, the largest logits only.
+            logits = torch.where(logits < 0, -torch.inf, 0.0).to(logits.dtype)
         if top_k is not None and top_k < logits.shape[-1]:
             kth = torch.topk(logits, top_k).values[-1]
             logits = torch.where(logits < kth, torch.full_like(logits, -torch.inf), logits)

@@ -1,0 +1,218 @@
+"""The HTTP edge of a public server: what Gradio's defaults let through, refused here.
+
+Two Starlette (pure ASGI) middlewares on Gradio's FastAPI app, and ``protect_launch``, which
+hands them to every ``demo.launch()`` (through Gradio's ``app_kwargs``) together with the
+launch settings that keep monitoring off:
+
+- ``HostCheck``: only the hosts the server was started for may name it in ``Host``, so a DNS
+  rebinding page (``evil.example`` resolving to 127.0.0.1) cannot talk to a loopback server.
+- ``RequestCheck``: requests that Gradio answers with a bare ``500 Internal Server Error``
+  (an unknown endpoint, an unknown ``fn_index``, an empty ``session_hash``, an upload part
+  without a filename) get a 4xx answer with a message instead.
+
+Every refusal logs one line (``gpt_explorer.http``); nothing here logs a traceback.
+"""
+from __future__ import annotations
+
+import functools
+import ipaddress
+import json
+import logging
+import os
+import re
+
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse
+
+log = logging.getLogger("gpt_explorer.http")
+
+ALLOWED_HOSTS_ENV = "GPT_EXPLORER_ALLOWED_HOSTS"   # extra host names, comma-separated; "*": any
+MONITORING_ENV = "GPT_EXPLORER_MONITORING"          # "1": Gradio's /monitoring pages on
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+SHARE_DOMAIN = ".gradio.live"                        # Gradio's share links (--share)
+API = "/gradio_api"
+_NAMED_ROUTE = re.compile(rf"^{API}/(call|run|api)/([^/]+)/?$")
+MAX_JSON_BODY = 8 * 1024 ** 2   # a call's JSON (a 20,000-character prompt is far below this)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _host_name(header: str) -> str:
+    """``Host`` without its port, lower case; IPv6 literals keep no brackets."""
+    header = header.strip().lower()
+    if header.startswith("["):                      # [::1]:7860
+        return header[1:].split("]", 1)[0]
+    if header.count(":") == 1:                      # name:port
+        return header.split(":", 1)[0]
+    return header                                   # name, or a bare IPv6 address
+
+
+def allowed_hosts(server_name: str | None, share: bool = False) -> set[str]:
+    """The names this server answers to: the localhost names, the address it binds, the
+    Space's own host (``SPACE_HOST`` on Hugging Face Spaces), and ``GPT_EXPLORER_ALLOWED_HOSTS``
+    (comma-separated; ``*`` turns the check off). A share link adds ``*.gradio.live``."""
+    hosts = set(LOCAL_HOSTS)
+    for name in (server_name or "", os.environ.get("SPACE_HOST", "")):
+        hosts.update(_host_name(h) for h in name.split(",") if h.strip())
+    hosts.update(_host_name(h) for h in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",")
+                 if h.strip())
+    if share:
+        hosts.add("*" + SHARE_DOMAIN)
+    return hosts
+
+
+def _json_answer(status: int, message: str) -> JSONResponse:
+    # Gradio's own refusals (HTTPException) answer {"detail": ...}; so do these.
+    return JSONResponse({"detail": message}, status_code=status)
+
+
+class HostCheck:
+    """Refuse (400) a request whose ``Host`` is not one of ``hosts``."""
+
+    def __init__(self, app, hosts: set[str]):
+        self.app = app
+        self.any = "*" in hosts
+        self.exact = {h for h in hosts if not h.startswith("*.")}
+        self.suffixes = tuple(h[1:] for h in hosts if h.startswith("*."))
+
+    def allows(self, host: str) -> bool:
+        if self.any or host in self.exact or (self.suffixes and host.endswith(self.suffixes)):
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] in ("http", "websocket"):
+            headers = dict(scope.get("headers") or [])
+            host = _host_name(headers.get(b"host", b"").decode("latin-1"))
+            if not self.allows(host):
+                log.warning("refused a request for host %r (%s %s)", host,
+                            scope.get("method", "WS"), scope.get("path"))
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                await _json_answer(400, f"This server does not answer to the host {host!r}. "
+                                        f"An operator can allow it in {ALLOWED_HOSTS_ENV}.")(
+                    scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class RequestCheck:
+    """Answer with 4xx and a message where Gradio would fail with a bare 500."""
+
+    def __init__(self, app, blocks):
+        self.app = app
+        self.blocks = blocks
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path.rstrip("/") == f"{API}/upload":
+            await self._upload(scope, receive, send)
+            return
+        named = _NAMED_ROUTE.match(path)
+        if not named and path.rstrip("/") != f"{API}/queue/join":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_JSON_BODY:
+                await self._refuse(scope, receive, send, 413, "The request is too large.")
+                return
+        problem = self._problem(named.group(2) if named else None, body)
+        if problem is not None:
+            await self._refuse(scope, receive, send, *problem)
+            return
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+        await self.app(scope, replay, send)
+
+    def _problem(self, api_name, body):
+        """(status, message) for a request Gradio cannot answer properly, else None."""
+        fns = self.blocks.fns
+        if api_name is not None and not any(fn.api_name == api_name for fn in fns.values()):
+            return 404, (f"There is no endpoint /{api_name}. The endpoints are listed at "
+                         f"{API}/info.")
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return None                                # Gradio answers 422 itself
+        if not isinstance(payload, dict):
+            return None
+        session = payload.get("session_hash")
+        if isinstance(session, str) and not session.strip():
+            return 422, "session_hash is empty: leave it out, or send a non-empty string."
+        if api_name is None:                           # /queue/join names the function by id
+            index = payload.get("fn_index")
+            if isinstance(index, int) and not isinstance(index, bool) and index not in fns:
+                return 404, (f"There is no function with fn_index {index}. The endpoints are "
+                             f"listed at {API}/info.")
+        return None
+
+    async def _upload(self, scope, receive, send):
+        """Gradio's upload route raises (a bare 500) on a ``files`` part that is a plain form
+        field (no filename). The body streams through (never held here); the refusal is made
+        only if nothing has been answered yet."""
+        started = False
+
+        async def watch(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+        try:
+            await self.app(scope, receive, watch)
+        except (TypeError, ValueError, KeyError) as exc:
+            if started:
+                raise
+            await self._refuse(scope, receive, send, 400,
+                               "Each part named 'files' must be a file, with a filename.",
+                               detail=f"{type(exc).__name__}: {exc}")
+
+    @staticmethod
+    async def _refuse(scope, receive, send, status, message, detail=""):
+        log.warning("refused %s %s: %d %s%s", scope.get("method"), scope.get("path"), status,
+                    message, f" ({detail})" if detail else "")
+        await _json_answer(status, message)(scope, receive, send)
+
+
+def protect_launch(demo) -> None:
+    """Make every ``demo.launch(...)`` (``python app.py``, the tests, a Space) carry the
+    middlewares above and keep monitoring off unless ``GPT_EXPLORER_MONITORING=1``."""
+    launch = demo.launch
+
+    @functools.wraps(launch)
+    def protected_launch(*args, **options):
+        server_name = (options.get("server_name") or os.environ.get("GRADIO_SERVER_NAME")
+                       or "127.0.0.1")
+        app_kwargs = dict(options.get("app_kwargs") or {})
+        app_kwargs["middleware"] = [
+            *app_kwargs.get("middleware", []),
+            Middleware(HostCheck, hosts=allowed_hosts(server_name, bool(options.get("share")))),
+            Middleware(RequestCheck, blocks=demo),
+        ]
+        options["app_kwargs"] = app_kwargs
+        # Gradio's /monitoring/summary shows every session's request counts to anyone.
+        if options.get("enable_monitoring") is None:
+            options["enable_monitoring"] = _env_flag(MONITORING_ENV)
+        return launch(*args, **options)
+
+    demo.launch = protected_launch
