@@ -510,3 +510,145 @@ CASES: list[Case] = [
          args=(-3, 3, ["gelu", "relu"], False, 0),
          app_check=lambda r, env: r["type"] == "plotly"),
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile requests beyond the catalogue above (the issue "Hostile requests that still get
+# through"). Item 1: a tiny positive temperature. Sampling's limit as the temperature goes to 0
+# is greedy decoding: 1e-40 is subnormal in float32; 1e-300 and 5e-324 round to 0 there.
+TINY_TEMPERATURES = (1e-40, 1e-300, 5e-324)
+
+
+def greedy_step_ids(n):
+    def check(steps, env):
+        ids = torch.tensor([env.tok.encode(PROMPT)])
+        return [s.token_id for s in steps] == generate_text_simple(env.model, ids, n,
+                                                                   64)[0, -n:].tolist()
+    return check
+
+
+def next_token_greedy(result, env):
+    ids = torch.tensor([env.tok.encode(PROMPT)])
+    token = generate_text_simple(env.model, ids, 1, 64)[0, -1].item()
+    return result[0] == PROMPT + env.tok.decode([token])
+
+
+CASES += [
+    Case(f"gen-tiny-temperature-{t:g}-top-k-{k or 'off'}", "generation",
+         gen(enc(PROMPT), 3, temperature=t, top_k=k or None, seed=123),
+         py_check=greedy_step_ids(3), api="/generate",
+         args=gen_args(n=3, mode="sample", temperature=t, top_k=k), build={},
+         app_check=greedy_text(PROMPT, 3))
+    for t in TINY_TEMPERATURES for k in (50, 0)
+] + [
+    Case(f"gen-next-token-tiny-temperature-{t:g}-top-k-{k or 'off'}", "generation", None,
+         api="/next_token", args=(PROMPT, "", "sample", t, k, 123), build={},
+         app_check=next_token_greedy)
+    for t in TINY_TEMPERATURES for k in (50, 0)
+]
+
+# Item 2: every input of every endpoint is checked for its type. A valid call per endpoint
+# (in a session that has built teach-tiny and traced PROMPT); each of its inputs in turn is
+# sent as a list holding the valid value (which passes Gradio's own check of a dropdown) and
+# as a JSON object. The answer must be a message, never "Something went wrong".
+TYPED_CALLS = {
+    "/preset_config": ("teach-tiny",),
+    "/build": build_args(),
+    "/trace": (PROMPT, 0, *TRACE_VIEW),
+    "/inside_views": (0, *TRACE_VIEW),
+    "/attention": (0, "mean"),
+    "/export_attention": (0, "mean"),
+    "/export_stats": ("CSV",),
+    "/activation_curves": (-3, 3, ["gelu", "silu"], True, 0),
+    "/generate": gen_args(n=3, mode="sample"),
+    "/next_token": (PROMPT, "", "sample", 1.0, 50, 123),
+    "/logit_lens": (PROMPT,),
+}
+# A message that names what was wrong (ours: "... must be ..."; Gradio's own checks: "not in
+# the list of choices", "`number` component"), and not the unexpected-error path.
+TYPE_MESSAGE = (r"^(?!.*Something went wrong)(?=.*(must be|must all be|not in the list of "
+                r"choices|component|is empty))")
+
+
+def _typed_cases():
+    cases = []
+    for api, args in TYPED_CALLS.items():
+        for i, value in enumerate(args):
+            for kind, wrong in (("list", [value]), ("object", {"value": value})):
+                bad = tuple(wrong if j == i else a for j, a in enumerate(args))
+                cases.append(Case(f"type-{api.strip('/')}-input{i}-{kind}", "type", None,
+                                  api=api, args=bad, build={}, traced=True, raw=True,
+                                  app_expect=TYPE_MESSAGE, max_seconds=10))
+    return cases
+
+
+CASES += _typed_cases()
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw HTTP requests (items 6 to 9): what reaches Gradio's routes directly. Each must get a
+# 4xx answer whose body matches ``expect``. ``{port}`` in a header is the server's port.
+@dataclass(frozen=True)
+class HttpCase:
+    id: str
+    method: str
+    path: str
+    body: Any = None                       # a dict is sent as JSON
+    headers: tuple = ()
+    status: tuple = (400, 403, 404, 422)
+    expect: str = ""
+
+
+QUEUED = r"join the queue"
+HEAVY = ("trace", "build", "generate", "next_token", "logit_lens", "attention", "inside_views",
+         "gradients", "export_stats", "export_attention")
+EMPTY_SESSION = r"session_hash is empty"
+UPLOAD_BOUNDARY = "gptexplorerboundary"
+
+HTTP_CASES: list[HttpCase] = [
+    # 6: the REST route skips the queue and its concurrency limits
+    *[HttpCase(f"run-{name}-skips-the-queue", "POST", f"/gradio_api/run/{name}",
+               {"data": []}, expect=QUEUED) for name in HEAVY],
+    HttpCase("run-trace-with-data", "POST", "/gradio_api/run/trace",
+             {"data": [PROMPT, 0, *TRACE_VIEW]}, expect=QUEUED),
+    HttpCase("api-trace-skips-the-queue", "POST", "/gradio_api/api/trace",
+             {"data": [PROMPT, 0, *TRACE_VIEW]}, expect=QUEUED),
+    HttpCase("run-trace-slash-skips-the-queue", "POST", "/gradio_api/run/trace/",
+             {"data": [PROMPT, 0, *TRACE_VIEW]}, expect=QUEUED),
+    # 7: bare 500 answers
+    HttpCase("call-unknown-endpoint", "POST", "/gradio_api/call/no_such_endpoint",
+             {"data": []}, expect=r"no endpoint /no_such_endpoint"),
+    HttpCase("run-unknown-endpoint", "POST", "/gradio_api/run/no_such_endpoint",
+             {"data": []}, expect=r"no endpoint /no_such_endpoint"),
+    HttpCase("join-fn-index-too-high", "POST", "/gradio_api/queue/join",
+             {"data": [], "fn_index": 99999, "session_hash": "hostile1"},
+             expect=r"no function with fn_index 99999"),
+    HttpCase("join-fn-index-negative", "POST", "/gradio_api/queue/join",
+             {"data": [], "fn_index": -1, "session_hash": "hostile1"},
+             expect=r"no function with fn_index -1"),
+    HttpCase("call-empty-session-hash", "POST", "/gradio_api/call/generate",
+             {"data": list(gen_args(n=2)), "session_hash": ""}, expect=EMPTY_SESSION),
+    HttpCase("call-blank-session-hash", "POST", "/gradio_api/call/trace",
+             {"data": [PROMPT, 0, *TRACE_VIEW], "session_hash": "  "}, expect=EMPTY_SESSION),
+    HttpCase("join-empty-session-hash", "POST", "/gradio_api/queue/join",
+             {"data": [*gen_args(n=2), None], "fn_index": 0, "session_hash": ""},
+             expect=EMPTY_SESSION),
+    HttpCase("upload-part-without-filename", "POST", "/gradio_api/upload",
+             (f"--{UPLOAD_BOUNDARY}\r\nContent-Disposition: form-data; name=\"files\"\r\n\r\n"
+              f"hello\r\n--{UPLOAD_BOUNDARY}--\r\n").encode(),
+             headers=(("Content-Type", f"multipart/form-data; boundary={UPLOAD_BOUNDARY}"),),
+             expect=r"must be a file, with a filename"),
+    # 8: a foreign Host header (DNS rebinding)
+    *[HttpCase(f"foreign-host{n}-{method.lower()}-{path.strip('/').replace('/', '-') or 'page'}",
+               method, path, body, headers=(("Host", host),), status=(400,),
+               expect=r"does not answer to the host")
+      for n, host in enumerate(("evil.example:{port}", "evil.example",
+                                "127.0.0.1.evil.example:{port}"))
+      for method, path, body in (("GET", "/config", None), ("GET", "/", None),
+                                 ("POST", "/gradio_api/call/trace",
+                                  {"data": [PROMPT, 0, *TRACE_VIEW]}))],
+    # 9: monitoring, open to everyone
+    HttpCase("monitoring-summary", "GET", "/monitoring/summary", status=(403, 404),
+             expect=r"not enabled"),
+    HttpCase("monitoring-page", "GET", "/monitoring", status=(403, 404), expect=r"not enabled"),
+]

@@ -9,9 +9,11 @@ succeed (the session is still usable); the other refusals share sessions, severa
 No refusal may take the server's unexpected-error path, and the server serves a new session
 at the end.
 """
+import http.client
 import json
 import logging
 import re
+import urllib.parse
 import threading
 import time
 import urllib.request
@@ -29,14 +31,15 @@ from explorer.runtime.build import build_model
 from explorer.app.server import create_demo, launch_options
 from explorer.book.tokenizer import get_tokenizer
 
-from bad_inputs import CASES, PROMPT, TRACE_VIEW, build_args, gen_args
+from bad_inputs import CASES, HTTP_CASES, PROMPT, TRACE_VIEW, build_args, gen_args
 
 CALL_TIMEOUT_S = 60
 APP_WORKERS = 6
-ENDPOINTS = ("/build", "/trace", "/inside_views", "/attention", "/activation_curves",
+ENDPOINTS = ("/preset_config", "/build", "/trace", "/inside_views", "/attention", "/activation_curves",
              "/generate", "/next_token", "/logit_lens", "/export_stats", "/export_attention")
 # A valid call per endpoint, and what the session needs before it.
 FOLLOW_UP = {
+    "/preset_config": (None, ("teach-tiny",)),
     "/build": (None, build_args()),
     "/trace": ("built", (PROMPT, 1, *TRACE_VIEW)),
     "/inside_views": ("traced", (1, *TRACE_VIEW)),
@@ -108,7 +111,7 @@ def test_catalogue_is_large_and_covers_every_endpoint():
     assert len(CASES) >= 60
     assert len({c.id for c in CASES}) == len(CASES)
     assert {c.area for c in CASES} == {"config", "prompt", "generation", "index", "order",
-                                          "weights"}
+                                       "weights", "type"}
     assert {c.api for c in APP_CASES} == set(ENDPOINTS)
     for c in CASES:
         assert (c.py_expect is None) == (c.python is None or c.py_check is not None), c.id
@@ -319,3 +322,72 @@ def test_server_still_serves_a_new_session_after_the_catalogue(app_url, app_outc
         assert follow_up(client, "/attention", env)
     finally:
         client.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw HTTP: requests that reach Gradio's routes directly (tests/bad_inputs.py HTTP_CASES)
+def fetch(url, case):
+    """The case's request, exactly as written (no client-side normalising)."""
+    address = urllib.parse.urlparse(url)
+    headers = {k: v.format(port=address.port) for k, v in case.headers}
+    body = case.body
+    if isinstance(body, dict):
+        body = json.dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    conn = http.client.HTTPConnection(address.hostname, address.port, timeout=CALL_TIMEOUT_S)
+    try:
+        conn.request(case.method, case.path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
+class _Everything(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture(scope="module")
+def http_outcomes(app_url):
+    """Every raw HTTP case, one at a time, with what the server logged meanwhile."""
+    outcomes, logged = {}, {}
+    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "gpt_explorer")]
+    for case in HTTP_CASES:
+        collect = _Everything()
+        for logger in loggers:
+            logger.addHandler(collect)
+        try:
+            outcomes[case.id] = fetch(app_url, case)
+        finally:
+            for logger in loggers:
+                logger.removeHandler(collect)
+        logged[case.id] = collect.records
+    return outcomes, logged
+
+
+@pytest.mark.parametrize("case", HTTP_CASES, ids=[c.id for c in HTTP_CASES])
+def test_raw_http(case, http_outcomes):
+    outcomes, logged = http_outcomes
+    status, body = outcomes[case.id]
+    assert status in case.status, f"{case.method} {case.path} answered {status}: {body[:300]}"
+    assert re.search(case.expect, body, re.I), body[:300]
+    assert is_plain_message(body), body[:300]
+    # an expected refusal: at most one log line, and no traceback
+    records = logged[case.id]
+    assert len(records) <= 1, [r.getMessage() for r in records]
+    assert not any(r.exc_info for r in records), [r.getMessage() for r in records]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "localhost",
+                                  "LOCALHOST:{port}", "[::1]:{port}"])
+def test_the_hosts_the_server_was_started_for_are_served(app_url, host):
+    from bad_inputs import HttpCase
+
+    status, body = fetch(app_url, HttpCase("own-host", "GET", "/config",
+                                           headers=(("Host", host),)))
+    assert status == 200, body[:300]
