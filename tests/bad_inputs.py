@@ -534,14 +534,14 @@ def next_token_greedy(result, env):
 
 
 CASES += [
-    Case(f"gen-tiny-temperature-{t:g}-top-k-{k or 'off'}", "generation",
+    Case(f"gen-tiny-temperature-{t!r}-top-k-{k or 'off'}", "generation",
          gen(enc(PROMPT), 3, temperature=t, top_k=k or None, seed=123),
          py_check=greedy_step_ids(3), api="/generate",
          args=gen_args(n=3, mode="sample", temperature=t, top_k=k), build={},
          app_check=greedy_text(PROMPT, 3))
     for t in TINY_TEMPERATURES for k in (50, 0)
 ] + [
-    Case(f"gen-next-token-tiny-temperature-{t:g}-top-k-{k or 'off'}", "generation", None,
+    Case(f"gen-next-token-tiny-temperature-{t!r}-top-k-{k or 'off'}", "generation", None,
          api="/next_token", args=(PROMPT, "", "sample", t, k, 123), build={},
          app_check=next_token_greedy)
     for t in TINY_TEMPERATURES for k in (50, 0)

@@ -255,3 +255,78 @@ def test_the_app_does_not_start_with_a_bad_budget(monkeypatch):
     monkeypatch.setenv(BUDGET_ENV, "lots")
     with pytest.raises(ValueError, match=rf"{BUDGET_ENV} must be a number of MB \(got 'lots'\)"):
         cache.ModelCache()
+
+
+# ---------------------------------------------------------------------------------------------
+# Every launch is protected, however it is launched (app.py, a Space, a bare demo.launch())
+def test_app_py_starts(tmp_path):
+    """``python app.py`` imports the launcher it names (and so gets create_demo's guards)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "app.py", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--host" in done.stdout
+
+
+def test_a_bare_launch_still_checks_the_host_and_hides_monitoring():
+    demo = create_demo()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1")
+    address = urllib.parse.urlparse(url)
+    address = (address.hostname, address.port)
+    try:
+        assert fetch(address, "/config")[0] == 200
+        status, body = fetch(address, "/config", headers={"Host": f"evil.example:{address[1]}"})
+        assert status == 400 and b"does not answer to the host" in body
+        assert fetch(address, "/monitoring/summary")[0] == 403
+        assert fetch(address, "/gradio_api/run/trace", "POST", b'{"data": []}',
+                     {"Content-Type": "application/json"})[0] == 404
+    finally:
+        demo.close()
+
+
+@pytest.mark.parametrize("env, host, allowed", [
+    ({}, "localhost", True),
+    ({}, "127.0.0.2", True),                        # any loopback address
+    ({}, "evil.example", False),
+    ({}, "", False),                                # no Host header at all
+    ({"SPACE_HOST": "someone-gpt-explorer.hf.space"}, "someone-gpt-explorer.hf.space", True),
+    ({"SPACE_HOST": "someone-gpt-explorer.hf.space"}, "other.hf.space", False),
+    ({"GPT_EXPLORER_ALLOWED_HOSTS": "explorer.example.org, lab.local"}, "lab.local", True),
+    ({"GPT_EXPLORER_ALLOWED_HOSTS": "explorer.example.org"}, "evil.example", False),
+    ({"GPT_EXPLORER_ALLOWED_HOSTS": "*"}, "evil.example", True),
+])
+def test_allowed_hosts(monkeypatch, env, host, allowed):
+    from explorer.app.guard import HostCheck, allowed_hosts
+
+    for name in ("SPACE_HOST", "GPT_EXPLORER_ALLOWED_HOSTS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert HostCheck(None, allowed_hosts("127.0.0.1")).allows(host) is allowed
+
+
+def test_the_bound_address_and_a_share_link_are_allowed(monkeypatch):
+    from explorer.app.guard import HostCheck, allowed_hosts
+
+    monkeypatch.delenv("GPT_EXPLORER_ALLOWED_HOSTS", raising=False)
+    assert HostCheck(None, allowed_hosts("10.1.2.3")).allows("10.1.2.3")
+    assert not HostCheck(None, allowed_hosts("127.0.0.1")).allows("10.1.2.3")
+    assert HostCheck(None, allowed_hosts("127.0.0.1", share=True)).allows("abc.gradio.live")
+
+
+@pytest.mark.parametrize("value, enabled", [(None, False), ("1", True), ("0", False)])
+def test_monitoring_is_off_unless_the_operator_asks(monkeypatch, value, enabled):
+    from explorer.app.guard import protect_launch
+
+    demo = _FakeDemo()
+    protect_launch(demo)          # what create_demo() does to every demo
+    if value is None:
+        monkeypatch.delenv("GPT_EXPLORER_MONITORING", raising=False)
+    else:
+        monkeypatch.setenv("GPT_EXPLORER_MONITORING", value)
+    demo.launch(**launch_options())
+    assert demo.options["enable_monitoring"] is enabled
+    names = [m.cls.__name__ for m in demo.options["app_kwargs"]["middleware"]]
+    assert names == ["HostCheck", "RequestCheck"]
