@@ -1,24 +1,30 @@
-"""Files the user downloads (statistics, attention matrices): written to a fresh temporary
-folder, which Gradio may serve; never a path built from user text."""
+"""Files the user downloads (statistics, attention matrices).
+
+CSV comes from the ``csv`` module, so a token that holds a comma, a quote or a newline stays
+one field. Each file is written straight into Gradio's file cache (the folder Gradio serves
+files from, and cleans: ``delete_cache`` in ``layout.build_app``), not into a folder of its
+own that nothing would remove; the same content is stored once. Never a path built from user
+text: the names are the app's own."""
 from __future__ import annotations
 
-import os
-import tempfile
+import csv
+import io
 
 import numpy as np
+from gradio import processing_utils, utils
 
 
 def write_export(name, text):
-    folder = tempfile.mkdtemp(prefix="gpt_explorer_")
-    path = os.path.join(folder, name)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
+    return processing_utils.save_bytes_to_cache(text.encode("utf-8"), name,
+                                                cache_dir=utils.get_upload_folder())
 
 
-def csv_cell(value):
-    text = str(value)
-    return f'"{text}"' if "," in text else text
+def csv_text(rows):
+    """``rows`` (lists of cells) as CSV text (RFC 4180: quoted where needed, quotes doubled,
+    lines ended by CRLF)."""
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    return buffer.getvalue()
 
 
 def json_default(value):

@@ -8,6 +8,7 @@ from pathlib import Path
 import gradio as gr
 
 from .plots.generation import NEXT_TOKEN_CSS
+from .sessions import forget_closed_sessions
 from .tabs import activations, attention, build, generate, gradients, inside
 
 CSS = """
@@ -43,7 +44,9 @@ JS = (Path(__file__).parent / "static" / "paced_stream.js").read_text()
 
 
 def build_app() -> gr.Blocks:
-    with gr.Blocks(title="GPT Explorer") as demo:
+    # delete_cache: the files Gradio serves (the exports) are removed an hour after they were
+    # made, checked hourly; Gradio's default keeps them until the server stops.
+    with gr.Blocks(title="GPT Explorer", delete_cache=(3600, 3600)) as demo:
         state = gr.State(None)
         gr.Markdown("# GPT Explorer\nBuild the GPT of *Build a Large Language Model (From "
                     "Scratch)*, chapter 4, and watch it work.", elem_id="title")
@@ -76,13 +79,7 @@ def build_app() -> gr.Blocks:
         activations.create_event_handlers(activations_tab, state, demo, [*traced, built])
         generate.create_event_handlers(generate_tab, state)
 
-        def release_session(request: gr.Request):
-            """The browser tab (or API client) went away: drop this session's state (its
-            model key and last trace) now, not after Gradio's one-hour grace period. The
-            model stays in the shared cache; a returning tab is asked to build again."""
-            holder = getattr(demo, "state_holder", None)  # set by Gradio when the app starts
-            if holder is not None and request is not None and request.session_hash:
-                holder.delete_state(request.session_hash)
-
-        demo.unload(release_session)
+        # The browser tab (or API client) went away: forget the session (its model key, last
+        # trace and Gradio's own entry) now, not after Gradio's one-hour grace period.
+        forget_closed_sessions(demo)
     return demo

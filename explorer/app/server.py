@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import threading
 
@@ -10,7 +11,6 @@ import gradio as gr
 from .. import native
 from ..runtime.heap import release_freed_memory_promptly
 from .guard import protect_launch
-from .sessions import forget_closed_sessions
 from .layout import CSS, JS, build_app
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
@@ -60,7 +60,6 @@ def create_demo() -> gr.Blocks:
     # api_open=False: /gradio_api/run/<name> would run an event outside the queue, skipping
     # its concurrency limit (two traces at a time); every call goes through the queue instead.
     demo.queue(max_size=QUEUE_MAX_SIZE, default_concurrency_limit=2, api_open=False)
-    forget_closed_sessions(demo)
     protect_launch(demo)   # host check, 4xx for malformed calls, monitoring off: every launch
     return demo
 
@@ -72,6 +71,14 @@ def main(argv=None):
     parser.add_argument("--port", type=int, help="port (default 7860, or GRADIO_SERVER_PORT)")
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link")
     args = parser.parse_args(argv)
+    # The app's own log (refusals: one line each; unexpected errors: their traceback, once).
+    app_log = logging.getLogger("gpt_explorer")
+    if not app_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: "
+                                               "%(message)s"))
+        app_log.addHandler(handler)
+        app_log.setLevel(logging.INFO)
     # Quiet: Gradio's own start-up lines suggest `share=True`; this app has --share.
     demo = create_demo()
     _, local_url, share_url = demo.launch(**launch_options(args.host, args.port, args.share),

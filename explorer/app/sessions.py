@@ -8,11 +8,7 @@ entry when the browser tab (or API client) disconnects.
 """
 from __future__ import annotations
 
-import logging
-
 import gradio as gr
-
-log = logging.getLogger("gpt_explorer")
 
 
 def forget_session(demo: gr.Blocks, session_hash: str | None) -> bool:

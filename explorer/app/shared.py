@@ -37,7 +37,10 @@ CACHE = ModelCache()
 def friendly(fn):
     """Every handler's wrapper: show ``ValueError`` messages in the page (gr.Error), never a
     traceback; and when the handler is done, hand the memory its temporaries took back to the
-    system (``heap.trim``), so that the app's resident memory stays near what it holds."""
+    system (``heap.trim``), so that the app's resident memory stays near what it holds.
+
+    The server log: an expected refusal (gr.Error, ValueError, out of memory) is one line; an
+    unexpected error is its traceback, once (Gradio is told not to print it again)."""
     def translate(exc):
         # An expected refusal (bad input, too big): the message for the page and one log
         # line, not Gradio's printed traceback.
@@ -54,7 +57,8 @@ def friendly(fn):
                             print_exception=False)
         log.exception("unexpected error in %s", fn.__name__)
         return gr.Error(f"Something went wrong ({type(exc).__name__}); the model and your "
-                        f"session are unchanged. Details are in the server log.")
+                        f"session are unchanged. Details are in the server log.",
+                        print_exception=False)
 
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
@@ -99,16 +103,75 @@ def trace_of(state):
 
 
 # ---------------------------------------------------------------------------------------------
-# Input
+# Input. Every handler checks the type of every input it takes: an API call can send any JSON
+# value for any of them, and Gradio lets some through as they came (a list where one dropdown
+# choice belongs passes its check of the choices).
+def _kind(value):
+    return {list: "a list", dict: "a JSON object", str: "text", bool: "true/false",
+            type(None): "nothing"}.get(type(value), f"a {type(value).__name__}")
+
+
 def as_int(value, name):
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
         raise gr.Error(f"{name} is empty: enter a whole number.")
     if isinstance(value, float) and value != int(value):
         raise gr.Error(f"{name} must be a whole number (got {value}).")
+    if not isinstance(value, (int, float, str, np.integer, np.floating)):
+        raise gr.Error(f"{name} must be a whole number (got {_kind(value)}).")
     try:
         return int(value)
     except (TypeError, ValueError):
         raise gr.Error(f"{name} must be a whole number (got {value!r}).") from None
+
+
+def as_number(value, name):
+    """A finite number (a slider's value)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise gr.Error(f"{name} must be a number (got {_kind(value)}).")
+    if not np.isfinite(value):
+        raise gr.Error(f"{name} must be a finite number (got {value}).")
+    return float(value)
+
+
+def as_choice(value, name, options):
+    """One of ``options`` (a dropdown's or radio's value)."""
+    options = list(options)
+    if not isinstance(value, str) or value not in options:
+        got = repr(value) if isinstance(value, str) else _kind(value)
+        raise gr.Error(f"{name} must be one of {', '.join(map(str, options))} (got {got}).")
+    return value
+
+
+def as_choices(value, name, options):
+    """A list of distinct ``options`` (a checkbox group's value)."""
+    options = list(options)
+    if not isinstance(value, list) or not all(isinstance(v, str) and v in options
+                                              for v in value):
+        raise gr.Error(f"{name} must be a list of some of {', '.join(options)} (got "
+                       f"{value!r:.80}).")
+    return value
+
+
+def as_flag(value, name):
+    """A checkbox's value: true or false."""
+    if not isinstance(value, bool):
+        raise gr.Error(f"{name} must be true or false (got {_kind(value)}).")
+    return value
+
+
+class TextInput(gr.Textbox):
+    """A Textbox whose value must arrive as text. Gradio's Textbox turns any JSON value into
+    text (a list ["hi"] arrives as the string "['hi']"), so no handler could tell; this one
+    refuses it with a message. A template of Textbox (``is_template``, as Gradio's own
+    TextArea): the page draws it as a Textbox, and the API documents it as one."""
+
+    is_template = True
+
+    def preprocess(self, payload):
+        if payload is not None and not isinstance(payload, str):
+            raise gr.Error(f"{self.label or 'The text'} must be text (got {_kind(payload)}).",
+                           print_exception=False)
+        return super().preprocess(payload)
 
 
 def prompt_ids(prompt, model=None):

@@ -9,21 +9,23 @@ import gradio as gr
 from ...book.config import ACTIVATIONS
 from ...book.curves import activation_curves
 from ..plots.curves import activation_figure
-from ..shared import friendly, layer_of, layer_slider
+from ..shared import (as_choices, as_flag, as_number, friendly, layer_of, layer_slider)
 
 
 @friendly
 def activation_view(x_min, x_max, functions, derivatives, layer, state):
+    functions = as_choices(functions, "functions", ACTIVATIONS)
+    derivatives = as_flag(derivatives, "show derivatives")
     if not functions:
         raise gr.Error("Tick at least one activation function.")
-    curves = activation_curves(float(x_min), float(x_max))
+    curves = activation_curves(as_number(x_min, "x_min"), as_number(x_max, "x_max"))
     hist = None
     tr = state.get("trace") if state else None
     if tr is not None and "ff_pre" in tr.points:
         layer = layer_of(tr, layer)
         s = tr.points["ff_pre"]
         hist = (s.hist_counts[layer], s.hist_edges[layer])
-    return activation_figure(curves, show=tuple(functions), derivatives=bool(derivatives),
+    return activation_figure(curves, show=tuple(functions), derivatives=derivatives,
                              ff_pre_hist=hist)
 
 

@@ -8,7 +8,7 @@ import gradio as gr
 
 from ...probes import with_attention_of_layer
 from .. import gpu
-from ..exports import csv_cell, write_export
+from ..exports import csv_text, write_export
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
 from ..shared import (DEFAULT_CONFIG, as_int, friendly, has_trace, layer_of, layer_slider,
@@ -60,10 +60,9 @@ def export_attention(state, layer, head):
         raise gr.Error("Show this layer's attention first, then export it.")
     weights = tr.attention[layer]
     matrix = weights.mean(0) if head == "mean" else weights[as_int(head, "head")]
-    header = "query\\key," + ",".join(csv_cell(t) for t in tr.tokens)
-    lines = [header] + [csv_cell(tr.tokens[i]) + "," + ",".join(f"{v:.6g}" for v in row)
-                        for i, row in enumerate(matrix)]
-    return write_export(f"attention_layer{layer}_head{head}.csv", "\n".join(lines) + "\n")
+    rows = [["query\\key", *tr.tokens]] + [[tr.tokens[i], *(f"{v:.6g}" for v in row)]
+                                            for i, row in enumerate(matrix)]
+    return write_export(f"attention_layer{layer}_head{head}.csv", csv_text(rows))
 
 
 def create_ui():

@@ -19,7 +19,7 @@ from ...runtime.build import resolve_device
 from .. import gpu
 from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
-from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, as_int, friendly,
+from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, as_choice, as_int, friendly,
                       layer_picker_update)
 from .inside import probe_choices
 
@@ -87,8 +87,13 @@ BUILD_SIGNATURE = inspect.Signature(
                          default=gr.Progress())])
 
 
+DEVICES = ("auto", "cpu", "cuda")   # offered: cuda where there is one (CACHE.key checks)
+DTYPES = ("float32", "bfloat16")
+
+
+@friendly
 def preset_values(preset):
-    cfg = get_preset(preset).to_dict()
+    cfg = get_preset(as_choice(preset, "preset", PRESETS)).to_dict()
     return [cfg[k] for k in KNOBS]
 
 
@@ -116,11 +121,13 @@ def build(*args, **kwargs):
     given.apply_defaults()
     inputs = given.arguments
     progress = inputs["progress"]
+    preset = as_choice(inputs["preset"], "preset", PRESETS)
     values = {name: _BY_FIELD[name].parse(inputs[name]) for name in KNOBS}
     progress(0.05, desc="Checking the config")
     cfg = GPTConfig.from_dict(values)
-    key = CACHE.key(cfg, seed=as_int(inputs["seed"], "seed"), device=inputs["device"],
-                    dtype=inputs["dtype"])
+    key = CACHE.key(cfg, seed=as_int(inputs["seed"], "seed"),
+                    device=as_choice(inputs["device"], "device", DEVICES),
+                    dtype=as_choice(inputs["dtype"], "dtype", DTYPES))
     progress(0.2, desc="Initialising the weights (torch.manual_seed, then GPTModel(cfg))")
     started = time.perf_counter()
     model, cached = CACHE.get(key)
@@ -129,7 +136,6 @@ def build(*args, **kwargs):
     counts = count_parameters(cfg)
     how = (f"from the shared cache in {seconds * 1000:.0f} ms" if cached
            else f"built in {seconds:.2f} s")
-    preset = inputs["preset"]
     status = (f"**Model ready** — {preset if cfg == PRESETS.get(preset) else 'custom config'}, "
               f"{counts.total:,} parameters, on **{key.device}** ({key.dtype}), seed {key.seed}, "
               f"{how}.")
@@ -192,7 +198,7 @@ def create_ui():
                     devices = ["auto", "cpu"] + (["cuda"] if resolve_device("auto").type
                                                  == "cuda" else [])
                     device = gr.Dropdown(devices, value="auto", label="device")
-                    dtype = gr.Dropdown(["float32", "bfloat16"], value="float32",
+                    dtype = gr.Dropdown(list(DTYPES), value="float32",
                                         label="dtype (bfloat16: GPU only)")
                 button = gr.Button("Build the model", variant="primary", elem_id="build_btn")
             with gr.Column(scale=3):

@@ -16,8 +16,8 @@ from .. import gpu
 from ..plots.generation import next_token_bars_html, table_html
 from ..plots.labels import visible_token
 from ..plots.lens import logit_lens_figure
-from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, as_int, check_trace_size, friendly,
-                      model_of, prompt_ids)
+from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, TextInput, as_choice, as_flag, as_int,
+                      check_trace_size, friendly, model_of, prompt_ids)
 
 SHOW_TOP = 10          # next-token candidates shown as bars
 LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
@@ -32,6 +32,7 @@ TABLE_INTERVAL_S = 0.5
 LIVE_TABLE_ROWS = 40
 # The C one-token step and greedy summary, where they apply (else the model's own forward).
 FAST_DECODING = dict(step=native.model_step, summarize=native.next_token_summary)
+DECODING = ("greedy", "sample")
 
 
 def _generation_args(max_new_tokens, mode, temperature, top_k, seed):
@@ -39,10 +40,15 @@ def _generation_args(max_new_tokens, mode, temperature, top_k, seed):
     if not 1 <= max_new <= MAX_NEW_TOKENS:
         raise gr.Error(f"max new tokens must be between 1 and {MAX_NEW_TOKENS} in the explorer "
                        f"(got {max_new}).")
+    mode = as_choice(mode, "decoding", DECODING)
+    for value, name, wanted in ((temperature, "temperature", "a number above 0"),
+                                (top_k, "top-k", "a whole number"),
+                                (seed, "seed", "a whole number")):
+        # greedy decoding ignores these boxes' values, but not what kind of value they hold
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise gr.Error(f"{name} must be {wanted} (got {value!r:.80}).")
     if mode == "greedy":
         return max_new, 0.0, None, None
-    if mode != "sample":
-        raise gr.Error(f"Decoding must be 'greedy' or 'sample' (got {mode!r}).")
     try:
         temperature = 0.0 if temperature is None else float(temperature)
     except (TypeError, ValueError):
@@ -97,7 +103,8 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
     check_generation_args(max_new, temperature, top_k, seed, model.cfg.vocab_size)
     tokenizer = get_tokenizer()
     steps = generate_steps(model, ids, max_new, temperature=temperature, top_k=top_k, seed=seed,
-                           stop_at_eot=bool(stop_at_eot), show_top=SHOW_TOP, **FAST_DECODING)
+                           stop_at_eot=as_flag(stop_at_eot, "stop at <|endoftext|>"),
+                           show_top=SHOW_TOP, **FAST_DECODING)
     new_ids, rows = [], []
     started = time.perf_counter()
 

@@ -14,11 +14,11 @@ from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES, trace
 from .. import gpu
-from ..exports import csv_cell, json_default, write_export
+from ..exports import csv_text, json_default, write_export
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
-from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, check_trace_size, friendly, has_trace,
-                      layer_of, layer_slider, model_of, prompt_ids, trace_of)
+from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, as_choice, check_trace_size, friendly,
+                      has_trace, layer_of, layer_slider, model_of, prompt_ids, trace_of)
 from . import gradients
 
 MAX_CHIPS = 256   # token chips shown above the figures; a longer prompt says how many more
@@ -29,6 +29,7 @@ HIST_PAIRS = {
     "feed-forward hidden: before vs after activation": ("ff_pre", "ff_post"),
     "residual stream: entering vs leaving the block": ("resid_pre", "resid_post"),
 }
+EXPORT_FORMATS = ("CSV", "JSON")
 
 
 def _chip(tid, text):
@@ -116,18 +117,16 @@ def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
 
 def _views(tr, layer, pair, heat_point, heat_stat):
     layer = layer_of(tr, layer)
-    if pair not in HIST_PAIRS:
-        raise gr.Error(f"Unknown comparison {pair!r}; choose one of: {', '.join(HIST_PAIRS)}.")
-    points = HIST_PAIRS[pair]
+    points = HIST_PAIRS[as_choice(pair, "distribution", HIST_PAIRS)]
     available = set(tr.points) | set(tr.final)
     if not set(points) <= available:
         raise gr.Error("This model has no LayerNorm (norm_placement='none'): choose the "
                        "feed-forward or residual-stream comparison.")
+    as_choice(heat_point, "heatmap: probe point", HEAT_POINTS)
     if heat_point not in tr.points:
         raise gr.Error(f"Probe point {heat_point!r} is not in this trace; choose one of "
                        f"{', '.join(tr.points)}.")
-    if heat_stat not in STAT_NAMES:
-        raise gr.Error(f"Unknown statistic {heat_stat!r}; choose one of {', '.join(STAT_NAMES)}.")
+    as_choice(heat_stat, "heatmap: statistic", STAT_NAMES)
     return histogram_figure(tr, layer, points), token_heatmap_figure(tr, heat_point, heat_stat)
 
 
@@ -157,6 +156,7 @@ def download_button(path):
 @friendly
 def export_stats(state, fmt):
     tr = trace_of(state)
+    fmt = as_choice(fmt, "export format", EXPORT_FORMATS)
     rows = []
     for group in (tr.points, tr.final):
         for point, s in group.items():
@@ -172,8 +172,8 @@ def export_stats(state, fmt):
              "per_token": {p: {k: v.tolist() for k, v in s.per_token.items()}
                            for p, s in tr.points.items()}}, indent=1, default=json_default))
     header = list(rows[0])
-    lines = [",".join(header)] + [",".join(csv_cell(r[h]) for h in header) for r in rows]
-    return write_export("activation_stats.csv", "\n".join(lines) + "\n")
+    return write_export("activation_stats.csv",
+                        csv_text([header] + [[r[h] for h in header] for r in rows]))
 
 
 # ---------------------------------------------------------------------------------------------
