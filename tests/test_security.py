@@ -259,15 +259,6 @@ def test_the_app_does_not_start_with_a_bad_budget(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------
 # Every launch is protected, however it is launched (app.py, a Space, a bare demo.launch())
-def test_app_py_starts(tmp_path):
-    """``python app.py`` imports the launcher it names (and so gets create_demo's guards)."""
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "app.py", "--help"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "--host" in done.stdout
 
 
 def test_a_bare_launch_still_checks_the_host_and_hides_monitoring():

@@ -31,7 +31,7 @@ MONITORING_ENV = "GPT_EXPLORER_MONITORING"          # "1": Gradio's /monitoring 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 SHARE_DOMAIN = ".gradio.live"                        # Gradio's share links (--share)
 API = "/gradio_api"
-_NAMED_ROUTE = re.compile(rf"^{API}/(call|run|api)/([^/]+)/?$")
+_NAMED_ROUTE = re.compile(rf"^{API}/(call/v2|call|run|api)/([^/]+)/?$")
 MAX_JSON_BODY = 8 * 1024 ** 2   # a call's JSON (a 20,000-character prompt is far below this)
 
 
@@ -118,7 +118,8 @@ class RequestCheck:
             await self._upload(scope, receive, send)
             return
         named = _NAMED_ROUTE.match(path)
-        if not named and path.rstrip("/") != f"{API}/queue/join":
+        route = named.group(1) if named else path.rstrip("/")[len(API) + 1:]
+        if not named and route not in ("queue/join", "component_server"):
             await self.app(scope, receive, send)
             return
         body, more = b"", True
@@ -131,7 +132,7 @@ class RequestCheck:
             if len(body) > MAX_JSON_BODY:
                 await self._refuse(scope, receive, send, 413, "The request is too large.")
                 return
-        problem = self._problem(named.group(2) if named else None, body)
+        problem = self._problem(route, named.group(2) if named else None, body)
         if problem is not None:
             await self._refuse(scope, receive, send, *problem)
             return
@@ -145,12 +146,15 @@ class RequestCheck:
             return await receive()
         await self.app(scope, replay, send)
 
-    def _problem(self, api_name, body):
+    def _problem(self, route, api_name, body):
         """(status, message) for a request Gradio cannot answer properly, else None."""
         fns = self.blocks.fns
-        if api_name is not None and not any(fn.api_name == api_name for fn in fns.values()):
-            return 404, (f"There is no endpoint /{api_name}. The endpoints are listed at "
-                         f"{API}/info.")
+        fn = None
+        if api_name is not None:
+            fn = next((f for f in fns.values() if f.api_name == api_name), None)
+            if fn is None:
+                return 404, (f"There is no endpoint /{api_name}. The endpoints are listed at "
+                             f"{API}/info.")
         try:
             payload = json.loads(body)
         except (ValueError, UnicodeDecodeError):
@@ -160,12 +164,42 @@ class RequestCheck:
         session = payload.get("session_hash")
         if isinstance(session, str) and not session.strip():
             return 422, "session_hash is empty: leave it out, or send a non-empty string."
-        if api_name is None:                           # /queue/join names the function by id
+        if route == "component_server":
+            component = payload.get("component_id")
+            if isinstance(component, int) and component not in self.blocks.blocks:
+                return 404, f"There is no component with component_id {component}."
+            return None
+        if route == "queue/join":                      # names the function by its index
             index = payload.get("fn_index")
-            if isinstance(index, int) and not isinstance(index, bool) and index not in fns:
-                return 404, (f"There is no function with fn_index {index}. The endpoints are "
-                             f"listed at {API}/info.")
+            if isinstance(index, bool):
+                return 422, "fn_index must be a whole number (the function's index)."
+            if isinstance(index, int):
+                if index not in fns:
+                    return 404, (f"There is no function with fn_index {index}. The endpoints "
+                                 f"are listed at {API}/info.")
+                fn = fns[index]
+        data = payload.get("data")
+        # (/run and /api answer "join the queue" themselves: api_open=False)
+        if fn is not None and isinstance(data, list) and route in ("call", "queue/join"):
+            return self._arity(fn, route, len(data))
         return None
+
+    @staticmethod
+    def _arity(fn, route, given):
+        """Gradio fails (a traceback in the server log) when an event gets the wrong number of
+        inputs. /call also takes them without the session's own (State) values."""
+        inputs = list(fn.inputs)
+        counts = {len(inputs)}
+        if route != "queue/join":
+            counts.add(sum(1 for block in inputs if not getattr(block, "skip_api", False)))
+        if given in counts:
+            return None
+        names = [getattr(block, "label", None) or type(block).__name__.lower()
+                 for block in inputs
+                 if route == "queue/join" or not getattr(block, "skip_api", False)]
+        what = f"/{fn.api_name}" if fn.api_name else f"function {fn._id}"
+        return 422, (f"{what} takes {min(counts)} input value(s) ({', '.join(names)}); got "
+                     f"{given}.")
 
     async def _upload(self, scope, receive, send):
         """Gradio's upload route raises (a bare 500) on a ``files`` part that is a plain form
