@@ -1,8 +1,8 @@
 """A GPT Explorer server in its own process, for tests that measure it (tests/test_sessions.py).
 
-Prints its URL, then answers each line on stdin: ``measure`` prints one JSON line with its
-resident memory (after a garbage collection and heap.trim) and the number of sessions Gradio
-holds; ``quit`` closes the server.
+Prints its URL, then answers each line on stdin: ``sessions`` prints one JSON line with the
+number of sessions Gradio holds; ``measure`` that and its resident memory (after a garbage
+collection and heap.trim); ``quit`` closes the server.
 """
 import gc
 import json
@@ -30,7 +30,9 @@ def main():
                             **{**launch_options(host="127.0.0.1"), "server_port": None})
     print(url, flush=True)
     for line in sys.stdin:
-        if line.strip() == "measure":
+        if line.strip() == "sessions":
+            print(json.dumps({"sessions": len(demo.state_holder.session_data)}), flush=True)
+        elif line.strip() == "measure":
             gc.collect()
             heap.trim()
             print(json.dumps({"rss": resident_bytes(),

@@ -32,10 +32,13 @@ class Server:
         url = urllib.parse.urlparse(self.process.stdout.readline().strip())
         self.address = (url.hostname, url.port)
 
-    def measure(self):
-        self.process.stdin.write("measure\n")
+    def ask(self, command):
+        self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
         return json.loads(self.process.stdout.readline())
+
+    def measure(self):
+        return self.ask("measure")
 
     def close(self):
         try:
@@ -80,14 +83,13 @@ def one_session(address):
 
 
 def settled(server, sessions, polls=100):
-    """The measure once the server holds ``sessions`` sessions (unload runs in the
+    """The measure once the server holds at most ``sessions`` sessions (unload runs in the
     background after a disconnect), or after ``polls`` tries."""
     for _ in range(polls):
-        measure = server.measure()
-        if measure["sessions"] <= sessions:
-            return measure
+        if server.ask("sessions")["sessions"] <= sessions:
+            break
         time.sleep(0.1)
-    return measure
+    return server.measure()
 
 
 @pytest.fixture(scope="module")
