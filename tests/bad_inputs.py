@@ -648,6 +648,13 @@ HTTP_CASES: list[HttpCase] = [
     HttpCase("component-server-unknown-component", "POST", "/gradio_api/component_server",
              {"session_hash": "hostile1", "component_id": 99999, "fn_name": "x", "data": None},
              expect=r"no component with component_id 99999"),
+    HttpCase("call-prompt-as-a-list", "POST", "/gradio_api/call/trace",
+             {"data": [[PROMPT], 0, *TRACE_VIEW]}, expect=r"Prompt of /trace must be text"),
+    HttpCase("join-prompt-as-an-object", "POST", "/gradio_api/queue/join",   # 2: /trace
+             {"data": [{"text": PROMPT}, None, 0, *TRACE_VIEW], "fn_index": 2,
+              "session_hash": "hostile1"}, expect=r"Prompt of /trace must be text"),
+    HttpCase("call-v2-prompt-as-a-list", "POST", "/gradio_api/call/v2/logit_lens",
+             {"prompt": [PROMPT]}, expect=r"Prompt of /logit_lens must be text"),
     HttpCase("upload-part-without-filename", "POST", "/gradio_api/upload",
              (f"--{UPLOAD_BOUNDARY}\r\nContent-Disposition: form-data; name=\"files\"\r\n\r\n"
               f"hello\r\n--{UPLOAD_BOUNDARY}--\r\n").encode(),

@@ -13,6 +13,7 @@ import http.client
 import json
 import logging
 import re
+import urllib.error
 import urllib.parse
 import threading
 import time
@@ -153,7 +154,12 @@ def raw_call(url, session_hash, api, args, timeout=CALL_TIMEOUT_S):
     body = json.dumps({"data": list(args), "session_hash": session_hash}).encode()
     request = urllib.request.Request(f"{url}gradio_api/call{api}", data=body,
                                      headers={"Content-Type": "application/json"})
-    event_id = json.load(urllib.request.urlopen(request, timeout=timeout))["event_id"]
+    try:
+        event_id = json.load(urllib.request.urlopen(request, timeout=timeout))["event_id"]
+    except urllib.error.HTTPError as refused:   # the server's own check: 4xx and a message
+        if not 400 <= refused.code < 500:
+            raise
+        raise AppMessage(json.loads(refused.read())["detail"]) from None
     stream = urllib.request.urlopen(f"{url}gradio_api/call{api}/{event_id}",
                                     timeout=timeout).read().decode()
     events = re.findall(r"^event: (\w+)\ndata: (.*)$", stream, re.M)

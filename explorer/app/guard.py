@@ -8,7 +8,10 @@ launch settings that keep monitoring off:
   rebinding page (``evil.example`` resolving to 127.0.0.1) cannot talk to a loopback server.
 - ``RequestCheck``: requests that Gradio answers with a bare ``500 Internal Server Error``
   (an unknown endpoint, an unknown ``fn_index``, an empty ``session_hash``, an upload part
-  without a filename) get a 4xx answer with a message instead.
+  without a filename, the wrong number of inputs) get a 4xx answer with a message instead;
+  and a text box's value must arrive as text (Gradio's Textbox turns any JSON value into text,
+  so a list ``["hi"]`` would reach the handler as the string ``"['hi']"``, and no handler
+  could tell). Every other input's type is checked by its handler (``shared.as_*``).
 
 Every refusal logs one line (``gpt_explorer.http``); nothing here logs a traceback.
 """
@@ -21,6 +24,7 @@ import logging
 import os
 import re
 
+import gradio as gr
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 
@@ -108,6 +112,7 @@ class RequestCheck:
     def __init__(self, app, blocks):
         self.app = app
         self.blocks = blocks
+        self._api_info = None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("method") != "POST":
@@ -179,9 +184,40 @@ class RequestCheck:
                                  f"are listed at {API}/info.")
                 fn = fns[index]
         data = payload.get("data")
+        if fn is None:
+            return None
+        if route == "call/v2":                         # the inputs by parameter name
+            return self._texts(fn, self._named_texts(fn.api_name, payload))
         # (/run and /api answer "join the queue" themselves: api_open=False)
-        if fn is not None and isinstance(data, list) and route in ("call", "queue/join"):
-            return self._arity(fn, route, len(data))
+        if isinstance(data, list) and route in ("call", "queue/join"):
+            problem = self._arity(fn, route, len(data))
+            if problem is not None:
+                return problem
+            inputs = list(fn.inputs)
+            if len(data) != len(inputs):               # /call without the State inputs
+                inputs = [b for b in inputs if not getattr(b, "skip_api", False)]
+            return self._texts(fn, [(block.label, value) for block, value in zip(inputs, data)
+                                    if isinstance(block, gr.Textbox)])
+        return None
+
+    def _named_texts(self, api_name, payload):
+        """/call/v2: the (label, value) of each text box, found by its parameter name in
+        Gradio's own API description (/gradio_api/info)."""
+        if self._api_info is None:
+            self._api_info = self.blocks.get_api_info() or {}
+        endpoint = self._api_info.get("named_endpoints", {}).get(f"/{api_name}", {})
+        return [(p.get("label"), payload[p["parameter_name"]])
+                for p in endpoint.get("parameters", [])
+                if p.get("component") == "Textbox" and p.get("parameter_name") in payload]
+
+    @staticmethod
+    def _texts(fn, labelled):
+        for label, value in labelled:
+            if value is not None and not isinstance(value, str):
+                kind = {list: "a list", dict: "a JSON object", bool: "true/false"}.get(
+                    type(value), f"a {type(value).__name__}")
+                return 422, (f"{label or 'A text input'} of /{fn.api_name} must be text (got "
+                             f"{kind}).")
         return None
 
     @staticmethod

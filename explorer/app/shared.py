@@ -159,21 +159,6 @@ def as_flag(value, name):
     return value
 
 
-class TextInput(gr.Textbox):
-    """A Textbox whose value must arrive as text. Gradio's Textbox turns any JSON value into
-    text (a list ["hi"] arrives as the string "['hi']"), so no handler could tell; this one
-    refuses it with a message. A template of Textbox (``is_template``, as Gradio's own
-    TextArea): the page draws it as a Textbox, and the API documents it as one."""
-
-    is_template = True
-
-    def preprocess(self, payload):
-        if payload is not None and not isinstance(payload, str):
-            raise gr.Error(f"{self.label or 'The text'} must be text (got {_kind(payload)}).",
-                           print_exception=False)
-        return super().preprocess(payload)
-
-
 def prompt_ids(prompt, model=None):
     if not isinstance(prompt, str):
         raise gr.Error("The prompt must be text.")

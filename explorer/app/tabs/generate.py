@@ -16,7 +16,7 @@ from .. import gpu
 from ..plots.generation import next_token_bars_html, table_html
 from ..plots.labels import visible_token
 from ..plots.lens import logit_lens_figure
-from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, TextInput, as_choice, as_flag, as_int,
+from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, as_choice, as_flag, as_int,
                       check_trace_size, friendly, model_of, prompt_ids)
 
 SHOW_TOP = 10          # next-token candidates shown as bars
