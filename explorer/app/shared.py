@@ -143,7 +143,7 @@ def as_choice(value, name, options):
 
 
 def as_choices(value, name, options):
-    """A list of distinct ``options`` (a checkbox group's value)."""
+    """A list of some of ``options`` (a checkbox group's value)."""
     options = list(options)
     if not isinstance(value, list) or not all(isinstance(v, str) and v in options
                                               for v in value):

@@ -9,7 +9,7 @@ import gradio as gr
 from ...book.config import ACTIVATIONS
 from ...book.curves import activation_curves
 from ..plots.curves import activation_figure
-from ..shared import (as_choices, as_flag, as_number, friendly, layer_of, layer_slider)
+from ..shared import as_choices, as_flag, as_number, friendly, layer_of, layer_slider
 
 
 @friendly
