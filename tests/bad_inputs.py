@@ -587,7 +587,8 @@ CASES += _typed_cases()
 
 # ---------------------------------------------------------------------------------------------
 # Raw HTTP requests (items 6 to 9): what reaches Gradio's routes directly. Each must get a
-# 4xx answer whose body matches ``expect``. ``{port}`` in a header is the server's port.
+# 4xx answer whose body matches ``expect``. ``{port}`` in a header is the server's port; an
+# ``fn_index`` given as "/name" is that endpoint's index in the running app.
 @dataclass(frozen=True)
 class HttpCase:
     id: str
@@ -643,15 +644,15 @@ HTTP_CASES: list[HttpCase] = [
     HttpCase("call-too-many-inputs", "POST", "/gradio_api/call/logit_lens",
              {"data": [PROMPT, 1, 2, 3]}, expect=r"/logit_lens takes 1 input value.*got 4"),
     HttpCase("join-too-few-inputs", "POST", "/gradio_api/queue/join",
-             {"data": [], "fn_index": 1, "session_hash": "hostile1"},
+             {"data": [], "fn_index": "/build", "session_hash": "hostile1"},
              expect=r"/build takes 18 input value"),
     HttpCase("component-server-unknown-component", "POST", "/gradio_api/component_server",
              {"session_hash": "hostile1", "component_id": 99999, "fn_name": "x", "data": None},
              expect=r"no component with component_id 99999"),
     HttpCase("call-prompt-as-a-list", "POST", "/gradio_api/call/trace",
              {"data": [[PROMPT], 0, *TRACE_VIEW]}, expect=r"Prompt of /trace must be text"),
-    HttpCase("join-prompt-as-an-object", "POST", "/gradio_api/queue/join",   # 2: /trace
-             {"data": [{"text": PROMPT}, None, 0, *TRACE_VIEW], "fn_index": 2,
+    HttpCase("join-prompt-as-an-object", "POST", "/gradio_api/queue/join",
+             {"data": [{"text": PROMPT}, None, 0, *TRACE_VIEW], "fn_index": "/trace",
               "session_hash": "hostile1"}, expect=r"Prompt of /trace must be text"),
     HttpCase("call-v2-prompt-as-a-list", "POST", "/gradio_api/call/v2/logit_lens",
              {"prompt": [PROMPT]}, expect=r"Prompt of /logit_lens must be text"),

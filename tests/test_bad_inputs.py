@@ -337,6 +337,8 @@ def fetch(url, case):
     address = urllib.parse.urlparse(url)
     headers = {k: v.format(port=address.port) for k, v in case.headers}
     body = case.body
+    if isinstance(body, dict) and isinstance(body.get("fn_index"), str):
+        body = {**body, "fn_index": fn_index(url, body["fn_index"])}
     if isinstance(body, dict):
         body = json.dumps(body).encode()
         headers.setdefault("Content-Type", "application/json")
@@ -347,6 +349,12 @@ def fetch(url, case):
         return response.status, response.read().decode("utf-8", "replace")
     finally:
         conn.close()
+
+
+def fn_index(url, api_name):
+    """The index of the event named ``api_name`` ("/trace") in the running app."""
+    config = json.load(urllib.request.urlopen(f"{url}config", timeout=CALL_TIMEOUT_S))
+    return next(d["id"] for d in config["dependencies"] if d.get("api_name") == api_name[1:])
 
 
 class _Everything(logging.Handler):

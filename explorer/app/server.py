@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import threading
 
 import gradio as gr
@@ -64,6 +65,29 @@ def create_demo() -> gr.Blocks:
     return demo
 
 
+class _ToStderr(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (not the stream of the moment
+    the handler was made, which a test runner may have closed since)."""
+
+    def emit(self, record):
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
+def show_app_log():
+    """The app's own log on stderr: a refusal is one line, an unexpected error its traceback
+    (once). Without this, Python shows only warnings and worse."""
+    app_log = logging.getLogger("gpt_explorer")
+    if not any(isinstance(h, _ToStderr) for h in app_log.handlers):
+        handler = _ToStderr()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: "
+                                               "%(message)s"))
+        app_log.addHandler(handler)
+        app_log.setLevel(logging.INFO)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="GPT Explorer")
     parser.add_argument("--host", help="address to bind (default GRADIO_SERVER_NAME, else "
@@ -71,14 +95,7 @@ def main(argv=None):
     parser.add_argument("--port", type=int, help="port (default 7860, or GRADIO_SERVER_PORT)")
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link")
     args = parser.parse_args(argv)
-    # The app's own log (refusals: one line each; unexpected errors: their traceback, once).
-    app_log = logging.getLogger("gpt_explorer")
-    if not app_log.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: "
-                                               "%(message)s"))
-        app_log.addHandler(handler)
-        app_log.setLevel(logging.INFO)
+    show_app_log()
     # Quiet: Gradio's own start-up lines suggest `share=True`; this app has --share.
     demo = create_demo()
     _, local_url, share_url = demo.launch(**launch_options(args.host, args.port, args.share),
