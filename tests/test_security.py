@@ -303,8 +303,19 @@ def test_the_bound_address_and_a_share_link_are_allowed(monkeypatch):
 
     monkeypatch.delenv("GPT_EXPLORER_ALLOWED_HOSTS", raising=False)
     assert HostCheck(None, allowed_hosts("10.1.2.3")).allows("10.1.2.3")
-    assert not HostCheck(None, allowed_hosts("127.0.0.1")).allows("10.1.2.3")
     assert HostCheck(None, allowed_hosts("127.0.0.1", share=True)).allows("abc.gradio.live")
+    assert not HostCheck(None, allowed_hosts("127.0.0.1")).allows("abc.gradio.live")
+
+
+@pytest.mark.parametrize("host", ["10.1.2.3", "192.168.0.7", "::ffff:10.0.0.1", "203.0.113.5"])
+def test_an_ip_address_as_host_is_allowed_since_it_cannot_be_rebound(monkeypatch, host):
+    # A Space's or a load balancer's health check may name the pod by its address; DNS
+    # rebinding needs a name, so an address is safe to answer.
+    from explorer.app.guard import HostCheck, allowed_hosts
+
+    monkeypatch.delenv("GPT_EXPLORER_ALLOWED_HOSTS", raising=False)
+    assert HostCheck(None, allowed_hosts("0.0.0.0")).allows(host)
+    assert not HostCheck(None, allowed_hosts("0.0.0.0")).allows("rebound.example")
 
 
 @pytest.mark.parametrize("value, enabled", [(None, False), ("1", True), ("0", False)])

@@ -4,8 +4,9 @@ Two Starlette (pure ASGI) middlewares on Gradio's FastAPI app, and ``protect_lau
 hands them to every ``demo.launch()`` (through Gradio's ``app_kwargs``) together with the
 launch settings that keep monitoring off:
 
-- ``HostCheck``: only the hosts the server was started for may name it in ``Host``, so a DNS
-  rebinding page (``evil.example`` resolving to 127.0.0.1) cannot talk to a loopback server.
+- ``HostCheck``: only the hosts the server was started for (or an IP address) may name it in
+  ``Host``, so a DNS rebinding page (``evil.example`` resolving to 127.0.0.1) cannot talk to a
+  loopback server.
 - ``RequestCheck``: requests that Gradio answers with a bare ``500 Internal Server Error``
   (an unknown endpoint, an unknown ``fn_index``, an empty ``session_hash``, an upload part
   without a filename, the wrong number of inputs) get a 4xx answer with a message instead;
@@ -84,8 +85,11 @@ class HostCheck:
     def allows(self, host: str) -> bool:
         if self.any or host in self.exact or (self.suffixes and host.endswith(self.suffixes)):
             return True
+        # An address typed as such (a pod's or a LAN's IP) cannot be DNS-rebound: rebinding
+        # needs a name the attacker controls.
         try:
-            return ipaddress.ip_address(host).is_loopback
+            ipaddress.ip_address(host)
+            return True
         except ValueError:
             return False
 
