@@ -1,4 +1,4 @@
-"""The page: the title, the status line and the five tabs (``explorer.app.tabs``), composed and
+"""The page: the title, the status line and the tabs (``explorer.app.tabs``), composed and
 wired; the style sheet and the script the page runs. Every number comes from the core and every
 figure from ``explorer.app.plots``; the tabs only map widgets to calls."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import gradio as gr
 
 from .plots.generation import NEXT_TOKEN_CSS
 from .sessions import forget_closed_sessions
-from .tabs import activations, attention, build, generate, gradients, inside
+from .tabs import activations, attention, build, generate, gradients, inside, train
 
 CSS = """
 .gradio-container {font-size: 17px;}
@@ -56,6 +56,7 @@ def build_app() -> gr.Blocks:
         attention_tab = attention.create_ui()
         activations_tab = activations.create_ui()
         generate_tab = generate.create_ui()
+        train_tab = train.create_ui()
 
         built = build.create_event_handlers(
             build_tab, state, status,
@@ -64,16 +65,23 @@ def build_app() -> gr.Blocks:
             probe_pickers=[inside_tab.pair, inside_tab.heat_point])
         # A new model: the old one's results (trace views, gradient charts, export files,
         # generation) go, each view back to its hint.
+        # A trained variant put into the session ("Use this model") is a new model too.
+        used = train.create_event_handlers(
+            train_tab, state, status,
+            layer_pickers=[inside_tab.layer, attention_tab.layer, activations_tab.layer],
+            head_picker=attention_tab.head,
+            probe_pickers=[inside_tab.pair, inside_tab.heat_point])
         lesson = inside_tab.shortcut_lesson
-        built.success(
-            lambda: (*inside.cleared(), *attention.cleared(), *gradients.cleared(),
-                     *generate.cleared()), None,
-            [inside_tab.chips, inside_tab.info, inside_tab.stats_plot, inside_tab.hist_plot,
-             inside_tab.heat_plot, inside_tab.export_file, attention_tab.plot,
-             attention_tab.grid_plot, attention_tab.entropy_plot, attention_tab.export_file,
-             lesson.book_plot, lesson.gpt_plot, generate_tab.output, generate_tab.bars,
-             generate_tab.history, generate_tab.speed],
-            api_visibility="private", show_progress="hidden")
+        for new_model in (built, used):
+            new_model.success(
+                lambda: (*inside.cleared(), *attention.cleared(), *gradients.cleared(),
+                         *generate.cleared()), None,
+                [inside_tab.chips, inside_tab.info, inside_tab.stats_plot, inside_tab.hist_plot,
+                 inside_tab.heat_plot, inside_tab.export_file, attention_tab.plot,
+                 attention_tab.grid_plot, attention_tab.entropy_plot, attention_tab.export_file,
+                 lesson.book_plot, lesson.gpt_plot, generate_tab.output, generate_tab.bars,
+                 generate_tab.history, generate_tab.speed],
+                api_visibility="private", show_progress="hidden")
         traced = inside.create_event_handlers(inside_tab, state)
         attention.create_event_handlers(attention_tab, state)
         activations.create_event_handlers(activations_tab, state, demo, [*traced, built])
@@ -82,4 +90,6 @@ def build_app() -> gr.Blocks:
         # The browser tab (or API client) went away: forget the session (its model key, last
         # trace and Gradio's own entry) now, not after Gradio's one-hour grace period.
         forget_closed_sessions(demo)
+        # ...and its training job and trained model with it.
+        demo.unload(train.release_closed_session)
     return demo

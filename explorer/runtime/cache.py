@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -47,7 +48,7 @@ class WeightsSource:
     """Where a model's weights come from. Equal sources mean equal weights: ``path`` (where
     the file lies now) and ``filename`` are left out of the comparison, the digest is not."""
 
-    kind: str                          # "random", "pretrained" or "file"
+    kind: str                          # "random", "pretrained", "file" or "trained"
     seed: int | None = None            # random: torch.manual_seed(seed); GPTModel(cfg)
     repo_id: str | None = None         # pretrained: the hub repository ...
     revision: str | None = None        # ... and its commit
@@ -56,10 +57,18 @@ class WeightsSource:
     path: str | None = field(default=None, compare=False)
     layout: str | None = None          # file: "book" or "gpt2" (Hugging Face's names)
     stamp: tuple | None = field(default=None, compare=False)   # (size, mtime) when hashed
+    label: str | None = field(default=None, compare=False)     # trained: "trained N steps on …"
 
     @classmethod
     def random(cls, seed: int) -> "WeightsSource":
         return cls("random", seed=seed)
+
+    @classmethod
+    def trained(cls, label: str) -> "WeightsSource":
+        """A model trained in this server's training lab: it cannot be rebuilt from its key,
+        so each snapshot gets its own digest and is held for its session (``ModelCache.hold``).
+        """
+        return cls("trained", digest=uuid.uuid4().hex, label=label)
 
     @property
     def caption(self) -> str:
@@ -67,6 +76,8 @@ class WeightsSource:
         "from file model.safetensors (sha256 ab12cd34…)"."""
         if self.kind == "random":
             return f"random, seed {self.seed}"
+        if self.kind == "trained":
+            return self.label or "trained in the lab"
         if self.kind == "pretrained":
             size = PRETRAINED_NAMES.get(self.repo_id, self.repo_id)
             return f"pretrained {size} (OpenAI)"
@@ -105,6 +116,9 @@ class ModelCache:
         self._lock = threading.Lock()
         self._build_locks: dict[ModelKey, threading.Lock] = {}
         self._reserved = 0  # bytes of models being built right now
+        # A session's own model (trained in the lab): counted in the budget, never evicted
+        # (its key cannot rebuild it), until the session lets it go. owner -> (key, model)
+        self._held: dict[str, tuple[ModelKey, GPTModel]] = {}
 
     def key(self, cfg, seed=123, device="auto", dtype="float32",
             source: WeightsSource | None = None) -> ModelKey:
@@ -134,9 +148,16 @@ class ModelCache:
         """The model for ``key`` and whether it was already built. ``progress(fraction,
         text)`` hears about a checkpoint's one-time conversion."""
         with self._lock:
+            for held_key, model in self._held.values():
+                if held_key == key:
+                    return model, True
             if key in self._models:
                 self._models.move_to_end(key)
                 return self._models[key], True
+            if key.source.kind == "trained":
+                raise ValueError("This trained model is no longer held (its session ended or "
+                                 "used another one): press Use this model in the Train tab "
+                                 "again, or build a model.")
             build_lock = self._build_locks.setdefault(key, threading.Lock())
         with build_lock:  # two sessions asking for the same new model build it once
             with self._lock:
@@ -163,6 +184,35 @@ class ModelCache:
                 self._models[key] = model
             return model, False
 
+    def hold(self, owner: str, key: ModelKey, model: GPTModel) -> None:
+        """Keep ``owner``'s own model (one per owner; a new one replaces the old) within the
+        budget: shared models are evicted to make room; if the held models alone would pass
+        the budget, a ValueError says so."""
+        if not isinstance(model, GPTModel):
+            raise ValueError(f"hold keeps a GPTModel (got {type(model).__name__}).")
+        need = model_bytes(key.config, key.dtype)
+        with self._lock:
+            others = sum(model_bytes(k.config, k.dtype) for o, (k, _) in self._held.items()
+                         if o != owner)
+            if others + need > self.budget_bytes:
+                raise ValueError(
+                    f"This model needs {-(-need // 1024 ** 2):,} MB; the sessions' own models "
+                    f"already hold {others // 1024 ** 2:,} of the server's "
+                    f"{self.budget_bytes // 1024 ** 2:,} MB budget ({BUDGET_ENV}). Try again "
+                    f"later, or use a smaller model.")
+            self._held.pop(owner, None)
+            self._make_room(need)
+            self._held[owner] = (key, model)
+
+    def release(self, owner: str) -> bool:
+        """Let go of ``owner``'s held model (its session ended). False if it held none."""
+        with self._lock:
+            return self._held.pop(owner, None) is not None
+
+    def held_bytes(self) -> int:
+        with self._lock:
+            return sum(model_bytes(k.config, k.dtype) for k, _ in self._held.values())
+
     def _make_room(self, need: int):
         while self._models and self._used_bytes() + self._reserved + need > self.budget_bytes:
             self._models.popitem(last=False)
@@ -172,10 +222,11 @@ class ModelCache:
             return self._used_bytes()
 
     def _used_bytes(self) -> int:
-        return sum(model_bytes(k.config, k.dtype) for k in self._models)
+        return sum(model_bytes(k.config, k.dtype)
+                   for k in [*self._models, *(k for k, _ in self._held.values())])
 
     def __contains__(self, key) -> bool:
-        return key in self._models
+        return key in self._models or any(k == key for k, _ in self._held.values())
 
     def __len__(self) -> int:
         return len(self._models)

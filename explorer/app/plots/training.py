@@ -1,0 +1,133 @@
+"""The training lab's live views, from its plain data (``explorer.runtime.training.JobView``):
+loss curves (train solid, validation dashed, one colour per variant), per-block gradient norms
+as a heatmap per variant, the table of runs, the samples and the progress line."""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .labels import human_count
+from .style import FONT_SIZE, PALETTE, SEQUENTIAL_SCALE, TICK_SIZE, clean, empty_figure, finish
+
+TABLE_HEADERS = ["variant", "parameters", "tokens seen", "train loss", "val loss",
+                 "s / step", "diverged"]
+
+
+def _text(value) -> str:
+    """User text (a file's name, a sample) shown as text: markup escaped, quotes kept."""
+    return html.escape(str(value), quote=False)
+
+
+def color_of(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _number(value, digits=3) -> str:
+    """A loss or a time for the table: NaN and infinities shown as such, never a crash."""
+    if value is None:
+        return "–"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return f"{value:.{digits}f}"
+
+
+def loss_figure(view) -> go.Figure:
+    """Train (solid) and validation (dashed) loss at the book's evaluation points, against
+    steps; one colour per variant."""
+    if view is None or not any(r.eval_steps for r in view.runs):
+        return empty_figure("Loss", "The curves grow here while the variants train.", 380)
+    fig = go.Figure()
+    for i, run in enumerate(view.runs):
+        name = _text(run.label)
+        for losses, kind, dash in ((run.train_losses, "train", "solid"),
+                                   (run.val_losses, "val", "dash")):
+            y, _ = clean(losses)
+            fig.add_trace(go.Scatter(
+                x=np.asarray(run.eval_steps, dtype=np.float32), y=y, mode="lines+markers",
+                name=f"{name} ({kind})", line=dict(color=color_of(i), width=3, dash=dash),
+                marker=dict(size=6), legendgroup=name,
+                hovertemplate=f"{name} {kind}<br>step %{{x}}: loss %{{y:.3f}}<extra></extra>"))
+    notes = ["solid: training loss · dashed: validation loss (the book's evaluate_model)"]
+    diverged = [f"{r.label} diverged at step {r.diverged_at}" for r in view.runs
+                if r.diverged]
+    if diverged:
+        notes.append("; ".join(diverged))
+    return finish(fig, "Loss", 420, notes=notes, x_title="step", y_title="cross-entropy loss",
+                  legend=True, wrap=110)
+
+
+def grad_norm_figure(view) -> go.Figure:
+    """Per-block L2 norm of the gradient over the steps, one heatmap per variant (log colour
+    scale shared by all: the shortcut lesson of section 4.4 during real training)."""
+    runs = [] if view is None else [r for r in view.runs if r.grad_steps]
+    if not runs:
+        return empty_figure("Gradient norm per block",
+                            "Each variant's gradient norms per block appear here.", 300)
+    finite = [v for r in runs for row in r.grad_norms for v in row
+              if v > 0 and math.isfinite(v)]
+    low, high = (math.log10(min(finite)), math.log10(max(finite))) if finite else (-3.0, 0.0)
+    if high - low < 1e-6:
+        low, high = low - 0.5, high + 0.5
+    cols = min(len(runs), 2)
+    rows = math.ceil(len(runs) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_text(r.label) for r in runs],
+                        horizontal_spacing=0.1, vertical_spacing=0.22 if rows > 1 else 0.1)
+    for i, run in enumerate(runs):
+        norms = np.asarray(run.grad_norms, dtype=np.float64).T      # (blocks, recorded steps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z, _ = clean(np.where(norms > 0, np.log10(norms), np.nan))
+        fig.add_trace(go.Heatmap(
+            z=z, x=np.asarray(run.grad_steps, dtype=np.float32),
+            y=[f"block {b}" for b in range(norms.shape[0])], coloraxis="coloraxis",
+            customdata=norms.astype(np.float32),
+            hovertemplate=(f"{_text(run.label)}<br>step %{{x}}, %{{y}}: "
+                           f"%{{customdata:.3g}}<extra></extra>")),
+            row=i // cols + 1, col=i % cols + 1)
+    fig.update_layout(coloraxis=dict(
+        colorscale=SEQUENTIAL_SCALE, cmin=low, cmax=high,
+        colorbar=dict(title=dict(text="log10 ‖grad‖", font=dict(size=FONT_SIZE)),
+                      tickfont=dict(size=TICK_SIZE))))
+    fig.update_annotations(font=dict(size=FONT_SIZE))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="step")
+    return finish(fig, "Gradient norm per block", 120 + 260 * rows,
+                  notes=["block 0 is next to the input; dark: gradients that barely reach "
+                         "the block"], wrap=110)
+
+
+def table_rows(view) -> list[list[str]]:
+    if view is None:
+        return []
+    return [[r.label, f"{r.parameters:,}", f"{r.tokens_seen:,}", _number(r.train_loss_now),
+             _number(r.val_loss_now), _number(r.seconds_per_step, 3),
+             f"yes, at step {r.diverged_at}" if r.diverged else "no"] for r in view.runs]
+
+
+def samples_markdown(view) -> str:
+    if view is None or not view.runs:
+        return ""
+    lines = ["**Latest samples** (greedy, from the start context):"]
+    for r in view.runs:
+        text = _text(r.sample) if r.sample else "…"
+        at = f" (step {r.sample_step})" if r.sample_step is not None else ""
+        lines.append(f"- **{_text(r.label)}**{at}: {text}")
+    return "\n".join(lines)
+
+
+def progress_markdown(view) -> str:
+    if view is None:
+        return "No training yet: choose the data and two to four variants, then press **Train**."
+    words = {"ready": "Ready", "running": "Training", "stopped": "Stopped",
+             "finished": "Finished", "cancelled": "Cancelled", "failed": "Failed"}
+    share = view.step / view.total_steps if view.total_steps else 0.0
+    line = (f"**{words.get(view.status, view.status)}** — step {view.step:,} of "
+            f"{view.total_steps:,} ({share:.0%}), {human_count(view.tokens_seen)} of "
+            f"{human_count(view.total_tokens)} tokens per variant, on "
+            f"*{_text(view.corpus)}*, {view.seconds:.0f} s.")
+    if view.message:
+        line += f" {_text(view.message)}"
+    return line

@@ -1,0 +1,284 @@
+"""Tab 6, Train: chapter 5's training of two to four of the chapter's variants side by side,
+watched live (loss curves, a table, per-block gradient norms, samples), stopped and continued;
+a trained variant then becomes the session's model ("Use this model") or a file.
+
+The training itself runs in the server's one ``TrainingLab`` (a worker thread per job, one job
+per session, at most N at once); the page only streams ``job.view()`` while the job runs."""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ...book.config import PRESETS, count_parameters
+from ...runtime.cache import WeightsSource
+from ...runtime.training import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
+                                 DEFAULT_VARIANTS, MAX_CORPUS_BYTES, MAX_VARIANTS,
+                                 VARIANT_CHOICES, TrainingLab, TrainingSettings,
+                                 corpus_from_file, corpus_from_text, default_corpus,
+                                 default_settings, make_variants)
+from ...runtime.weights import export_model
+from .. import gpu
+from ..plots.training import (TABLE_HEADERS, grad_norm_figure, loss_figure, progress_markdown,
+                              samples_markdown, table_rows)
+from ..shared import CACHE, as_int, friendly, layer_picker_update
+from .inside import probe_choices
+
+# The server's training jobs (limits: GPT_EXPLORER_TRAIN_JOBS, GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS,
+# GPT_EXPLORER_MEMORY_MB).
+LAB = TrainingLab()
+DATA_CHOICES = ["the default story", "pasted text", "an uploaded .txt"]
+PRESET_CHOICES = [name for name in PRESETS if name.startswith("teach-")]
+POLL_SECONDS = 1.0      # how often the live view is sent while a job trains
+_BOOK = TrainingSettings()
+
+
+def _session(request) -> str:
+    if request is None or not getattr(request, "session_hash", None):
+        raise gr.Error("This request has no session; open the page (or a gradio_client "
+                       "Client) to train.")
+    return request.session_hash
+
+
+def corpus_of(data, text, upload):
+    if data not in DATA_CHOICES:
+        raise gr.Error(f"data must be one of {', '.join(DATA_CHOICES)} (got {data!r}).")
+    if data == DATA_CHOICES[0]:
+        return default_corpus()
+    if data == DATA_CHOICES[1]:
+        return corpus_from_text(text)
+    if upload is None or upload == "":
+        raise gr.Error("No file uploaded: upload a .txt file, or choose the default story or "
+                       "pasted text.")
+    path = upload if isinstance(upload, str) else getattr(upload, "path", None) or (
+        upload.get("path") if isinstance(upload, dict) else None)
+    if not isinstance(path, str) or not os.path.isfile(path):
+        raise gr.Error("The uploaded file could not be found; upload it again.")
+    return corpus_from_file(path)
+
+
+def settings_of(steps, batch_size, context_length, lr, warmup_steps):
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)):
+        raise gr.Error(f"lr must be a number; the book uses {_BOOK.lr} (got {lr!r}).")
+    return default_settings(steps=as_int(steps, "steps"),
+                            batch_size=as_int(batch_size, "batch size"),
+                            context_length=as_int(context_length, "context"), lr=lr,
+                            warmup_steps=as_int(warmup_steps, "warm-up steps"))
+
+
+def variants_of(variants, preset):
+    if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+        raise gr.Error("variants must be a list of variant names.")
+    if not 2 <= len(variants) <= MAX_VARIANTS:
+        raise gr.Error(f"Choose two to {MAX_VARIANTS} variants to compare (got "
+                       f"{len(variants)}).")
+    if preset not in PRESET_CHOICES:
+        raise gr.Error(f"model must be one of {', '.join(PRESET_CHOICES)} (got {preset!r}).")
+    return make_variants(variants, preset)
+
+
+def _outputs(view):
+    """The live view: progress, loss curves, table, gradient norms, samples, the variant
+    choice for Use / Export."""
+    labels = [r.label for r in view.runs] if view is not None else []
+    return (progress_markdown(view), loss_figure(view), table_rows(view),
+            grad_norm_figure(view), samples_markdown(view),
+            gr.update(choices=labels, value=labels[0] if labels else None))
+
+
+def _watch(job):
+    """Yield the live view while ``job`` trains: once when anything changed, at most every
+    POLL_SECONDS; the last yield is the view after the worker ended (stopped, finished...)."""
+    last = None
+    while True:
+        running = job.running
+        view = job.view()
+        seen = (view.status, view.step, tuple(len(r.eval_steps) for r in view.runs),
+                tuple(r.sample_step for r in view.runs))
+        if seen != last:
+            last = seen
+            yield _outputs(view)
+        if not running:
+            return
+        time.sleep(POLL_SECONDS)
+
+
+def train_seconds(arguments) -> float:
+    """A training stream: as long as ZeroGPU allows (the job goes on between calls)."""
+    return gpu.MAX_SECONDS
+
+
+@friendly
+@gpu.gpu_work(duration=train_seconds)
+def train_start(data, text, upload, variants, preset, steps, batch_size, context_length, lr,
+                warmup_steps, request: gr.Request):
+    """Start this session's job (replacing a stopped or finished one) and stream its view."""
+    session = _session(request)
+    chosen = variants_of(variants, preset)
+    settings = settings_of(steps, batch_size, context_length, lr, warmup_steps)
+    LAB.check(session, chosen, settings)     # the limits, before the text is tokenised
+    corpus = corpus_of(data, text, upload)
+    job = LAB.start(session, chosen, corpus, settings)
+    yield from _watch(job)
+
+
+@friendly
+def train_stop(request: gr.Request):
+    """Stop after the current step (Continue resumes exactly there)."""
+    return _outputs(LAB.stop(_session(request)).view())
+
+
+@friendly
+@gpu.gpu_work(duration=train_seconds)
+def train_continue(request: gr.Request):
+    session = _session(request)
+    job = LAB.job(session)
+    if job is None:
+        raise gr.Error("This session has no training job: press Train first.")
+    if not job.running:
+        job = LAB.resume(session)
+    yield from _watch(job)
+
+
+@friendly
+def train_view(request: gr.Request):
+    """This session's job as it is now (nothing of any other session's)."""
+    job = LAB.job(_session(request))
+    return _outputs(None if job is None else job.view())
+
+
+def _trained(choice, session):
+    job = LAB.job(session)
+    if job is None:
+        raise gr.Error("This session has no training job: press Train first.")
+    labels = [v.label for v in job.variants]
+    if choice not in labels:
+        raise gr.Error(f"Choose one of the variants trained here: {', '.join(labels)} "
+                       f"(got {choice!r}).")
+    if job.view().step == 0:
+        raise gr.Error("Nothing trained yet: wait for the first steps, then use the model.")
+    return job.trained_model(labels.index(choice))
+
+
+def _use_seconds(arguments) -> float:
+    return gpu.MIN_SECONDS
+
+
+@friendly
+@gpu.gpu_work(duration=_use_seconds)
+def train_use(choice, state, request: gr.Request):
+    """Make the chosen trained variant the session's model: Inside, Attention, Activations
+    and Generate then show it."""
+    session = _session(request)
+    trained = _trained(choice, session)
+    cfg = trained.model.cfg
+    source = WeightsSource.trained(f"{trained.weights_source} ({trained.label})")
+    key = CACHE.key(cfg, device="cpu", dtype="float32", source=source)
+    CACHE.hold(session, key, trained.model)
+    counts = count_parameters(cfg)
+    status = (f"**Model ready** — {trained.label}, **{trained.weights_source}**, "
+              f"{counts.total:,} parameters, on **{key.device}** ({key.dtype}).")
+    layers = layer_picker_update(cfg)
+    heads = gr.update(choices=["mean"] + [str(h) for h in range(cfg.n_heads)], value="mean")
+    return (status, {"key": key}, layers, layers, layers, heads, *probe_choices(cfg))
+
+
+@friendly
+@gpu.gpu_work(duration=_use_seconds)
+def train_export(choice, request: gr.Request):
+    """The chosen trained variant as model.safetensors + config.json (the weights export;
+    ``load_file`` reads them back)."""
+    trained = _trained(choice, _session(request))
+    folder = tempfile.mkdtemp(prefix="gpt_explorer_")   # ours; never a path from user text
+    files = export_model(trained.model, folder,
+                         source=WeightsSource.trained(trained.weights_source))
+    return [str(f) for f in files]
+
+
+def release(session_hash):
+    """The page closed: cancel the session's job and let go of its trained model."""
+    LAB.cancel(session_hash)
+    CACHE.release(session_hash)
+
+
+def release_closed_session(request: gr.Request):
+    """``demo.unload``: the browser tab (or API client) went away."""
+    if request is not None and request.session_hash:
+        release(request.session_hash)
+
+
+# ---------------------------------------------------------------------------------------------
+def create_ui():
+    with gr.Tab("6 · Train", id="train") as tab:
+        with gr.Row():
+            with gr.Column(scale=2):
+                variants = gr.CheckboxGroup(list(VARIANT_CHOICES), value=list(DEFAULT_VARIANTS),
+                                            label=f"Variants (two to {MAX_VARIANTS})",
+                                            elem_id="train_variants")
+                with gr.Row():
+                    preset = gr.Dropdown(PRESET_CHOICES, value=DEFAULT_PRESET, label="model",
+                                         elem_id="train_preset")
+                    data = gr.Radio(DATA_CHOICES, value=DATA_CHOICES[0], label="data",
+                                    elem_id="train_data")
+                with gr.Row():
+                    steps = gr.Number(DEFAULT_STEPS, precision=0, label="steps",
+                                      elem_id="train_steps")
+                    batch_size = gr.Number(_BOOK.batch_size, precision=0, label="batch size",
+                                           elem_id="train_batch")
+                    context = gr.Number(DEFAULT_CONTEXT, precision=0, label="context",
+                                        elem_id="train_context")
+                    lr = gr.Number(_BOOK.lr, label="lr", elem_id="train_lr")
+                    warmup = gr.Number(_BOOK.warmup_steps, precision=0, label="warm-up",
+                                       elem_id="train_warmup")
+                with gr.Accordion("Your own text (paste it, or upload a .txt)", open=False):
+                    text = gr.Textbox(label=f"pasted text (up to {MAX_CORPUS_BYTES / 1e6:.0f} "
+                                      f"MB)", lines=3, elem_id="train_text")
+                    upload = gr.File(label="a .txt file", file_types=[".txt"],
+                                     type="filepath", height=90, elem_id="train_upload")
+                with gr.Row():
+                    start = gr.Button("Train", variant="primary", elem_id="train_btn")
+                    stop = gr.Button("Stop", elem_id="train_stop_btn")
+                    resume = gr.Button("Continue", elem_id="train_continue_btn")
+                progress = gr.Markdown(progress_markdown(None), elem_id="train_progress")
+                table = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False,
+                                     label="Variants", elem_id="train_table")
+                samples = gr.Markdown(elem_id="train_samples")
+                with gr.Row():
+                    choice = gr.Dropdown([], label="trained variant", elem_id="train_choice")
+                    use = gr.Button("Use this model", elem_id="train_use_btn")
+                    export = gr.Button("Export (safetensors)", elem_id="train_export_btn")
+                export_file = gr.File(label="exported files", file_count="multiple",
+                                      height=80, elem_id="train_export_file")
+            with gr.Column(scale=3):
+                loss_plot = gr.Plot(loss_figure(None), show_label=False, label="Loss",
+                                    elem_id="train_loss_plot")
+                grad_plot = gr.Plot(grad_norm_figure(None), show_label=False,
+                                    label="Gradient norm per block", elem_id="train_grad_plot")
+    return SimpleNamespace(tab=tab, variants=variants, preset=preset, data=data, steps=steps,
+                           batch_size=batch_size, context=context, lr=lr, warmup=warmup,
+                           text=text, upload=upload, start=start, stop=stop, resume=resume,
+                           progress=progress, table=table, samples=samples, choice=choice,
+                           use=use, export=export, export_file=export_file, loss_plot=loss_plot,
+                           grad_plot=grad_plot)
+
+
+def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_pickers):
+    """Returns the Use event (the other tabs clear their results after it, as after a build)."""
+    view = [tab.progress, tab.loss_plot, tab.table, tab.grad_plot, tab.samples, tab.choice]
+    # The streams only watch (the lab limits how many jobs train): no queue limit of their own.
+    tab.start.click(train_start, [tab.data, tab.text, tab.upload, tab.variants, tab.preset,
+                                  tab.steps, tab.batch_size, tab.context, tab.lr, tab.warmup],
+                    view, api_name="train_start", concurrency_limit=None,
+                    show_progress="minimal")
+    tab.stop.click(train_stop, None, view, api_name="train_stop", concurrency_limit=None,
+                   show_progress="hidden")
+    tab.resume.click(train_continue, None, view, api_name="train_continue",
+                     concurrency_limit=None, show_progress="minimal")
+    tab.tab.select(train_view, None, view, api_name="train_view", show_progress="hidden")
+    tab.export.click(train_export, tab.choice, tab.export_file, api_name="train_export")
+    return tab.use.click(train_use, [tab.choice, state],
+                         [status, state, *layer_pickers, head_picker, *probe_pickers],
+                         api_name="train_use", show_progress_on=[status])
