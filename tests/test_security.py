@@ -1,5 +1,5 @@
 """Security defaults: loopback only and no share link unless asked, no file outside the app
-reachable through the server, small upload limit (and no upload input at all), a gradio with
+reachable through the server, small upload limit (one upload input: the Train tab's .txt), a gradio with
 the published advisories fixed, no pickle anywhere, and a memory budget that is derived from
 the machine, overridable and checked."""
 import ast
@@ -68,18 +68,23 @@ def test_command_line_options(monkeypatch, capsys, argv, host, share):
     assert "--share" in capsys.readouterr().out
 
 
-def test_upload_size_is_limited_and_the_app_takes_no_uploads():
+def test_upload_size_is_limited_and_the_only_upload_is_the_training_text():
     from gradio.utils import _parse_file_size
+    from explorer.runtime.training import MAX_CORPUS_BYTES
 
-    limit = launch_options()["max_file_size"]
-    assert limit is not None and _parse_file_size(limit) <= 10 * 1024 ** 2
+    limit = _parse_file_size(launch_options()["max_file_size"])
+    # room for the largest text the lab trains on (a larger one gets the lab's message)
+    assert MAX_CORPUS_BYTES <= limit <= 10 * 1024 ** 2
     demo = create_demo()
     config = demo.get_config_file()
-    kinds = {c["id"]: c["type"] for c in config["components"]}
-    inputs = {kinds[i] for dep in config["dependencies"] for i in dep["inputs"]}
+    components = {c["id"]: c for c in config["components"]}
     uploads = {"file", "uploadbutton", "image", "audio", "video", "model3d", "gallery",
                "imageeditor", "multimodaltextbox", "simpleimage", "imageslider", "annotatedimage"}
-    assert not inputs & uploads, f"file inputs: {inputs & uploads}"
+    inputs = {i for dep in config["dependencies"] for i in dep["inputs"]
+              if components[i]["type"] in uploads}
+    assert [components[i]["props"].get("elem_id") for i in inputs] == ["train_upload"]
+    (upload,) = inputs
+    assert components[upload]["props"]["file_types"] == [".txt"]
     # nothing is published as a static path but Gradio's own icons
     gradio_package = Path(gr.__file__).resolve().parent
     assert all(p.is_relative_to(gradio_package) for p in gr.data_classes._StaticFiles.all_paths)

@@ -43,7 +43,9 @@ def launch_options(host=None, port=None, share=False) -> dict:
                   "ui-sans-serif", "system-ui", "sans-serif"]),
         css=CSS,
         js=JS,          # one streamed update per painted frame (static/paced_stream.js)
-        max_file_size="1mb",   # the app takes no uploads; refuse large ones outright
+        # The one upload is the Train tab's .txt (the lab takes up to 1 MB); refuse larger
+        # ones outright.
+        max_file_size="1mb",
         ssr_mode=False,
         # Our handlers turn every error into a message (shared.friendly); this also shows
         # Gradio's own input-check messages (e.g. text sent where a number goes) instead of a
