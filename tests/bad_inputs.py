@@ -56,6 +56,13 @@ def gen_args(prompt=PROMPT, n=5, mode="greedy", temperature=1.0, top_k=50, seed=
     return (prompt, n, mode, temperature, top_k, seed, stop)
 
 
+def train_args(data="the default story", text="", upload=None,
+               variants=("pre-LN (book)", "no shortcut"), preset="teach-tiny", steps=2,
+               batch_size=2, context=16, lr=0.0004, warmup=0):
+    """The positional arguments of /train_start (a tiny job by default)."""
+    return (data, text, upload, list(variants), preset, steps, batch_size, context, lr, warmup)
+
+
 def tiny(**changes) -> dict:
     return {**PRESETS["teach-tiny"].to_dict(), **changes}
 
@@ -485,6 +492,65 @@ CASES: list[Case] = [
          lambda env: weights.load_file(exported(env), cache=env.cache)[0],
          py_check=lambda model, env: torch.equal(model.tok_emb.weight,
                                                  env.model.tok_emb.weight)),
+
+    # ----- training: data, variants and settings of the Train tab -------------------------
+    Case("train-text-empty", "training", None, api="/train_start",
+         args=train_args(data="pasted text", text=" \n\t "),
+         app_expect=r"The training text is empty"),
+    Case("train-text-too-short", "training", None, api="/train_start",
+         args=train_args(data="pasted text", text="Every effort moves you"),
+         app_expect=r"too short|window"),
+    Case("train-text-nul", "training", None, api="/train_start",
+         args=train_args(data="pasted text", text="word " * 500 + "\x00"),
+         app_expect=r"NUL characters"),
+    Case("train-text-over-a-megabyte", "training", None, api="/train_start",
+         args=train_args(data="pasted text", text=MEGABYTE), app_expect=r"at most 1.0 MB",
+         max_seconds=10),
+    Case("train-text-not-text", "training", None, api="/train_start",
+         args=train_args(data="pasted text", text=12345), app_expect=r"must be text|too short to train on"),
+    Case("train-upload-missing", "training", None, api="/train_start",
+         args=train_args(data="an uploaded .txt"), app_expect=r"No file uploaded"),
+    Case("train-data-unknown", "training", None, api="/train_start",
+         args=train_args(data="the internet"), app_expect=r"not in the list of choices"),
+    Case("train-one-variant", "training", None, api="/train_start",
+         args=train_args(variants=["RoPE"]), app_expect=r"Choose two to 4 variants"),
+    Case("train-five-variants", "training", None, api="/train_start",
+         args=train_args(variants=["RoPE", "ReLU", "SiLU", "post-LN", "no shortcut"]),
+         app_expect=r"Choose two to 4 variants"),
+    Case("train-variant-unknown", "training", None, api="/train_start",
+         args=train_args(variants=["RoPE", "MoE"]), app_expect=r"not in the list of choices"),
+    Case("train-preset-gpt2", "training", None, api="/train_start",
+         args=train_args(preset="gpt2-xl"), app_expect=r"not in the list of choices"),
+    Case("train-steps-zero", "training", None, api="/train_start", args=train_args(steps=0),
+         app_expect=r"steps must be at least 1"),
+    # the steps box has precision 0: Gradio rounds 2.4 to 2 before the handler sees it
+    Case("train-steps-fraction-rounded", "training", None, api="/train_start",
+         args=train_args(steps=2.4), app_check=lambda out, env: "step 2 of 2" in out[0]),
+    Case("train-steps-beyond-the-limit", "training", None, api="/train_start",
+         args=train_args(steps=10 ** 9), app_expect=r"too large for this server"),
+    Case("train-batch-empty", "training", None, api="/train_start",
+         args=train_args(batch_size=None), app_expect=r"batch size is empty"),
+    Case("train-context-one", "training", None, api="/train_start",
+         args=train_args(context=1), app_expect=r"context_length must be at least 2"),
+    Case("train-context-over-the-text", "training", None, api="/train_start",
+         args=train_args(data="pasted text", text="word " * 300, context=256),
+         app_expect=r"The text is too short to train on"),
+    Case("train-context-beyond-memory", "training", None, api="/train_start",
+         args=train_args(context=4096), app_expect=r"This training needs about [\d,]+ MB"),
+    Case("train-lr-negative", "training", None, api="/train_start", args=train_args(lr=-0.1),
+         app_expect=r"lr must be a positive number"),
+    Case("train-lr-nan", "training", None, api="/train_start",
+         args=train_args(lr=float("nan")), raw=True, app_expect=r"lr must be a positive"),
+    Case("train-warmup-negative", "training", None, api="/train_start",
+         args=train_args(warmup=-3), app_expect=r"warmup_steps must be at least 0"),
+    Case("train-use-unknown-variant", "training", None, api="/train_use",
+         args=("MoE",), app_expect=r"not in the list of choices"),
+    Case("train-export-unknown-variant", "training", None, api="/train_export",
+         args=("MoE",), app_expect=r"not in the list of choices"),
+    Case("train-stop-before-start", "order", None, api="/train_stop", args=(),
+         app_expect=r"no training job: press Train first"),
+    Case("train-continue-before-start", "order", None, api="/train_continue", args=(),
+         app_expect=r"no training job: press Train first"),
 
     # ----- order: a model not yet built, nothing traced yet --------------------------------
     Case("order-trace-before-build", "order", None, api="/trace",

@@ -32,12 +32,15 @@ from explorer.runtime.build import build_model
 from explorer.app.server import create_demo, launch_options
 from explorer.book.tokenizer import get_tokenizer
 
-from bad_inputs import CASES, HTTP_CASES, PROMPT, TRACE_VIEW, build_args, gen_args
+from bad_inputs import (CASES, HTTP_CASES, PROMPT, TRACE_VIEW, build_args, gen_args,
+                        train_args)
 
 CALL_TIMEOUT_S = 60
 APP_WORKERS = 6
-ENDPOINTS = ("/preset_config", "/build", "/trace", "/inside_views", "/attention", "/activation_curves",
-             "/generate", "/next_token", "/logit_lens", "/export_stats", "/export_attention")
+ENDPOINTS = ("/preset_config", "/build", "/trace", "/inside_views", "/attention",
+             "/activation_curves", "/generate", "/next_token", "/logit_lens", "/export_stats",
+             "/export_attention", "/train_start", "/train_stop", "/train_continue",
+             "/train_use", "/train_export")
 # A valid call per endpoint, and what the session needs before it.
 FOLLOW_UP = {
     "/preset_config": (None, ("teach-tiny",)),
@@ -51,6 +54,11 @@ FOLLOW_UP = {
     "/logit_lens": ("built", (PROMPT,)),
     "/export_stats": ("traced", ("JSON",)),
     "/export_attention": ("traced", (0, "mean")),
+    "/train_start": (None, train_args()),
+    "/train_stop": ("trained", ()),
+    "/train_continue": ("stopped", ()),
+    "/train_use": ("trained", ("no shortcut",)),
+    "/train_export": ("trained", ("no shortcut",)),
 }
 
 
@@ -112,7 +120,7 @@ def test_catalogue_is_large_and_covers_every_endpoint():
     assert len(CASES) >= 60
     assert len({c.id for c in CASES}) == len(CASES)
     assert {c.area for c in CASES} == {"config", "prompt", "generation", "index", "order",
-                                       "weights", "type"}
+                                          "weights", "type", "training"}
     assert {c.api for c in APP_CASES} == set(ENDPOINTS)
     for c in CASES:
         assert (c.py_expect is None) == (c.python is None or c.py_check is not None), c.id
@@ -183,7 +191,22 @@ def follow_up(client, api, env, has=None):
     needs, args = FOLLOW_UP[api]
     if needs == "built" and has is None or needs == "traced" and has != "traced":
         set_up(client, {} if has is None else None, traced=needs == "traced")
-    result = call(client, api, args)
+    if needs == "trained":
+        call(client, "/train_start", train_args())
+    elif needs == "stopped":
+        watch_then_stop(client, "/train_start", train_args(steps=1000))
+    if api == "/train_continue":
+        result = watch_then_stop(client, api, args)
+    else:
+        result = call(client, api, args)
+    if api.startswith("/train_"):
+        if api == "/train_use":
+            assert "trained 2 steps on" in result[0]
+        elif api == "/train_export":
+            assert len(result) == 2        # model.safetensors and config.json
+        else:
+            assert "Finished" in result[0] or "Stopped" in result[0], result[0]
+        return True
     if api == "/build":
         assert "Model ready" in result[0]
     elif api == "/trace":
@@ -195,6 +218,17 @@ def follow_up(client, api, env, has=None):
     else:
         assert result is not None
     return True
+
+
+def watch_then_stop(client, api, args):
+    """A training stream (/train_start or /train_continue) watched until it shows steps,
+    then stopped; its last view."""
+    job = client.submit(*args, api_name=api)
+    for update in job:
+        if "step 0 of" not in update[0]:
+            break
+    call(client, "/train_stop", ())
+    return job.result(timeout=CALL_TIMEOUT_S)
 
 
 def session_groups(cases, chunk=8):
@@ -261,11 +295,15 @@ class _Collect(logging.Handler):
 
 @pytest.fixture(scope="module")
 def app_url():
+    from explorer.app.tabs import train
+    # Follow-ups of the training endpoints train a few steps in several sessions at once.
+    lab, train.LAB = train.LAB, train.TrainingLab(max_jobs=APP_WORKERS)
     demo = create_demo()
     options = {**launch_options(host="127.0.0.1"), "server_port": None}
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **options)
     yield url
     demo.close()
+    train.LAB = lab
 
 
 @pytest.fixture(scope="module")
