@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from .labels import human_count
 from .style import FONT_SIZE, PALETTE, SEQUENTIAL_SCALE, TICK_SIZE, clean, empty_figure, finish
 
+HALF_WIDTH_WRAP = 50   # the two figures sit side by side: shorter note lines
 TABLE_HEADERS = ["variant", "parameters", "tokens seen", "train loss", "val loss",
                  "s / step", "diverged"]
 
@@ -56,8 +57,8 @@ def loss_figure(view) -> go.Figure:
                 if r.diverged]
     if diverged:
         notes.append("; ".join(diverged))
-    return finish(fig, "Loss", 420, notes=notes, x_title="step", y_title="cross-entropy loss",
-                  legend=True, wrap=110)
+    return finish(fig, "Loss", 440, notes=notes, x_title="step", y_title="cross-entropy loss",
+                  legend=True, wrap=HALF_WIDTH_WRAP)
 
 
 def grad_norm_figure(view) -> go.Figure:
@@ -93,10 +94,11 @@ def grad_norm_figure(view) -> go.Figure:
                       tickfont=dict(size=TICK_SIZE))))
     fig.update_annotations(font=dict(size=FONT_SIZE))
     fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(showticklabels=False, col=2)     # the first column names the blocks
     fig.update_xaxes(title_text="step")
-    return finish(fig, "Gradient norm per block", 120 + 260 * rows,
+    return finish(fig, "Gradient norm per block", 150 + 260 * rows,
                   notes=["block 0 is next to the input; dark: gradients that barely reach "
-                         "the block"], wrap=110)
+                         "the block"], wrap=HALF_WIDTH_WRAP)
 
 
 def table_rows(view) -> list[list[str]]:

@@ -214,49 +214,50 @@ def release_closed_session(request: gr.Request):
 def create_ui():
     with gr.Tab("6 · Train", id="train") as tab:
         with gr.Row():
-            with gr.Column(scale=2):
-                variants = gr.CheckboxGroup(list(VARIANT_CHOICES), value=list(DEFAULT_VARIANTS),
-                                            label=f"Variants (two to {MAX_VARIANTS})",
-                                            elem_id="train_variants")
-                with gr.Row():
-                    preset = gr.Dropdown(PRESET_CHOICES, value=DEFAULT_PRESET, label="model",
-                                         elem_id="train_preset")
-                    data = gr.Radio(DATA_CHOICES, value=DATA_CHOICES[0], label="data",
-                                    elem_id="train_data")
-                with gr.Row():
-                    steps = gr.Number(DEFAULT_STEPS, precision=0, label="steps",
-                                      elem_id="train_steps")
-                    batch_size = gr.Number(_BOOK.batch_size, precision=0, label="batch size",
-                                           elem_id="train_batch")
-                    context = gr.Number(DEFAULT_CONTEXT, precision=0, label="context",
-                                        elem_id="train_context")
-                    lr = gr.Number(_BOOK.lr, label="lr", elem_id="train_lr")
-                    warmup = gr.Number(_BOOK.warmup_steps, precision=0, label="warm-up",
-                                       elem_id="train_warmup")
-                with gr.Accordion("Your own text (paste it, or upload a .txt)", open=False):
-                    text = gr.Textbox(label=f"pasted text (up to {MAX_CORPUS_BYTES / 1e6:.0f} "
-                                      f"MB)", lines=3, elem_id="train_text")
-                    upload = gr.File(label="a .txt file", file_types=[".txt"],
-                                     type="filepath", height=90, elem_id="train_upload")
-                with gr.Row():
-                    start = gr.Button("Train", variant="primary", elem_id="train_btn")
-                    stop = gr.Button("Stop", elem_id="train_stop_btn")
-                    resume = gr.Button("Continue", elem_id="train_continue_btn")
-                progress = gr.Markdown(progress_markdown(None), elem_id="train_progress")
-                table = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False,
-                                     label="Variants", elem_id="train_table")
-                samples = gr.Markdown(elem_id="train_samples")
-                with gr.Row():
-                    choice = gr.Dropdown([], label="trained variant", elem_id="train_choice")
-                    use = gr.Button("Use this model", elem_id="train_use_btn")
-                    export = gr.Button("Export (safetensors)", elem_id="train_export_btn")
-                export_file = gr.File(label="exported files", file_count="multiple",
-                                      height=80, elem_id="train_export_file")
-            with gr.Column(scale=3):
-                loss_plot = gr.Plot(loss_figure(None), show_label=False, label="Loss",
-                                    elem_id="train_loss_plot")
-                grad_plot = gr.Plot(grad_norm_figure(None), show_label=False,
-                                    label="Gradient norm per block", elem_id="train_grad_plot")
+            variants = gr.CheckboxGroup(list(VARIANT_CHOICES), value=list(DEFAULT_VARIANTS),
+                                        label=f"Variants (two to {MAX_VARIANTS})", scale=3,
+                                        elem_id="train_variants")
+            preset = gr.Dropdown(PRESET_CHOICES, value=DEFAULT_PRESET, label="model", scale=1,
+                                 min_width=150, elem_id="train_preset")
+            data = gr.Radio(DATA_CHOICES, value=DATA_CHOICES[0], label="data", scale=1,
+                            min_width=180, elem_id="train_data")
+        with gr.Row(equal_height=True):
+            steps = gr.Number(DEFAULT_STEPS, precision=0, label="steps", min_width=90,
+                              elem_id="train_steps")
+            batch_size = gr.Number(_BOOK.batch_size, precision=0, label="batch size",
+                                   min_width=90, elem_id="train_batch")
+            context = gr.Number(DEFAULT_CONTEXT, precision=0, label="context", min_width=90,
+                                elem_id="train_context")
+            lr = gr.Number(_BOOK.lr, label="lr", min_width=90, elem_id="train_lr")
+            warmup = gr.Number(_BOOK.warmup_steps, precision=0, label="warm-up",
+                               min_width=90, elem_id="train_warmup")
+            start = gr.Button("Train", variant="primary", min_width=90, elem_id="train_btn")
+            stop = gr.Button("Stop", min_width=90, elem_id="train_stop_btn")
+            resume = gr.Button("Continue", min_width=90, elem_id="train_continue_btn")
+        with gr.Accordion("Your own text (paste it, or upload a .txt) — then choose it under "
+                          "data", open=False):
+            with gr.Row():
+                text = gr.Textbox(label=f"pasted text (up to {MAX_CORPUS_BYTES / 1e6:.0f} MB)",
+                                  lines=4, scale=2, elem_id="train_text")
+                upload = gr.File(label="a .txt file", file_types=[".txt"], type="filepath",
+                                 height=120, scale=1, elem_id="train_upload")
+        progress = gr.Markdown(progress_markdown(None), elem_id="train_progress")
+        with gr.Row():
+            loss_plot = gr.Plot(loss_figure(None), show_label=False, label="Loss",
+                                elem_id="train_loss_plot")
+            grad_plot = gr.Plot(grad_norm_figure(None), show_label=False,
+                                label="Gradient norm per block", elem_id="train_grad_plot")
+        table = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False,
+                             label="Variants", elem_id="train_table")
+        samples = gr.Markdown(elem_id="train_samples")
+        with gr.Row(equal_height=True):
+            choice = gr.Dropdown([], label="trained variant", elem_id="train_choice")
+            use = gr.Button("Use this model (tabs 2–5)", variant="primary",
+                            elem_id="train_use_btn")
+            export = gr.Button("Export it (model.safetensors + config.json)",
+                               elem_id="train_export_btn")
+        export_file = gr.File(label="exported files", file_count="multiple", visible=False,
+                              elem_id="train_export_file")
     return SimpleNamespace(tab=tab, variants=variants, preset=preset, data=data, steps=steps,
                            batch_size=batch_size, context=context, lr=lr, warmup=warmup,
                            text=text, upload=upload, start=start, stop=stop, resume=resume,
@@ -278,7 +279,9 @@ def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_
     tab.resume.click(train_continue, None, view, api_name="train_continue",
                      concurrency_limit=None, show_progress="minimal")
     tab.tab.select(train_view, None, view, api_name="train_view", show_progress="hidden")
-    tab.export.click(train_export, tab.choice, tab.export_file, api_name="train_export")
+    tab.export.click(train_export, tab.choice, tab.export_file, api_name="train_export") \
+        .success(lambda: gr.update(visible=True), None, tab.export_file,
+                 api_visibility="private", show_progress="hidden")
     return tab.use.click(train_use, [tab.choice, state],
                          [status, state, *layer_pickers, head_picker, *probe_pickers],
                          api_name="train_use", show_progress_on=[status])

@@ -1,0 +1,78 @@
+"""The Train tab in a real browser, at a projector's 1280x720: two variants train, their
+curves grow while the page watches, no error toast; the trained model then becomes the
+session's model and the Attention tab shows it. GPT_EXPLORER_SCREENSHOTS=<folder> saves the
+views."""
+import os
+import re
+
+import pytest
+
+from explorer.runtime.training import DEFAULT_CORPUS_NAME
+
+pytestmark = pytest.mark.browser
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # same rule as a missing browser: skip, except in CI
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
+                allow_module_level=True)
+
+from .test_browser import choose, set_number, shot, status, tab, trace  # noqa: E402
+
+TAB_TRAIN = "6 · Train"
+STEPS = 30
+
+
+def points_per_curve(page):
+    """Markers drawn per loss curve (train and validation of every variant), in trace order."""
+    return page.locator("#train_loss_plot g.scatterlayer g.trace").evaluate_all(
+        "traces => traces.map(t => t.querySelectorAll('path.point').length)")
+
+
+def test_two_variants_train_and_their_curves_grow(page, shots):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    tab(page, TAB_TRAIN)
+    variants = page.locator("#train_variants")
+    variants.get_by_label("post-LN", exact=True).uncheck()      # the default has three
+    expect(variants.locator("input:checked")).to_have_count(2)
+    choose(page, "train_preset", "teach-tiny")
+    set_number(page, "train_steps", STEPS)
+    set_number(page, "train_context", 16)
+    page.locator("#train_btn").click()
+
+    curves = page.locator("#train_loss_plot g.scatterlayer g.trace")
+    expect(curves).to_have_count(4)                  # 2 variants x (train, validation)
+    # The curves grow while the job trains: first a few points, then more on every curve.
+    page.wait_for_function(
+        """() => { const t = document.querySelectorAll('#train_loss_plot g.scatterlayer g.trace');
+                   return t.length == 4 && [...t].every(x => x.querySelectorAll('path.point').length >= 1); }""")
+    early = points_per_curve(page)
+    expect(page.locator("#train_progress")).to_contain_text("Finished", timeout=120_000)
+    expect(page.locator("#train_progress")).to_contain_text(f"step {STEPS} of {STEPS}")
+    page.wait_for_function(
+        f"""() => [...document.querySelectorAll('#train_loss_plot g.scatterlayer g.trace')]
+                 .every(x => x.querySelectorAll('path.point').length >= {STEPS // 5})""")
+    late = points_per_curve(page)
+    assert all(b > a for a, b in zip(early, late)), (early, late)
+    for label in ("pre-LN (book)", "no shortcut"):
+        expect(page.locator("#train_table")).to_contain_text(label)
+    expect(page.locator("#train_grad_plot g.hm image")).to_have_count(2)
+    expect(page.locator("#train_samples")).to_contain_text("Every effort moves you")
+    expect(page.locator("[data-testid=toast-body]")).to_have_count(0)
+    shot(page, shots, "7_train_finished_1280x720")
+
+
+def test_a_trained_variant_becomes_the_sessions_model(page, shots):
+    tab(page, TAB_TRAIN)
+    choose(page, "train_choice", "pre-LN (book)")
+    page.locator("#train_use_btn").click()
+    expect(status(page)).to_contain_text(
+        re.compile(rf"trained {STEPS} steps on {re.escape(DEFAULT_CORPUS_NAME)}"))
+    trace(page, "Every effort moves you")
+    tab(page, "3 · Attention")
+    page.locator("#att_btn").click()
+    expect(page.locator("#att_plot g.hm image").first).to_be_attached()
+    expect(page.locator("[data-testid=toast-body]")).to_have_count(0)
+    shot(page, shots, "8_attention_trained_model")
