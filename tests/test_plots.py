@@ -16,6 +16,9 @@ from explorer.app.plots.lens import logit_lens_figure
 from explorer.app.plots.model import architecture_html, parameter_figure
 from explorer.app.plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from explorer.app.plots.style import MASK_COLOR, ORANGE
+from explorer.app.plots.training import (grad_norm_figure, loss_figure, progress_markdown,
+                                         samples_markdown, table_rows)
+from explorer.runtime.training import JobView, RunView
 from explorer.book.config import PRESETS, GPTConfig, count_parameters
 from explorer.book.curves import ACTIVATION_LABELS, activation_curves
 from explorer.book.gradients import gpt_gradients, shortcut_demo
@@ -102,7 +105,48 @@ def tiny_figures(tiny):
         gpt_gradients(PRESETS["teach-tiny"], tiny.token_ids[:12]),
         gpt_gradients(PRESETS["teach-tiny"].replace(shortcut=False), tiny.token_ids[:12]),
         ("with shortcut", "without shortcut"))
+    figs["train_loss"] = loss_figure(job_view())
+    figs["train_grad_norms"] = grad_norm_figure(job_view())
     return figs
+
+
+def run_view(label, diverged_at=None, **changes):
+    fields = dict(label=label, config={}, parameters=6_536_704, tokens_seen=640,
+                  train_loss_now=9.5, val_loss_now=9.8, seconds_per_step=0.05, diverged=False,
+                  diverged_at=None, note="", eval_steps=[0, 5, 10], eval_tokens=[32, 192, 352],
+                  train_losses=[10.9, 10.1, 9.5], val_losses=[10.9, 10.3, 9.8],
+                  grad_steps=[0, 1, 2], grad_norms=[[1.0, 0.5], [0.8, 0.4], [0.7, 0.3]],
+                  sample="Every effort moves you <b>the</b>", sample_step=10)
+    if diverged_at is not None:
+        fields.update(diverged=True, diverged_at=diverged_at, train_loss_now=float("nan"),
+                      val_loss_now=float("inf"), grad_norms=[[1.0, float("inf")],
+                                                             [float("nan"), 0.0], [2.0, 3.0]])
+    return RunView(**{**fields, **changes})
+
+
+def job_view(runs=None):
+    runs = runs or [run_view("pre-LN (book)"), run_view("no LayerNorm", diverged_at=7)]
+    return JobView(status="running", message="", step=10, total_steps=20, tokens_seen=640,
+                   total_tokens=1280, epoch=0, batches_per_epoch=40, corpus="a <story>",
+                   seconds=3.0, runs=runs)
+
+
+def test_training_views_show_a_diverged_run_as_such_and_escape_user_text():
+    view = job_view()
+    rows = table_rows(view)
+    assert rows[0][3:5] == ["9.500", "9.800"] and rows[0][-1] == "no"
+    assert rows[1][3:5] == ["NaN", "inf"] and rows[1][-1] == "yes, at step 7"
+    loss = loss_figure(view).to_plotly_json()
+    assert [t["line"]["dash"] for t in loss["data"]] == ["solid", "dash"] * 2
+    assert len({t["line"]["color"] for t in loss["data"]}) == 2      # one colour per variant
+    assert "no LayerNorm diverged at step 7" in json.dumps(loss["layout"]["title"])
+    grads = grad_norm_figure(view).to_plotly_json()
+    assert [t["type"] for t in grads["data"]] == ["heatmap", "heatmap"]
+    assert "&lt;b&gt;" in samples_markdown(view) and "<b>the" not in samples_markdown(view)
+    assert "a &lt;story&gt;" in progress_markdown(view) and "step 10 of 20" in progress_markdown(
+        view)
+    # nothing trained yet: hints, no crash
+    assert loss_figure(None).layout.title.text and grad_norm_figure(job_view([])).layout.height
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from .labels import human_count
 from .style import FONT_SIZE, PALETTE, SEQUENTIAL_SCALE, TICK_SIZE, clean, empty_figure, finish
 
+MARKER_POINTS = 40     # evaluation points up to which the loss curves show markers
 HALF_WIDTH_WRAP = 50   # the two figures sit side by side: shorter note lines
 TABLE_HEADERS = ["variant", "parameters", "tokens seen", "train loss", "val loss",
                  "s / step", "diverged"]
@@ -48,7 +49,9 @@ def loss_figure(view) -> go.Figure:
                                    (run.val_losses, "val", "dash")):
             y, _ = clean(losses)
             fig.add_trace(go.Scatter(
-                x=np.asarray(run.eval_steps, dtype=np.float32), y=y, mode="lines+markers",
+                x=np.asarray(run.eval_steps, dtype=np.float32), y=y,
+                # markers while there are few points; a long run's markers would hide the lines
+                mode="lines+markers" if len(run.eval_steps) <= MARKER_POINTS else "lines",
                 name=f"{name} ({kind})", line=dict(color=color_of(i), width=3, dash=dash),
                 marker=dict(size=6), legendgroup=name,
                 hovertemplate=f"{name} {kind}<br>step %{{x}}: loss %{{y:.3f}}<extra></extra>"))
@@ -83,9 +86,9 @@ def grad_norm_figure(view) -> go.Figure:
             z, _ = clean(np.where(norms > 0, np.log10(norms), np.nan))
         fig.add_trace(go.Heatmap(
             z=z, x=np.asarray(run.grad_steps, dtype=np.float32),
-            y=[f"block {b}" for b in range(norms.shape[0])], coloraxis="coloraxis",
+            y=[str(b) for b in range(norms.shape[0])], coloraxis="coloraxis",
             customdata=norms.astype(np.float32),
-            hovertemplate=(f"{_text(run.label)}<br>step %{{x}}, %{{y}}: "
+            hovertemplate=(f"{_text(run.label)}<br>step %{{x}}, block %{{y}}: "
                            f"%{{customdata:.3g}}<extra></extra>")),
             row=i // cols + 1, col=i % cols + 1)
     fig.update_layout(coloraxis=dict(
@@ -98,7 +101,8 @@ def grad_norm_figure(view) -> go.Figure:
     fig.update_xaxes(title_text="step")
     return finish(fig, "Gradient norm per block", 150 + 260 * rows,
                   notes=["block 0 is next to the input; dark: gradients that barely reach "
-                         "the block"], wrap=HALF_WIDTH_WRAP)
+                         "the block"], y_title="block (input → output)",
+                  wrap=HALF_WIDTH_WRAP)
 
 
 def table_rows(view) -> list[list[str]]:

@@ -24,7 +24,8 @@ from ...runtime.weights import export_model
 from .. import gpu
 from ..plots.training import (TABLE_HEADERS, grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows)
-from ..shared import CACHE, as_int, friendly, layer_picker_update
+from ..shared import (CACHE, as_choice, as_choices, as_int, as_number, friendly,
+                      layer_picker_update)
 from .inside import probe_choices
 
 # The server's training jobs (limits: GPT_EXPLORER_TRAIN_JOBS, GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS,
@@ -44,12 +45,13 @@ def _session(request) -> str:
 
 
 def corpus_of(data, text, upload):
-    if data not in DATA_CHOICES:
-        raise gr.Error(f"data must be one of {', '.join(DATA_CHOICES)} (got {data!r}).")
+    data = as_choice(data, "data", DATA_CHOICES)
     if data == DATA_CHOICES[0]:
         return default_corpus()
     if data == DATA_CHOICES[1]:
         return corpus_from_text(text)
+    if text is not None and not isinstance(text, str):
+        raise gr.Error("The pasted text must be text.")
     if upload is None or upload == "":
         raise gr.Error("No file uploaded: upload a .txt file, or choose the default story or "
                        "pasted text.")
@@ -61,23 +63,21 @@ def corpus_of(data, text, upload):
 
 
 def settings_of(steps, batch_size, context_length, lr, warmup_steps):
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)):
-        raise gr.Error(f"lr must be a number; the book uses {_BOOK.lr} (got {lr!r}).")
+    if lr is None:
+        raise gr.Error(f"lr is empty: enter a number; the book uses {_BOOK.lr}.")
     return default_settings(steps=as_int(steps, "steps"),
                             batch_size=as_int(batch_size, "batch size"),
-                            context_length=as_int(context_length, "context"), lr=lr,
+                            context_length=as_int(context_length, "context"),
+                            lr=as_number(lr, "lr"),
                             warmup_steps=as_int(warmup_steps, "warm-up steps"))
 
 
 def variants_of(variants, preset):
-    if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
-        raise gr.Error("variants must be a list of variant names.")
+    variants = as_choices(variants, "variants", VARIANT_CHOICES)
     if not 2 <= len(variants) <= MAX_VARIANTS:
         raise gr.Error(f"Choose two to {MAX_VARIANTS} variants to compare (got "
                        f"{len(variants)}).")
-    if preset not in PRESET_CHOICES:
-        raise gr.Error(f"model must be one of {', '.join(PRESET_CHOICES)} (got {preset!r}).")
-    return make_variants(variants, preset)
+    return make_variants(variants, as_choice(preset, "model", PRESET_CHOICES))
 
 
 def _outputs(view):
@@ -155,9 +155,7 @@ def _trained(choice, session):
     if job is None:
         raise gr.Error("This session has no training job: press Train first.")
     labels = [v.label for v in job.variants]
-    if choice not in labels:
-        raise gr.Error(f"Choose one of the variants trained here: {', '.join(labels)} "
-                       f"(got {choice!r}).")
+    choice = as_choice(choice, "trained variant", labels)
     if job.view().step == 0:
         raise gr.Error("Nothing trained yet: wait for the first steps, then use the model.")
     return job.trained_model(labels.index(choice))
