@@ -96,7 +96,7 @@ def grad_norm_figure(view) -> go.Figure:
         colorbar=dict(title=dict(text="log10 ‖grad‖", font=dict(size=FONT_SIZE)),
                       tickfont=dict(size=TICK_SIZE))))
     fig.update_annotations(font=dict(size=FONT_SIZE))
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(type="category", autorange="reversed")   # whole blocks, block 0 on top
     fig.update_yaxes(showticklabels=False, col=2)     # the first column names the blocks
     fig.update_xaxes(title_text="step")
     return finish(fig, "Gradient norm per block", 150 + 260 * rows,
