@@ -60,7 +60,8 @@ def test_front_matter_check_refuses_a_readme_without_it_or_with_another_gradio()
 
 def test_readme_documents_the_space_settings_and_the_dockerfile():
     text = (ROOT / "README.md").read_text()
-    assert "GPT_EXPLORER_MEMORY_MB" in text and "GPT_EXPLORER_TRAINING_" in text
+    assert "GPT_EXPLORER_MEMORY_MB" in text
+    assert "GPT_EXPLORER_TRAIN_JOBS" in text and "GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS" in text
     assert "Dockerfile" in text and "load balancer" in text
 
 

@@ -89,7 +89,6 @@ def build_app() -> gr.Blocks:
 
         # The browser tab (or API client) went away: forget the session (its model key, last
         # trace and Gradio's own entry) now, not after Gradio's one-hour grace period.
-        forget_closed_sessions(demo)
-        # ...and its training job and trained model with it.
-        demo.unload(train.release_closed_session)
+        # Its training job and trained model go with it.
+        forget_closed_sessions(demo, on_close=[train.release])
     return demo

@@ -24,10 +24,17 @@ def forget_session(demo: gr.Blocks, session_hash: str | None) -> bool:
     return True
 
 
-def forget_closed_sessions(demo: gr.Blocks) -> None:
-    """On every disconnect (``demo.unload``), forget that session. A returning tab starts a
-    fresh session and is asked to build again."""
+def forget_closed_sessions(demo: gr.Blocks, on_close=()) -> None:
+    """On every disconnect (``demo.unload``), forget that session, after each of ``on_close``
+    (``release(session_hash)``: its training job, its trained model) has let go of what it
+    holds for it. One unload event: a second one would bring Gradio's entry for the session
+    back after it was forgotten. A returning tab starts a fresh session and is asked to build
+    again."""
     def forget_closed_session(request: gr.Request):
-        forget_session(demo, getattr(request, "session_hash", None))
+        session_hash = getattr(request, "session_hash", None)
+        if session_hash:
+            for release in on_close:
+                release(session_hash)
+        forget_session(demo, session_hash)
 
     demo.unload(forget_closed_session)

@@ -202,12 +202,6 @@ def release(session_hash):
     CACHE.release(session_hash)
 
 
-def release_closed_session(request: gr.Request):
-    """``demo.unload``: the browser tab (or API client) went away."""
-    if request is not None and request.session_hash:
-        release(request.session_hash)
-
-
 # ---------------------------------------------------------------------------------------------
 def create_ui():
     with gr.Tab("6 · Train", id="train") as tab:
