@@ -16,7 +16,7 @@ from .. import gpu
 from ..plots.generation import next_token_bars_html, table_html
 from ..plots.labels import visible_token
 from ..plots.lens import logit_lens_figure
-from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, as_choice, as_flag, as_int,
+from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, NO_MODEL_NOTE, as_choice, as_flag, as_int,
                       check_trace_size, friendly, model_of, prompt_ids)
 
 SHOW_TOP = 10          # next-token candidates shown as bars
@@ -205,6 +205,7 @@ BARS_HINT = ('<section class="nt-bars"><h4>Next-token candidates</h4><p class="h
 # ---------------------------------------------------------------------------------------------
 def create_ui():
     with gr.Tab("5 · Generate", id="generate"):
+        weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="generate_weights")
         # What a lecturer projects while tokens stream (the text and the bars) sits at the top,
         # side by side, so that it is on screen at 1280x720; the settings are above the buttons
         # in the same column, the step table and the logit lens below.
@@ -242,7 +243,7 @@ def create_ui():
                            top_k=top_k, seed=seed, sampling=sampling, stop_eot=stop_eot,
                            gen_btn=gen_btn, step_btn=step_btn, stop_btn=stop_btn, speed=speed,
                            output=output, bars=bars, history=history, lens_btn=lens_btn,
-                           lens_plot=lens_plot)
+                           lens_plot=lens_plot, weights_note=weights_note)
 
 
 def cleared():
