@@ -51,6 +51,17 @@ def build_args(preset="teach-tiny", seed=123, device="cpu", dtype="float32", **c
     return (preset, *[cfg.get(k) for k in KNOBS], seed, device, dtype)
 
 
+def weights_args(weights="file", size="small", path=None, upload=None):
+    """/build for a checkpoint: teach-tiny's knobs (ignored), then the weights' four inputs."""
+    return (*build_args(), weights, size, path, upload)
+
+
+def upload_of(*files):
+    """Files to send as the /build upload (gradio_client's handle_file)."""
+    from gradio_client import handle_file
+    return [handle_file(str(f)) for f in files]
+
+
 def gen_args(prompt=PROMPT, n=5, mode="greedy", temperature=1.0, top_k=50, seed=123,
              stop=False):
     return (prompt, n, mode, temperature, top_k, seed, stop)
@@ -485,6 +496,43 @@ CASES: list[Case] = [
          lambda env: weights.load_file(exported(env), cache=env.cache)[0],
          py_check=lambda model, env: torch.equal(model.tok_emb.weight,
                                                  env.model.tok_emb.weight)),
+
+    # ----- weights through the app: /build's weights choice, /export_model -----------------
+    Case("weights-app-choice-unknown", "weights", None, api="/build",
+         args=weights_args("trained"), app_expect=r"'trained' .*not in the list of choices"),
+    Case("weights-app-size-unknown", "weights", None, api="/build",
+         args=weights_args("pretrained", "huge"), app_expect=r"huge is not in the list"),
+    Case("weights-app-path-empty", "weights", None, api="/build", args=weights_args(path=""),
+         app_expect=r"give the path of a model.safetensors .*or upload the file"),
+    Case("weights-app-path-missing", "weights", None, api="/build",
+         args=weights_args(path="/no/such/model.safetensors"),
+         app_expect=r"There is no file at .*upload it"),
+    Case("weights-app-path-a-folder", "weights", None, api="/build",
+         args=weights_args(path=tempfile.gettempdir()), app_expect=r"There is no file at"),
+    Case("weights-app-path-text-file", "weights", None, api="/build",
+         args=lambda env: weights_args(path=str(a_file(b"hello, I am not a model"))),
+         app_expect=r"not a safetensors file"),
+    Case("weights-app-path-pth-garbage", "weights", None, api="/build",
+         args=lambda env: weights_args(path=str(a_file(b"PK\x03\x04 no zip", "model.pth"))),
+         app_expect=r"could not be read as a PyTorch checkpoint"),
+    Case("weights-app-upload-wrong-type", "weights", None, api="/build",
+         args=lambda env: weights_args(upload=upload_of(a_file(b"x", "notes.txt"))),
+         app_expect=r"Invalid file type"),
+    Case("weights-app-upload-two-weights", "weights", None, api="/build",
+         args=lambda env: weights_args(upload=upload_of(exported(env), exported(env))),
+         app_expect=r"Upload one weights file"),
+    Case("weights-app-upload-cut-short", "weights", None, api="/build",
+         args=lambda env: weights_args(upload=upload_of(a_file(
+             exported(env).read_bytes()[:5000]))),
+         app_expect=r"cut short"),
+    Case("weights-app-upload-round-trip", "weights", None, api="/build",
+         args=lambda env: weights_args(upload=upload_of(exported(env))),
+         app_check=lambda r, env: "from file model.safetensors" in r[0]),
+    Case("weights-app-export-before-build", "weights", None, api="/export_model",
+         args=(False,), app_expect=r"No model yet: build one"),
+    Case("weights-app-export-hf-layout-post-norm", "weights", None, api="/export_model",
+         args=(True,), build={"norm_placement": "post"},
+         app_expect=r"export this model in the book's layout"),
 
     # ----- order: a model not yet built, nothing traced yet --------------------------------
     Case("order-trace-before-build", "order", None, api="/trace",

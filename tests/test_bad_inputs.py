@@ -36,8 +36,9 @@ from bad_inputs import CASES, HTTP_CASES, PROMPT, TRACE_VIEW, build_args, gen_ar
 
 CALL_TIMEOUT_S = 60
 APP_WORKERS = 6
-ENDPOINTS = ("/preset_config", "/build", "/trace", "/inside_views", "/attention", "/activation_curves",
-             "/generate", "/next_token", "/logit_lens", "/export_stats", "/export_attention")
+ENDPOINTS = ("/preset_config", "/build", "/trace", "/inside_views", "/attention",
+             "/activation_curves", "/generate", "/next_token", "/logit_lens", "/export_stats",
+             "/export_attention", "/export_model")
 # A valid call per endpoint, and what the session needs before it.
 FOLLOW_UP = {
     "/preset_config": (None, ("teach-tiny",)),
@@ -51,6 +52,7 @@ FOLLOW_UP = {
     "/logit_lens": ("built", (PROMPT,)),
     "/export_stats": ("traced", ("JSON",)),
     "/export_attention": ("traced", (0, "mean")),
+    "/export_model": ("built", (False,)),
 }
 
 

@@ -1,5 +1,5 @@
 """Security defaults: loopback only and no share link unless asked, no file outside the app
-reachable through the server, small upload limit (and no upload input at all), a gradio with
+reachable through the server, one upload input (a checkpoint) limited to the memory budget, a gradio with
 the published advisories fixed, no pickle anywhere, and a memory budget that is derived from
 the machine, overridable and checked."""
 import ast
@@ -68,18 +68,35 @@ def test_command_line_options(monkeypatch, capsys, argv, host, share):
     assert "--share" in capsys.readouterr().out
 
 
-def test_upload_size_is_limited_and_the_app_takes_no_uploads():
+def test_uploads_are_limited_to_the_memory_budget_or_the_setting(monkeypatch):
     from gradio.utils import _parse_file_size
+    from explorer.app.shared import CACHE
 
-    limit = launch_options()["max_file_size"]
-    assert limit is not None and _parse_file_size(limit) <= 10 * 1024 ** 2
+    monkeypatch.delenv(server.UPLOAD_ENV, raising=False)
+    assert _parse_file_size(launch_options()["max_file_size"]) == CACHE.budget_bytes
+    monkeypatch.setenv(server.UPLOAD_ENV, "200")
+    assert _parse_file_size(launch_options()["max_file_size"]) == min(200 * 1024 ** 2,
+                                                                      CACHE.budget_bytes)
+    monkeypatch.setenv(server.UPLOAD_ENV, str(10 ** 9))        # never above the budget
+    assert _parse_file_size(launch_options()["max_file_size"]) == CACHE.budget_bytes
+    for bad in ("lots", "-1", "0", "nan"):
+        monkeypatch.setenv(server.UPLOAD_ENV, bad)
+        with pytest.raises(ValueError, match=server.UPLOAD_ENV):
+            launch_options()
+
+
+def test_the_only_upload_input_is_the_checkpoint_of_the_build_tab():
     demo = create_demo()
     config = demo.get_config_file()
-    kinds = {c["id"]: c["type"] for c in config["components"]}
-    inputs = {kinds[i] for dep in config["dependencies"] for i in dep["inputs"]}
+    components = {c["id"]: c for c in config["components"]}
     uploads = {"file", "uploadbutton", "image", "audio", "video", "model3d", "gallery",
                "imageeditor", "multimodaltextbox", "simpleimage", "imageslider", "annotatedimage"}
-    assert not inputs & uploads, f"file inputs: {inputs & uploads}"
+    inputs = {i for dep in config["dependencies"] for i in dep["inputs"]
+              if components[i]["type"] in uploads}
+    assert [components[i]["props"].get("elem_id") for i in inputs] == ["weights_upload"]
+    (upload,) = inputs
+    assert set(components[upload]["props"]["file_types"]) == {".safetensors", ".pth", ".pt",
+                                                              ".json"}
     # nothing is published as a static path but Gradio's own icons
     gradio_package = Path(gr.__file__).resolve().parent
     assert all(p.is_relative_to(gradio_package) for p in gr.data_classes._StaticFiles.all_paths)
@@ -87,10 +104,15 @@ def test_upload_size_is_limited_and_the_app_takes_no_uploads():
 
 # ---------------------------------------------------------------------------------------------
 # Nothing outside the app's own assets can be fetched
+UPLOAD_LIMIT_MB = 1   # for the server below: an upload over it must be refused
+
+
 @pytest.fixture(scope="module")
 def app_address():
     demo = create_demo()
-    options = {**launch_options(host="127.0.0.1"), "server_port": None}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(server.UPLOAD_ENV, str(UPLOAD_LIMIT_MB))
+        options = {**launch_options(host="127.0.0.1"), "server_port": None}
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **options)
     parsed = urllib.parse.urlparse(url)
     yield parsed.hostname, parsed.port
@@ -151,7 +173,7 @@ def test_no_file_outside_the_app_is_served(app_address, path):
 
 def test_an_upload_over_the_limit_is_refused(app_address):
     boundary = "gptexplorerboundary"
-    payload = b"x" * (2 * 1024 ** 2)
+    payload = b"x" * ((UPLOAD_LIMIT_MB + 1) * 1024 ** 2)
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; "
             f"filename=\"big.txt\"\r\nContent-Type: text/plain\r\n\r\n").encode() + payload + (
         f"\r\n--{boundary}--\r\n").encode()
