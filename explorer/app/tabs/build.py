@@ -291,8 +291,9 @@ def create_ui():
                             knobs[knob.field] = knob.widget(default[knob.field])
                 weights = gr.Radio([(label, value) for value, label in WEIGHTS_CHOICES.items()],
                                    value="random", label="weights", elem_id="weights",
-                                   info="random: the knobs and seed below; pretrained and "
-                                        "file: the checkpoint's own config")
+                                   info="random: the knobs above and the seed; pretrained "
+                                        "and file: the checkpoint's own config (the knobs "
+                                        "show it once loaded)")
                 with gr.Row(visible=False) as pretrained_row:
                     size = gr.Dropdown(list(GPT2_SIZES), value="small",
                                        label="GPT-2 size (downloaded once from the Hugging "
