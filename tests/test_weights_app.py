@@ -140,8 +140,9 @@ def test_an_upload_with_its_config_loads_and_a_second_session_shares_the_copy(ap
 
 def test_an_upload_without_its_config_says_what_it_assumed(client, checkpoint):
     _, folder = checkpoint
-    result = client.predict(**load_args(
-        weights_upload=[handle_file(str(folder / "model.safetensors"))]))
+    # Only the weights' parameters, as the README shows (the rest take the page's defaults).
+    result = client.predict(weights="file", api_name="/build",
+                            weights_upload=[handle_file(str(folder / "model.safetensors"))])
     assert "assumed n_heads = 1" in result[0] and result[KNOB_AT["n_heads"]] == 1
 
 
@@ -280,3 +281,11 @@ def test_a_size_over_the_budget_is_refused_before_download_with_the_megabytes(cl
     with pytest.raises(Exception, match=r"needs 5,9\d\d MB .* memory budget is 300 MB"):
         client.predict(**load_args("pretrained", size="xl"))
     assert stand_in_hub.gets == [] and stand_in_hub.heads == []
+
+
+def test_zero_gpu_asks_for_the_time_the_chosen_weights_take():
+    from explorer.app import gpu
+    small = gpu.build_seconds({"weights": "pretrained", "size": "small"})
+    xl = gpu.build_seconds({"weights": "pretrained", "size": "xl"})
+    assert xl > small > gpu.STARTUP_SECONDS
+    assert gpu.build_seconds({"weights": "file"}) == gpu.DEFAULT_SECONDS
