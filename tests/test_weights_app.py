@@ -115,6 +115,9 @@ def test_a_checkpoint_path_loads_and_every_view_runs_on_it_and_says_so(client, c
     assert text == expected
     step = client.predict(PROMPT, "", "greedy", 1.0, 50, 123, api_name="/next_token")[0]
     assert step == PROMPT + get_tokenizer().decode(hf_greedy(hf, ids, 1))
+    # The shortcut lesson builds the loaded model's config fresh (loaded weights have no seed).
+    book, gpt = client.predict(api_name="/gradients")
+    assert json.loads(gpt["plot"])["data"]
 
 
 def test_an_upload_with_its_config_loads_and_a_second_session_shares_the_copy(app_url,
