@@ -239,7 +239,18 @@ def stand_in_hub(checkpoint, monkeypatch, tmp_path):
         yield hub
 
 
-def test_pretrained_gpt2_downloads_with_progress_in_the_page(client, stand_in_hub):
+def test_pretrained_gpt2_downloads_with_progress_in_the_page(client, stand_in_hub,
+                                                            monkeypatch):
+    real = weights._progress_class
+
+    def slowed(progress, label):   # ~1 s for the 13 MB file, so a poll sees the download
+        class Slowed(real(progress, label)):
+            def update(self, n=1):
+                time.sleep(0.005)
+                return super().update(n)
+        return Slowed
+
+    monkeypatch.setattr(weights, "_progress_class", slowed)
     job = client.submit(**load_args("pretrained", size="small"))
     seen = set()
     while not job.done():
@@ -251,7 +262,7 @@ def test_pretrained_gpt2_downloads_with_progress_in_the_page(client, stand_in_hu
     result = job.result()
     assert "pretrained GPT-2 small (OpenAI)" in result[0] and len(stand_in_hub.gets) == 1
     assert all("pretrained GPT-2 small (OpenAI)" in note for note in result[NOTES_AT])
-    assert seen, "no progress reached the client"
+    assert "Downloading GPT-2 small (openai-community/gpt2)" in seen, seen
 
 
 def test_the_build_handler_reports_the_download(stand_in_hub):
