@@ -8,8 +8,10 @@ the model code), and its widget, its check and its ``/build`` parameter follow f
 """
 from __future__ import annotations
 
+import contextvars
 import inspect
 import os
+import threading
 import time
 from dataclasses import dataclass, fields
 from types import SimpleNamespace
@@ -161,13 +163,25 @@ def _preview_html(cfg, counts, name):
     return note + architecture_html(cfg, counts)
 
 
+def _reporter(progress):
+    """``progress(fraction, text)`` callable from any thread. gr.Progress finds its event
+    through context variables, which the threads of the hub's download do not have (their
+    reports were silently dropped): each report runs in a copy of the handler's context."""
+    context, lock = contextvars.copy_context(), threading.Lock()
+
+    def report(fraction, desc=None):   # gr.Progress's own form: progress(0.3, "text") too
+        with lock:   # a context can be entered by one thread at a time
+            context.run(progress, fraction, desc=desc)
+    return report
+
+
 @friendly
 @gpu.gpu_work(duration=gpu.build_seconds, signature=BUILD_SIGNATURE)
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
     given.apply_defaults()
     inputs = given.arguments
-    progress = inputs["progress"]
+    progress = _reporter(inputs["progress"])
     preset = as_choice(inputs["preset"], "preset", PRESETS)
     choice = as_choice(inputs["weights"] or "random", "weights", WEIGHTS_CHOICES)
     device = as_choice(inputs["device"], "device", DEVICES)
