@@ -46,14 +46,16 @@ WIDE_PROMPT = "🙂" * 8000              # 16,000 tokens
 
 
 def build_args(preset="teach-tiny", seed=123, device="cpu", dtype="float32", **changes):
-    """The positional arguments of /build: preset, the 13 knobs, seed, device, dtype."""
+    """The positional arguments of /build: preset, the 13 knobs, seed, device, dtype, and the
+    weights' four inputs (random weights: the seed's)."""
     cfg = {**PRESETS[preset].to_dict(), **changes} if preset in PRESETS else dict(changes)
-    return (preset, *[cfg.get(k) for k in KNOBS], seed, device, dtype)
+    return (preset, *[cfg.get(k) for k in KNOBS], seed, device, dtype, "random", "small", None,
+            None)
 
 
 def weights_args(weights="file", size="small", path=None, upload=None):
     """/build for a checkpoint: teach-tiny's knobs (ignored), then the weights' four inputs."""
-    return (*build_args(), weights, size, path, upload)
+    return (*build_args()[:-4], weights, size, path, upload)
 
 
 def upload_of(*files):
@@ -528,6 +530,10 @@ CASES: list[Case] = [
     Case("weights-app-upload-round-trip", "weights", None, api="/build",
          args=lambda env: weights_args(upload=upload_of(exported(env))),
          app_check=lambda r, env: "from file model.safetensors" in r[0]),
+    Case("weights-app-upload-a-server-path", "weights", None, api="/build", raw=True,
+         args=weights_args(upload=[{"path": "/etc/passwd", "orig_name": "model.safetensors",
+                                    "meta": {"_type": "gradio.FileData"}}]),
+         app_expect=r"/etc/passwd .*not uploaded by a user"),
     Case("weights-app-export-before-build", "weights", None, api="/export_model",
          args=(False,), app_expect=r"No model yet: build one"),
     Case("weights-app-export-hf-layout-post-norm", "weights", None, api="/export_model",
@@ -611,6 +617,7 @@ TYPED_CALLS = {
     "/generate": gen_args(n=3, mode="sample"),
     "/next_token": (PROMPT, "", "sample", 1.0, 50, 123),
     "/logit_lens": (PROMPT,),
+    "/export_model": (False,),
 }
 # A message that names what was wrong (ours: "... must be ..."; Gradio's own checks: "not in
 # the list of choices", "`number` component"), and not the unexpected-error path.
@@ -650,7 +657,7 @@ class HttpCase:
 
 QUEUED = r"join the queue"
 HEAVY = ("trace", "build", "generate", "next_token", "logit_lens", "attention", "inside_views",
-         "gradients", "export_stats", "export_attention")
+         "gradients", "export_stats", "export_attention", "export_model")
 EMPTY_SESSION = r"session_hash is empty"
 UPLOAD_BOUNDARY = "gptexplorerboundary"
 
@@ -693,10 +700,19 @@ HTTP_CASES: list[HttpCase] = [
              {"data": [PROMPT, 1, 2, 3]}, expect=r"/logit_lens takes 1 input value.*got 4"),
     HttpCase("join-too-few-inputs", "POST", "/gradio_api/queue/join",
              {"data": [], "fn_index": "/build", "session_hash": "hostile1"},
-             expect=r"/build takes 18 input value"),
+             expect=r"/build takes 22 input value"),
     HttpCase("component-server-unknown-component", "POST", "/gradio_api/component_server",
              {"session_hash": "hostile1", "component_id": 99999, "fn_name": "x", "data": None},
              expect=r"no component with component_id 99999"),
+    HttpCase("call-upload-as-a-path", "POST", "/gradio_api/call/build",
+             {"data": [*build_args()[:-2], None, ["/etc/passwd"]]},
+             expect=r"upload model.safetensors .* of /build must be uploaded files"),
+    HttpCase("v2-upload-as-an-object", "POST", "/gradio_api/call/v2/build",
+             {"weights": "file", "weights_upload": {"value": None}},
+             expect=r"of /build must be uploaded files"),
+    HttpCase("join-upload-as-text", "POST", "/gradio_api/queue/join",
+             {"data": [*build_args()[:-1], "model.safetensors", None], "fn_index": "/build",
+              "session_hash": "hostile1"}, expect=r"of /build must be uploaded files"),
     HttpCase("call-prompt-as-a-list", "POST", "/gradio_api/call/trace",
              {"data": [[PROMPT], 0, *TRACE_VIEW]}, expect=r"Prompt of /trace must be text"),
     HttpCase("join-prompt-as-an-object", "POST", "/gradio_api/queue/join",

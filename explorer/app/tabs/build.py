@@ -186,6 +186,7 @@ def build(*args, **kwargs):
     choice = as_choice(inputs["weights"] or "random", "weights", WEIGHTS_CHOICES)
     device = as_choice(inputs["device"], "device", DEVICES)
     dtype = as_choice(inputs["dtype"], "dtype", DTYPES)
+    size = as_choice(inputs["size"], "size", GPT2_SIZES)
     notes = []
     started = time.perf_counter()
     if choice == "random":
@@ -196,7 +197,6 @@ def build(*args, **kwargs):
         progress(0.2, desc="Initialising the weights (torch.manual_seed, then GPTModel(cfg))")
         started = time.perf_counter()
     elif choice == "pretrained":
-        size = as_choice(inputs["size"], "size", GPT2_SIZES)
         # Budget first (before any download), then the hub's cache or a download.
         cfg, source = pretrained_source(size, progress, budget_bytes=CACHE.budget_bytes,
                                         dtype=dtype)
