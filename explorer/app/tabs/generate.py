@@ -205,7 +205,6 @@ BARS_HINT = ('<section class="nt-bars"><h4>Next-token candidates</h4><p class="h
 # ---------------------------------------------------------------------------------------------
 def create_ui():
     with gr.Tab("5 · Generate", id="generate"):
-        weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="generate_weights")
         # What a lecturer projects while tokens stream (the text and the bars) sits at the top,
         # side by side, so that it is on screen at 1280x720; the settings are above the buttons
         # in the same column, the step table and the logit lens below.
@@ -235,6 +234,8 @@ def create_ui():
                 bars = gr.HTML(BARS_HINT, label="Next-token probabilities (top 10)",
                                elem_id="bars")
                 stop_eot = gr.Checkbox(False, label="stop at <|endoftext|>")
+                # Under the bars (not above the text): the text and bars stay on a 720 px screen.
+                weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="generate_weights")
         history = gr.HTML(_table([]), label="Steps", elem_id="history")
         with gr.Accordion("Logit lens: what each layer would predict", open=False):
             lens_btn = gr.Button("Read the logit lens for the prompt", elem_id="lens_btn")
