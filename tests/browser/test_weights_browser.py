@@ -67,8 +67,9 @@ def test_a_checkpoint_path_loads_and_every_tab_names_its_weights(page, checkpoin
         str(folder / "model.safetensors"))
     page.locator("#build_btn").click()
     expect(status(page)).to_contain_text(f"weights: {caption}")
-    expect(page.locator("#n_heads input")).to_have_value("4")        # the checkpoint's config
-    expect(page.locator("#emb_dim input")).to_have_value("64")
+    expect(page.locator("#build_btn")).to_have_text("Load the checkpoint")
+    expect(page.locator("#n_heads")).to_be_hidden()                  # the checkpoint's config
+    expect(page.locator(".gradio-container")).to_contain_text("2 × TransformerBlock")
     shot(page, shots, "w1_build_from_file")
     expect_notes(page, caption)
 
@@ -133,10 +134,13 @@ def test_the_loaded_model_is_exported_as_safetensors_and_config(page, shots):
     shot(page, shots, "w5_export")
 
 
-def test_back_to_random_weights(page):
+def test_back_to_random_weights_of_the_checkpoints_shape(page):
     tab(page, TAB_BUILD)
     choose_weights(page, "random (seed)")
     expect(page.locator("#weights_path")).to_be_hidden()
+    # The knobs show the last checkpoint's config: a random model of its shape.
+    expect(page.locator("#n_heads input")).to_have_value("4")
+    expect(page.locator("#emb_dim input")).to_have_value("64")
     page.locator("#build_btn").click()
     expect(status(page)).to_contain_text("weights: random, seed 123")
     expect_notes(page, "random, seed 123")

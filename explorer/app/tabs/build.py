@@ -247,8 +247,8 @@ def _parameter_table(counts):
 
 def _memory_markdown(cfg, counts, key):
     tied = cfg.tie_weights
-    head = (f"The output head shares `tok_emb`'s weights (weight tying): "
-            f"{'; '.join(counts.notes())}. Total **{counts.total:,}**." if tied else
+    head = (f"Weight tying — {'; '.join(counts.notes())}. Total **{counts.total:,}**."
+            if tied else
             f"Total **{counts.total:,}**; without the output head "
             f"**{counts.total_without_output_head:,}** — the book's two figures (section "
             f"4.6). GPT-2 reuses the token embedding as its output head (weight tying), which "
@@ -279,9 +279,15 @@ def export_weights(state, hf_layout):
 
 
 def weights_controls(choice):
-    """Show the controls of the chosen weights: the seed, the GPT-2 size, or the file."""
-    return (gr.update(interactive=choice == "random"), gr.update(visible=choice == "pretrained"),
-            gr.update(visible=choice == "file"))
+    """Show the controls of the chosen weights: the config and seed, the GPT-2 size, or the
+    file."""
+    return (gr.update(visible=choice == "random"), gr.update(interactive=choice == "random"),
+            gr.update(visible=choice == "pretrained"), gr.update(visible=choice == "file"),
+            gr.update(value=BUILD_BUTTON[choice]))
+
+
+BUILD_BUTTON = {"random": "Build the model", "pretrained": "Load GPT-2 (downloaded once)",
+                "file": "Load the checkpoint"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,20 +300,10 @@ def create_ui():
     with gr.Tab("1 · Build", id="build"):
         with gr.Row():
             with gr.Column(scale=2):
-                preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Preset",
-                                     elem_id="preset")
-                for row in rows.values():
-                    if len(row) == 1:   # a knob alone takes the column's width
-                        knobs[row[0].field] = row[0].widget(default[row[0].field])
-                        continue
-                    with gr.Row():
-                        for knob in row:
-                            knobs[knob.field] = knob.widget(default[knob.field])
                 weights = gr.Radio([(label, value) for value, label in WEIGHTS_CHOICES.items()],
                                    value="random", label="weights", elem_id="weights",
-                                   info="random: the knobs above and the seed; pretrained "
-                                        "and file: the checkpoint's own config (the knobs "
-                                        "show it once loaded)")
+                                   info="random: a config (preset, knobs) and a seed; "
+                                        "pretrained and file: the checkpoint's own config")
                 with gr.Row(visible=False) as pretrained_row:
                     size = gr.Dropdown(list(GPT2_SIZES), value="small",
                                        label="GPT-2 size (downloaded once from the Hugging "
@@ -320,6 +316,18 @@ def create_ui():
                                                    "its config.json)", file_count="multiple",
                                              file_types=[*WEIGHTS_SUFFIXES, CONFIG_SUFFIX],
                                              elem_id="weights_upload", height=90)
+                # The config's knobs matter for random weights only (a checkpoint brings its
+                # own config; after a load they show it, for a random model of its shape).
+                with gr.Column(visible=True) as config_column:
+                    preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Preset",
+                                         elem_id="preset")
+                    for row in rows.values():
+                        if len(row) == 1:   # a knob alone takes the column's width
+                            knobs[row[0].field] = row[0].widget(default[row[0].field])
+                            continue
+                        with gr.Row():
+                            for knob in row:
+                                knobs[knob.field] = knob.widget(default[knob.field])
                 with gr.Row():
                     seed = gr.Number(123, label="seed", precision=0, elem_id="seed")
                     devices = ["auto", "cpu"] + (["cuda"] if resolve_device("auto").type
@@ -327,7 +335,7 @@ def create_ui():
                     device = gr.Dropdown(devices, value="auto", label="device")
                     dtype = gr.Dropdown(list(DTYPES), value="float32",
                                         label="dtype (bfloat16: GPU only)")
-                button = gr.Button("Build the model", variant="primary", elem_id="build_btn")
+                button = gr.Button(BUILD_BUTTON["random"], variant="primary", elem_id="build_btn")
             with gr.Column(scale=3):
                 counts = count_parameters(DEFAULT_CONFIG)
                 arch = gr.HTML(_preview_html(DEFAULT_CONFIG, counts, DEFAULT_PRESET))
@@ -350,7 +358,8 @@ def create_ui():
     return SimpleNamespace(preset=preset, knobs=[knobs[name] for name in KNOBS], seed=seed,
                            device=device, dtype=dtype, weights=weights, size=size,
                            weights_path=weights_path, weights_upload=weights_upload,
-                           pretrained_row=pretrained_row, file_row=file_row, button=button,
+                           pretrained_row=pretrained_row, file_row=file_row,
+                           config_column=config_column, button=button,
                            arch=arch, memory=memory, params_table=params_table,
                            params_plot=params_plot, hf_layout=hf_layout, export_btn=export_btn,
                            export_note=export_note, export_files=export_files)
@@ -366,8 +375,10 @@ def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_
     tab.preset.input(preset_preview, tab.preset,
                      [tab.arch, tab.params_table, tab.params_plot],
                      api_visibility="private", show_progress="hidden")
-    tab.weights.change(weights_controls, tab.weights, [tab.seed, tab.pretrained_row,
-                                                       tab.file_row], api_visibility="private")
+    tab.weights.change(weights_controls, tab.weights,
+                       [tab.config_column, tab.seed, tab.pretrained_row, tab.file_row,
+                        tab.button],
+                       api_visibility="private")
     # show_progress_on: progress (and an error badge) on the status line only, so a refused
     # config leaves the previous model's views in place (the CSS makes that overlay opaque,
     # so that its text never overlaps the old status line).
