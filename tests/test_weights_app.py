@@ -27,9 +27,9 @@ PROMPT = "Every effort moves you"
 VIEW = ("norm1: before vs after LayerNorm", "resid_pre", "std")
 # A tiny GPT-2 with the tokenizer's vocabulary, so that every view can read a real prompt.
 TINY = dict(n_embd=64, n_layer=2, n_head=4, n_positions=48, vocab_size=50257)
-# /build's last outputs: the 13 knobs, then the four tabs' weights notes.
-KNOB_AT = {k: i - 4 - len(build_tab.KNOBS) for i, k in enumerate(build_tab.KNOBS)}
-NOTES_AT = slice(-4, None)
+# /build's last outputs: the 13 knobs, the four tabs' weights notes, the two probe pickers.
+KNOB_AT = {k: i - 6 - len(build_tab.KNOBS) for i, k in enumerate(build_tab.KNOBS)}
+NOTES_AT = slice(-6, -2)
 
 
 def random_args(preset="teach-tiny", seed=123):

@@ -228,9 +228,9 @@ def build(*args, **kwargs):
     return (status, architecture_html(cfg, counts), _parameter_table(counts),
             parameter_figure(counts), _memory_markdown(cfg, counts, key), {"key": key},
             layers, layers, layers, heads,   # three layer sliders (tabs 2, 3, 4), one head picker
-            *probe_choices(cfg),             # the Inside tab's choices of probe points
             *knobs,                          # the knobs show the model's config (a checkpoint's)
-            note, note, note, note)          # the weights note of tabs 2, 3, 4 and 5
+            note, note, note, note,          # the weights note of tabs 2, 3, 4 and 5
+            *probe_choices(cfg))             # the Inside tab's choices of probe points
 
 
 build.__signature__ = BUILD_SIGNATURE
@@ -386,7 +386,7 @@ def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_
         build, [tab.preset, *tab.knobs, tab.seed, tab.device, tab.dtype, tab.weights, tab.size,
                 tab.weights_path, tab.weights_upload, state],
         [status, tab.arch, tab.params_table, tab.params_plot, tab.memory, state,
-         *layer_pickers, head_picker, *probe_pickers, *tab.knobs, *weights_notes],
+         *layer_pickers, head_picker, *tab.knobs, *weights_notes, *probe_pickers],
         api_name="build", concurrency_limit=1, concurrency_id="build",
         show_progress_on=[status])
     tab.export_btn.click(export_weights, [state, tab.hf_layout],
