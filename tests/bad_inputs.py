@@ -46,9 +46,22 @@ WIDE_PROMPT = "🙂" * 8000              # 16,000 tokens
 
 
 def build_args(preset="teach-tiny", seed=123, device="cpu", dtype="float32", **changes):
-    """The positional arguments of /build: preset, the 13 knobs, seed, device, dtype."""
+    """The positional arguments of /build: preset, the 13 knobs, seed, device, dtype, and the
+    weights' four inputs (random weights: the seed's)."""
     cfg = {**PRESETS[preset].to_dict(), **changes} if preset in PRESETS else dict(changes)
-    return (preset, *[cfg.get(k) for k in KNOBS], seed, device, dtype)
+    return (preset, *[cfg.get(k) for k in KNOBS], seed, device, dtype, "random", "small", None,
+            None)
+
+
+def weights_args(weights="file", size="small", path=None, upload=None):
+    """/build for a checkpoint: teach-tiny's knobs (ignored), then the weights' four inputs."""
+    return (*build_args()[:-4], weights, size, path, upload)
+
+
+def upload_of(*files):
+    """Files to send as the /build upload (gradio_client's handle_file)."""
+    from gradio_client import handle_file
+    return [handle_file(str(f)) for f in files]
 
 
 def gen_args(prompt=PROMPT, n=5, mode="greedy", temperature=1.0, top_k=50, seed=123,
@@ -553,6 +566,46 @@ CASES: list[Case] = [
          app_expect=r"no training job: press Train first"),
     Case("train-continue-before-start", "order", None, api="/train_continue", args=(),
          app_expect=r"no training job: press Train first"),
+    # ----- weights through the app: /build's weights choice, /export_model -----------------
+    Case("weights-app-choice-unknown", "weights", None, api="/build",
+         args=weights_args("trained"), app_expect=r"'trained' .*not in the list of choices"),
+    Case("weights-app-size-unknown", "weights", None, api="/build",
+         args=weights_args("pretrained", "huge"), app_expect=r"huge is not in the list"),
+    Case("weights-app-path-empty", "weights", None, api="/build", args=weights_args(path=""),
+         app_expect=r"give the path of a model.safetensors .*or upload the file"),
+    Case("weights-app-path-missing", "weights", None, api="/build",
+         args=weights_args(path="/no/such/model.safetensors"),
+         app_expect=r"There is no file at .*upload it"),
+    Case("weights-app-path-a-folder", "weights", None, api="/build",
+         args=weights_args(path=tempfile.gettempdir()), app_expect=r"There is no file at"),
+    Case("weights-app-path-text-file", "weights", None, api="/build",
+         args=lambda env: weights_args(path=str(a_file(b"hello, I am not a model"))),
+         app_expect=r"not a safetensors file"),
+    Case("weights-app-path-pth-garbage", "weights", None, api="/build",
+         args=lambda env: weights_args(path=str(a_file(b"PK\x03\x04 no zip", "model.pth"))),
+         app_expect=r"could not be read as a PyTorch checkpoint"),
+    Case("weights-app-upload-wrong-type", "weights", None, api="/build",
+         args=lambda env: weights_args(upload=upload_of(a_file(b"x", "notes.txt"))),
+         app_expect=r"Invalid file type"),
+    Case("weights-app-upload-two-weights", "weights", None, api="/build",
+         args=lambda env: weights_args(upload=upload_of(exported(env), exported(env))),
+         app_expect=r"Upload one weights file"),
+    Case("weights-app-upload-cut-short", "weights", None, api="/build",
+         args=lambda env: weights_args(upload=upload_of(a_file(
+             exported(env).read_bytes()[:5000]))),
+         app_expect=r"cut short"),
+    Case("weights-app-upload-round-trip", "weights", None, api="/build",
+         args=lambda env: weights_args(upload=upload_of(exported(env))),
+         app_check=lambda r, env: "from file model.safetensors" in r[0]),
+    Case("weights-app-upload-a-server-path", "weights", None, api="/build", raw=True,
+         args=weights_args(upload=[{"path": "/etc/passwd", "orig_name": "model.safetensors",
+                                    "meta": {"_type": "gradio.FileData"}}]),
+         app_expect=r"/etc/passwd .*not uploaded by a user"),
+    Case("weights-app-export-before-build", "weights", None, api="/export_model",
+         args=(False,), app_expect=r"No model yet: build one"),
+    Case("weights-app-export-hf-layout-post-norm", "weights", None, api="/export_model",
+         args=(True,), build={"norm_placement": "post"},
+         app_expect=r"export this model in the book's layout"),
 
     # ----- order: a model not yet built, nothing traced yet --------------------------------
     Case("order-trace-before-build", "order", None, api="/trace",
@@ -634,6 +687,7 @@ TYPED_CALLS = {
     "/train_start": train_args(steps=1, lr=0.0),   # valid types (lr 0 is then refused)
     "/train_use": ("no shortcut",),
     "/train_export": ("no shortcut",),
+    "/export_model": (False,),
 }
 # A message that names what was wrong (ours: "... must be ..."; Gradio's own checks: "not in
 # the list of choices", "`number` component"), and not the unexpected-error path.
@@ -673,7 +727,7 @@ class HttpCase:
 
 QUEUED = r"join the queue"
 HEAVY = ("trace", "build", "generate", "next_token", "logit_lens", "attention", "inside_views",
-         "gradients", "export_stats", "export_attention")
+         "gradients", "export_stats", "export_attention", "export_model")
 EMPTY_SESSION = r"session_hash is empty"
 UPLOAD_BOUNDARY = "gptexplorerboundary"
 
@@ -716,10 +770,19 @@ HTTP_CASES: list[HttpCase] = [
              {"data": [PROMPT, 1, 2, 3]}, expect=r"/logit_lens takes 1 input value.*got 4"),
     HttpCase("join-too-few-inputs", "POST", "/gradio_api/queue/join",
              {"data": [], "fn_index": "/build", "session_hash": "hostile1"},
-             expect=r"/build takes 18 input value"),
+             expect=r"/build takes 22 input value"),
     HttpCase("component-server-unknown-component", "POST", "/gradio_api/component_server",
              {"session_hash": "hostile1", "component_id": 99999, "fn_name": "x", "data": None},
              expect=r"no component with component_id 99999"),
+    HttpCase("call-upload-as-a-path", "POST", "/gradio_api/call/build",
+             {"data": [*build_args()[:-2], None, ["/etc/passwd"]]},
+             expect=r"upload model.safetensors .* of /build must be uploaded files"),
+    HttpCase("v2-upload-as-an-object", "POST", "/gradio_api/call/v2/build",
+             {"weights": "file", "weights_upload": {"value": None}},
+             expect=r"of /build must be uploaded files"),
+    HttpCase("join-upload-as-text", "POST", "/gradio_api/queue/join",
+             {"data": [*build_args()[:-1], "model.safetensors", None], "fn_index": "/build",
+              "session_hash": "hostile1"}, expect=r"of /build must be uploaded files"),
     HttpCase("call-prompt-as-a-list", "POST", "/gradio_api/call/trace",
              {"data": [[PROMPT], 0, *TRACE_VIEW]}, expect=r"Prompt of /trace must be text"),
     HttpCase("join-prompt-as-an-object", "POST", "/gradio_api/queue/join",

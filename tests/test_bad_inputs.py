@@ -40,7 +40,8 @@ APP_WORKERS = 6
 ENDPOINTS = ("/preset_config", "/build", "/trace", "/inside_views", "/attention",
              "/activation_curves", "/generate", "/next_token", "/logit_lens", "/export_stats",
              "/export_attention", "/train_start", "/train_stop", "/train_continue",
-             "/train_use", "/train_export")
+             "/train_use", "/train_export",
+             "/export_model")
 # A valid call per endpoint, and what the session needs before it.
 FOLLOW_UP = {
     "/preset_config": (None, ("teach-tiny",)),
@@ -59,6 +60,7 @@ FOLLOW_UP = {
     "/train_continue": ("stopped", ()),
     "/train_use": ("trained", ("no shortcut",)),
     "/train_export": ("trained", ("no shortcut",)),
+    "/export_model": ("built", (False,)),
 }
 
 

@@ -27,7 +27,7 @@ def test_every_config_field_has_exactly_one_knob_row():
 def test_build_takes_the_preset_and_every_knob_by_name_in_config_order():
     names = list(inspect.signature(build).parameters)
     assert names == ["preset", *[f.name for f in fields(GPTConfig)], "seed", "device", "dtype",
-                     "state", "progress"]
+                     "weights", "size", "weights_path", "weights_upload", "state", "progress"]
     assert preset_values("gpt2-small") == [getattr(GPTConfig(), name) for name in KNOBS]
 
 

@@ -17,8 +17,8 @@ from explorer.probes import trace
 
 def built(preset="teach-tiny", **changes):
     cfg = {**PRESETS[preset].to_dict(), **changes}
-    out = build.build(preset, *cfg.values(), 123, "cpu", "float32", None,
-                      lambda *a, **k: None)
+    out = build.build(preset, *cfg.values(), 123, "cpu", "float32", state=None,
+                      progress=lambda *a, **k: None)
     return out
 
 

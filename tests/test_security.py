@@ -1,5 +1,5 @@
 """Security defaults: loopback only and no share link unless asked, no file outside the app
-reachable through the server, small upload limit (one upload input: the Train tab's .txt), a gradio with
+reachable through the server, two upload inputs (a checkpoint, limited to the memory budget, and the Train tab's .txt), a gradio with
 the published advisories fixed, no pickle anywhere, and a memory budget that is derived from
 the machine, overridable and checked."""
 import ast
@@ -68,13 +68,28 @@ def test_command_line_options(monkeypatch, capsys, argv, host, share):
     assert "--share" in capsys.readouterr().out
 
 
-def test_upload_size_is_limited_and_the_only_upload_is_the_training_text():
+def test_uploads_are_limited_to_the_memory_budget_or_the_setting(monkeypatch):
     from gradio.utils import _parse_file_size
+    from explorer.app.shared import CACHE
+
     from explorer.runtime.training import MAX_CORPUS_BYTES
 
-    limit = _parse_file_size(launch_options()["max_file_size"])
+    monkeypatch.delenv(server.UPLOAD_ENV, raising=False)
+    assert _parse_file_size(launch_options()["max_file_size"]) == CACHE.budget_bytes
     # room for the largest text the lab trains on (a larger one gets the lab's message)
-    assert MAX_CORPUS_BYTES <= limit <= 10 * 1024 ** 2
+    assert MAX_CORPUS_BYTES <= CACHE.budget_bytes
+    monkeypatch.setenv(server.UPLOAD_ENV, "200")
+    assert _parse_file_size(launch_options()["max_file_size"]) == min(200 * 1024 ** 2,
+                                                                      CACHE.budget_bytes)
+    monkeypatch.setenv(server.UPLOAD_ENV, str(10 ** 9))        # never above the budget
+    assert _parse_file_size(launch_options()["max_file_size"]) == CACHE.budget_bytes
+    for bad in ("lots", "-1", "0", "nan"):
+        monkeypatch.setenv(server.UPLOAD_ENV, bad)
+        with pytest.raises(ValueError, match=server.UPLOAD_ENV):
+            launch_options()
+
+
+def test_the_only_upload_inputs_are_the_checkpoint_and_the_training_text():
     demo = create_demo()
     config = demo.get_config_file()
     components = {c["id"]: c for c in config["components"]}
@@ -82,9 +97,11 @@ def test_upload_size_is_limited_and_the_only_upload_is_the_training_text():
                "imageeditor", "multimodaltextbox", "simpleimage", "imageslider", "annotatedimage"}
     inputs = {i for dep in config["dependencies"] for i in dep["inputs"]
               if components[i]["type"] in uploads}
-    assert [components[i]["props"].get("elem_id") for i in inputs] == ["train_upload"]
-    (upload,) = inputs
-    assert components[upload]["props"]["file_types"] == [".txt"]
+    by_id = {components[i]["props"].get("elem_id"): components[i] for i in inputs}
+    assert sorted(by_id) == ["train_upload", "weights_upload"]
+    assert by_id["train_upload"]["props"]["file_types"] == [".txt"]
+    assert set(by_id["weights_upload"]["props"]["file_types"]) == {".safetensors", ".pth", ".pt",
+                                                                   ".json"}
     # nothing is published as a static path but Gradio's own icons
     gradio_package = Path(gr.__file__).resolve().parent
     assert all(p.is_relative_to(gradio_package) for p in gr.data_classes._StaticFiles.all_paths)
@@ -92,10 +109,15 @@ def test_upload_size_is_limited_and_the_only_upload_is_the_training_text():
 
 # ---------------------------------------------------------------------------------------------
 # Nothing outside the app's own assets can be fetched
+UPLOAD_LIMIT_MB = 1   # for the server below: an upload over it must be refused
+
+
 @pytest.fixture(scope="module")
 def app_address():
     demo = create_demo()
-    options = {**launch_options(host="127.0.0.1"), "server_port": None}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(server.UPLOAD_ENV, str(UPLOAD_LIMIT_MB))
+        options = {**launch_options(host="127.0.0.1"), "server_port": None}
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **options)
     parsed = urllib.parse.urlparse(url)
     yield parsed.hostname, parsed.port
@@ -156,7 +178,7 @@ def test_no_file_outside_the_app_is_served(app_address, path):
 
 def test_an_upload_over_the_limit_is_refused(app_address):
     boundary = "gptexplorerboundary"
-    payload = b"x" * (2 * 1024 ** 2)
+    payload = b"x" * ((UPLOAD_LIMIT_MB + 1) * 1024 ** 2)
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; "
             f"filename=\"big.txt\"\r\nContent-Type: text/plain\r\n\r\n").encode() + payload + (
         f"\r\n--{boundary}--\r\n").encode()

@@ -243,6 +243,7 @@ GPU_HANDLERS = {
     "generate": "explorer.app.tabs.generate",
     "next_token": "explorer.app.tabs.generate",
     "logit_lens": "explorer.app.tabs.generate",
+    "export_weights": "explorer.app.tabs.build",
 }
 TAB_MODULES = sorted(set(GPU_HANDLERS.values()))
 TABS = Path(__file__).resolve().parent.parent / "explorer" / "app" / "tabs"
@@ -310,8 +311,8 @@ def test_on_zero_gpu_every_handlers_gpu_work_runs_inside_spaces_gpu(tabs_on_zero
     def no_progress(*args, **kwargs):
         return None
 
-    state = build_tab.build("teach-tiny", *tiny.to_dict().values(), 123, "cpu", "float32", None,
-                            no_progress)[5]
+    state = build_tab.build("teach-tiny", *tiny.to_dict().values(), 123, "cpu", "float32",
+                            state=None, progress=no_progress)[5]
     prompt = "Every effort moves you"
     pair = next(iter(inside_tab.HIST_PAIRS))
     state = inside_tab.run_trace(prompt, state, 0, pair, "ln1_out", "std")[-1]
@@ -320,6 +321,8 @@ def test_on_zero_gpu_every_handlers_gpu_work_runs_inside_spaces_gpu(tabs_on_zero
     assert updates and prompt in updates[-1][0]
     generate_tab.next_token(prompt, updates[-1][0], "greedy", 1.0, 50, 123, updates[-1][-1])
     generate_tab.logit_lens(prompt, state)
+    files, _ = build_tab.export_weights(state, False)
+    assert sorted(Path(f).name for f in files) == ["config.json", "model.safetensors"]
 
     assert [name for name, _ in zero_gpu.calls] == list(GPU_HANDLERS)
     assert all(80 <= seconds <= gpu.MAX_SECONDS for _, seconds in zero_gpu.calls), zero_gpu.calls

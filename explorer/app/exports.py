@@ -1,4 +1,4 @@
-"""Files the user downloads (statistics, attention matrices).
+"""Files the user downloads (statistics, attention matrices, model files).
 
 CSV comes from the ``csv`` module, so a token that holds a comma, a quote or a newline stays
 one field. Each file is written straight into Gradio's file cache (the folder Gradio serves
@@ -9,9 +9,20 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import tempfile
 
 import numpy as np
 from gradio import processing_utils, utils
+
+
+def fresh_folder():
+    """A new folder inside Gradio's file cache, for files a library writes itself (a model's
+    model.safetensors + config.json): served from there without a copy, and removed with the
+    rest of the cache (``delete_cache``)."""
+    cache = utils.get_upload_folder()
+    os.makedirs(cache, exist_ok=True)
+    return tempfile.mkdtemp(prefix="model_", dir=cache)
 
 
 def write_export(name, text):

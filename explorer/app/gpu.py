@@ -26,7 +26,7 @@ import logging
 import math
 import os
 
-from ..book.config import GPTConfig, count_parameters
+from ..book.config import PRESETS, GPTConfig, count_parameters
 
 log = logging.getLogger("gpt_explorer")
 
@@ -115,9 +115,21 @@ def _prompt_tokens(arguments, cfg) -> int:
 
 
 def build_seconds(arguments) -> float:
-    """Building the model that the Build tab's knobs describe."""
+    """Building the model that the Build tab's knobs describe, or loading OpenAI's GPT-2 of the
+    size asked for (a checkpoint file's size is unknown here: ZeroGPU's default)."""
+    weights = arguments.get("weights") or "random"
+    if weights == "pretrained":
+        return _build(_parameters(PRESETS[f"gpt2-{arguments['size']}"]))
+    if weights != "random":
+        return DEFAULT_SECONDS
     knobs = {f: arguments[f] for f in GPTConfig.__dataclass_fields__ if f in arguments}
     return _build(_parameters(knobs))
+
+
+def export_seconds(arguments) -> float:
+    """Writing the session's model to a file (its rebuild, if evicted, counts too)."""
+    parameters, _ = _session_parameters(arguments)
+    return 2 * _build(parameters)
 
 
 def forward_seconds(arguments) -> float:

@@ -12,7 +12,8 @@ launch settings that keep monitoring off:
   without a filename, the wrong number of inputs) get a 4xx answer with a message instead;
   and a text box's value must arrive as text (Gradio's Textbox turns any JSON value into text,
   so a list ``["hi"]`` would reach the handler as the string ``"['hi']"``, and no handler
-  could tell). Every other input's type is checked by its handler (``shared.as_*``).
+  could tell); a file input's value must be file objects or null. Every other input's type is
+  checked by its handler (``shared.as_*``).
 
 Every refusal logs one line (``gpt_explorer.http``); nothing here logs a traceback.
 """
@@ -191,7 +192,8 @@ class RequestCheck:
         if fn is None:
             return None
         if route == "call/v2":                         # the inputs by parameter name
-            return self._texts(fn, self._named_texts(fn.api_name, payload))
+            return (self._texts(fn, self._named(fn.api_name, payload, "Textbox"))
+                    or self._files(fn, self._named(fn.api_name, payload, "File")))
         # (/run and /api answer "join the queue" themselves: api_open=False)
         if isinstance(data, list) and route in ("call", "queue/join"):
             problem = self._arity(fn, route, len(data))
@@ -200,19 +202,37 @@ class RequestCheck:
             inputs = list(fn.inputs)
             if len(data) != len(inputs):               # /call without the State inputs
                 inputs = [b for b in inputs if not getattr(b, "skip_api", False)]
-            return self._texts(fn, [(block.label, value) for block, value in zip(inputs, data)
-                                    if isinstance(block, gr.Textbox)])
+            given = list(zip(inputs, data))
+            return (self._texts(fn, [(block.label, value) for block, value in given
+                                     if isinstance(block, gr.Textbox)])
+                    or self._files(fn, [(block.label, value) for block, value in given
+                                        if isinstance(block, gr.File)]))
         return None
 
-    def _named_texts(self, api_name, payload):
-        """/call/v2: the (label, value) of each text box, found by its parameter name in
-        Gradio's own API description (/gradio_api/info)."""
+    def _named(self, api_name, payload, component):
+        """/call/v2: the (label, value) of each input of this component ("Textbox", "File"),
+        found by its parameter name in Gradio's own API description (/gradio_api/info)."""
         if self._api_info is None:
             self._api_info = self.blocks.get_api_info() or {}
         endpoint = self._api_info.get("named_endpoints", {}).get(f"/{api_name}", {})
         return [(p.get("label"), payload[p["parameter_name"]])
                 for p in endpoint.get("parameters", [])
-                if p.get("component") == "Textbox" and p.get("parameter_name") in payload]
+                if p.get("component") == component and p.get("parameter_name") in payload]
+
+    @staticmethod
+    def _files(fn, labelled):
+        """A file input (the Build tab's checkpoint upload) takes what gradio_client's
+        ``handle_file`` sends, file objects with a "path" (one, or a list), or null; Gradio's
+        own check of anything else fails with a validation traceback."""
+        for label, value in labelled:
+            items = value if isinstance(value, list) else [value]
+            if value is None or all(isinstance(item, dict) and isinstance(item.get("path"), str)
+                                    for item in items):
+                continue
+            return 422, (f"{label or 'A file input'} of /{fn.api_name} must be uploaded files "
+                         f"(objects with a \"path\", as gradio_client's handle_file sends), "
+                         f"or null.")
+        return None
 
     @staticmethod
     def _texts(fn, labelled):

@@ -62,7 +62,9 @@ def build_app() -> gr.Blocks:
             build_tab, state, status,
             layer_pickers=[inside_tab.layer, attention_tab.layer, activations_tab.layer],
             head_picker=attention_tab.head,
-            probe_pickers=[inside_tab.pair, inside_tab.heat_point])
+            probe_pickers=[inside_tab.pair, inside_tab.heat_point],
+            weights_notes=[tab.weights_note for tab in (inside_tab, attention_tab,
+                                                         activations_tab, generate_tab)])
         # A new model: the old one's results (trace views, gradient charts, export files,
         # generation) go, each view back to its hint.
         # A trained variant put into the session ("Use this model") is a new model too.

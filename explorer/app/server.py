@@ -1,4 +1,5 @@
-"""Launching the app: safe defaults (loopback only, no share link, small uploads)."""
+"""Launching the app: safe defaults (loopback only, no share link, uploads no larger than a
+checkpoint the memory budget can hold)."""
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,27 @@ from .. import native
 from ..runtime.heap import release_freed_memory_promptly
 from .guard import protect_launch
 from .layout import CSS, JS, build_app
+from .shared import CACHE
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
+UPLOAD_ENV = "GPT_EXPLORER_MAX_UPLOAD_MB"
+
+
+def max_upload_bytes(environ=os.environ) -> int:
+    """The app's one upload is a checkpoint (Build → weights → from a file): no larger than
+    the memory budget (a larger one could not be loaded anyway), or ``GPT_EXPLORER_MAX_UPLOAD_MB``
+    if that is smaller."""
+    budget = CACHE.budget_bytes
+    value = environ.get(UPLOAD_ENV, "").strip()
+    if not value:
+        return budget
+    try:
+        mb = float(value)
+    except ValueError:
+        raise ValueError(f"{UPLOAD_ENV} must be a number of MB (got {value!r}).") from None
+    if not (mb > 0 and mb < float("inf")):
+        raise ValueError(f"{UPLOAD_ENV} must be a positive number of MB (got {value!r}).")
+    return min(budget, int(mb * 1024 ** 2))
 
 
 def on_a_space(environ=os.environ) -> bool:
@@ -43,9 +63,9 @@ def launch_options(host=None, port=None, share=False) -> dict:
                   "ui-sans-serif", "system-ui", "sans-serif"]),
         css=CSS,
         js=JS,          # one streamed update per painted frame (static/paced_stream.js)
-        # The one upload is the Train tab's .txt (the lab takes up to 1 MB); refuse larger
-        # ones outright.
-        max_file_size="1mb",
+        # Uploads: a checkpoint (within the memory budget) or the Train tab's .txt (the lab
+        # refuses text over 1 MB itself).
+        max_file_size=max_upload_bytes(),
         ssr_mode=False,
         # Our handlers turn every error into a message (shared.friendly); this also shows
         # Gradio's own input-check messages (e.g. text sent where a number goes) instead of a

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 
 import gradio as gr
 import numpy as np
@@ -100,6 +101,26 @@ def trace_of(state):
     if not state or state.get("trace") is None:
         raise gr.Error("Trace a prompt first (Inside the forward pass → Trace).")
     return state["trace"]
+
+
+def weights_note(key) -> str:
+    """Which weights the session's model has, for every tab's note (``key.source.caption``)."""
+    return f"Weights: **{key.source.caption}** ({key.config.n_layers} layers, " \
+           f"{key.config.n_heads} heads, emb_dim {key.config.emb_dim})"
+
+
+NO_MODEL_NOTE = "Weights: none yet — build or load a model in tab 1."
+
+# Loading a checkpoint by its path on the server: on by default, except on a Hugging Face
+# Space, where visitors upload instead (a path would let them probe the server's files).
+SERVER_PATHS_ENV = "GPT_EXPLORER_SERVER_PATHS"
+
+
+def server_paths_allowed(environ=os.environ) -> bool:
+    value = environ.get(SERVER_PATHS_ENV, "").strip().lower()
+    if value:
+        return value in ("1", "true", "yes", "on")
+    return not (environ.get("SYSTEM") == "spaces" or environ.get("SPACE_ID"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import gradio as gr
 from ...book.config import ACTIVATIONS
 from ...book.curves import activation_curves
 from ..plots.curves import activation_figure
-from ..shared import as_choices, as_flag, as_number, friendly, layer_of, layer_slider
+from ..shared import NO_MODEL_NOTE, as_choices, as_flag, as_number, friendly, layer_of, layer_slider
 
 
 @friendly
@@ -31,6 +31,7 @@ def activation_view(x_min, x_max, functions, derivatives, layer, state):
 
 def create_ui():
     with gr.Tab("4 · Activation functions", id="activations"):
+        weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="activations_weights")
         with gr.Row():
             x_min = gr.Slider(-20, 0, value=-4, step=0.5, label="x from")
             x_max = gr.Slider(0, 20, value=4, step=0.5, label="x to")
@@ -40,7 +41,8 @@ def create_ui():
             layer = layer_slider("layer (real inputs)")
         plot = gr.Plot(show_label=False, label="Activation functions", elem_id="act_plot")
     return SimpleNamespace(x_min=x_min, x_max=x_max, functions=functions,
-                           derivatives=derivatives, layer=layer, plot=plot)
+                           derivatives=derivatives, layer=layer, plot=plot,
+                           weights_note=weights_note)
 
 
 def create_event_handlers(tab, state, demo, traced):

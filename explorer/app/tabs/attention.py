@@ -11,8 +11,8 @@ from .. import gpu
 from ..exports import csv_text, write_export
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
-from ..shared import (DEFAULT_CONFIG, as_int, friendly, has_trace, layer_of, layer_slider,
-                      model_of, trace_of)
+from ..shared import (DEFAULT_CONFIG, NO_MODEL_NOTE, as_int, friendly, has_trace, layer_of,
+                      layer_slider, model_of, trace_of)
 from .inside import download_button
 
 
@@ -67,6 +67,7 @@ def export_attention(state, layer, head):
 
 def create_ui():
     with gr.Tab("3 · Attention", id="attention"):
+        weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="attention_weights")
         gr.Markdown("Trace a prompt in tab 2 first. Rows are queries (the token that "
                     "looks), columns are keys (the token looked at); the grey upper "
                     "triangle is masked: a token never sees the future.")
@@ -89,7 +90,8 @@ def create_ui():
                                             elem_id="export_att_file")
     return SimpleNamespace(layer=layer, head=head, button=button, plot=plot,
                            grid_plot=grid_plot, entropy_plot=entropy_plot,
-                           export_btn=export_btn, export_file=export_file)
+                           export_btn=export_btn, export_file=export_file,
+                           weights_note=weights_note)
 
 
 def create_event_handlers(tab, state):

@@ -1,12 +1,17 @@
 """Tab 1, Build: choose a preset or set every config knob, build the model (from the shared
-cache when another session built it already), and see its architecture and parameters.
+cache when another session built it already), and see its architecture and parameters. The
+weights are random (a seed), OpenAI's pretrained GPT-2, or a checkpoint file (a path on the
+server or an upload); the current model can be exported as model.safetensors + config.json.
 
 The knobs come from one table, ``KNOB_TABLE``: a new GPTConfig field is one row there (plus
 the model code), and its widget, its check and its ``/build`` parameter follow from that row.
 """
 from __future__ import annotations
 
+import contextvars
 import inspect
+import os
+import threading
 import time
 from dataclasses import dataclass, fields
 from types import SimpleNamespace
@@ -16,11 +21,13 @@ import gradio as gr
 from ...book.config import (ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, GPTConfig,
                             count_parameters, get_preset)
 from ...runtime.build import resolve_device
+from ...runtime.weights import PRETRAINED, export_model, file_source, pretrained_source
 from .. import gpu
+from ..exports import fresh_folder
 from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, as_choice, as_int, friendly,
-                      layer_picker_update)
+                      layer_picker_update, model_of, server_paths_allowed, weights_note)
 from .inside import probe_choices
 
 
@@ -78,11 +85,25 @@ KNOB_TABLE = (
 KNOBS = tuple(f.name for f in fields(GPTConfig))
 _BY_FIELD = {knob.field: knob for knob in KNOB_TABLE}
 
+# Where the weights come from (the "weights" choice of the page and of /build).
+WEIGHTS_CHOICES = {"random": "random (seed)", "pretrained": "pretrained GPT-2 (OpenAI)",
+                   "file": "from a file"}
+GPT2_SIZES = tuple(name.removeprefix("gpt2-") for name in PRETRAINED)
+WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
+CONFIG_SUFFIX = ".json"
+
 # /build's parameters by name (the app is also an API, and Gradio names an endpoint's
-# parameters after its function's): the preset, every knob, the seed, where to run it.
+# parameters after its function's): the preset, every knob, the seed, where to run it, and
+# where the weights come from (the knobs and seed count for random weights only).
+# The weights' parameters have defaults, so a client that sends only the knobs (as before
+# weights could be loaded) still gets random weights.
+WEIGHTS_DEFAULTS = {"weights": "random", "size": "small", "weights_path": None,
+                    "weights_upload": None, "state": None}
 BUILD_SIGNATURE = inspect.Signature(
     [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-     for name in ("preset", *KNOBS, "seed", "device", "dtype", "state")]
+     for name in ("preset", *KNOBS, "seed", "device", "dtype")]
+    + [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=value)
+       for name, value in WEIGHTS_DEFAULTS.items()]
     + [inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD,
                          default=gr.Progress())])
 
@@ -95,6 +116,34 @@ DTYPES = ("float32", "bfloat16")
 def preset_values(preset):
     cfg = get_preset(as_choice(preset, "preset", PRESETS)).to_dict()
     return [cfg[k] for k in KNOBS]
+
+
+def _checkpoint_of(path, upload):
+    """The weights file (and its config.json, if uploaded beside it) that the user chose: an
+    upload wins over a path. Refused with a message that says what to give."""
+    if upload:
+        files = upload if isinstance(upload, (list, tuple)) else [upload]
+        files = [getattr(f, "path", None) or (f.get("path") if isinstance(f, dict) else f)
+                 for f in files]
+        if not all(isinstance(f, str) and f for f in files):
+            raise gr.Error("The upload could not be read; upload the file again.")
+        weights = [f for f in files if f.lower().endswith(WEIGHTS_SUFFIXES)]
+        configs = [f for f in files if f.lower().endswith(CONFIG_SUFFIX)]
+        others = [os.path.basename(f) for f in files if f not in weights + configs]
+        if others or len(weights) != 1 or len(configs) > 1:
+            raise gr.Error(
+                f"Upload one weights file ({', '.join(WEIGHTS_SUFFIXES)}), and if you have it "
+                f"its config.json (got {', '.join(os.path.basename(f) for f in files)}).")
+        return weights[0], configs[0] if configs else None
+    if path is None or (isinstance(path, str) and not path.strip()):
+        raise gr.Error("From a file: give the path of a model.safetensors (or the book's "
+                       "model.pth) on the server, or upload the file.")
+    if not isinstance(path, str):
+        raise gr.Error(f"The weights path must be text (got {type(path).__name__}).")
+    if not server_paths_allowed():
+        raise gr.Error("Loading a path on the server is switched off here; upload the file "
+                       "instead.")
+    return path.strip(), None
 
 
 @friendly
@@ -114,38 +163,73 @@ def _preview_html(cfg, counts, name):
     return note + architecture_html(cfg, counts)
 
 
+def _reporter(progress):
+    """``progress(fraction, text)`` callable from any thread. gr.Progress finds its event
+    through context variables, which the threads of the hub's download do not have (their
+    reports were silently dropped): each report runs in a copy of the handler's context."""
+    context, lock = contextvars.copy_context(), threading.Lock()
+
+    def report(fraction, desc=None):   # gr.Progress's own form: progress(0.3, "text") too
+        with lock:   # a context can be entered by one thread at a time
+            context.run(progress, fraction, desc=desc)
+    return report
+
+
 @friendly
 @gpu.gpu_work(duration=gpu.build_seconds, signature=BUILD_SIGNATURE)
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
     given.apply_defaults()
     inputs = given.arguments
-    progress = inputs["progress"]
+    progress = _reporter(inputs["progress"])
     preset = as_choice(inputs["preset"], "preset", PRESETS)
-    values = {name: _BY_FIELD[name].parse(inputs[name]) for name in KNOBS}
-    progress(0.05, desc="Checking the config")
-    cfg = GPTConfig.from_dict(values)
-    key = CACHE.key(cfg, seed=as_int(inputs["seed"], "seed"),
-                    device=as_choice(inputs["device"], "device", DEVICES),
-                    dtype=as_choice(inputs["dtype"], "dtype", DTYPES))
-    progress(0.2, desc="Initialising the weights (torch.manual_seed, then GPTModel(cfg))")
+    choice = as_choice(inputs["weights"] or "random", "weights", WEIGHTS_CHOICES)
+    device = as_choice(inputs["device"], "device", DEVICES)
+    dtype = as_choice(inputs["dtype"], "dtype", DTYPES)
+    size = as_choice(inputs["size"], "size", GPT2_SIZES)
+    notes = []
     started = time.perf_counter()
-    model, cached = CACHE.get(key)
+    if choice == "random":
+        values = {name: _BY_FIELD[name].parse(inputs[name]) for name in KNOBS}
+        progress(0.05, desc="Checking the config")
+        cfg = GPTConfig.from_dict(values)
+        key = CACHE.key(cfg, seed=as_int(inputs["seed"], "seed"), device=device, dtype=dtype)
+        progress(0.2, desc="Initialising the weights (torch.manual_seed, then GPTModel(cfg))")
+        started = time.perf_counter()
+    elif choice == "pretrained":
+        # Budget first (before any download), then the hub's cache or a download.
+        cfg, source = pretrained_source(size, progress, budget_bytes=CACHE.budget_bytes,
+                                        dtype=dtype)
+        key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
+    else:
+        path, config = _checkpoint_of(inputs["weights_path"], inputs["weights_upload"])
+        progress(0.0, desc=f"Checking {os.path.basename(path)} (shapes, sha256)")
+        cfg, source, info = file_source(path, config, budget_bytes=CACHE.budget_bytes,
+                                        dtype=dtype)
+        key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
+        notes += [f"assumed {a}" for a in info.assumptions]
+    model, cached = CACHE.get(key, progress)
     seconds = time.perf_counter() - started
     progress(1.0, desc="Done")
     counts = count_parameters(cfg)
     how = (f"from the shared cache in {seconds * 1000:.0f} ms" if cached
-           else f"built in {seconds:.2f} s")
-    status = (f"**Model ready** — {preset if cfg == PRESETS.get(preset) else 'custom config'}, "
-              f"{counts.total:,} parameters, on **{key.device}** ({key.dtype}), seed {key.seed}, "
-              f"{how}.")
+           else f"built in {seconds:.2f} s" if choice == "random" else f"loaded in {seconds:.2f} s")
+    what = (preset if choice == "random" and cfg == PRESETS.get(preset) else
+            "custom config" if choice == "random" else "config from the checkpoint")
+    status = (f"**Model ready** — {what}, {counts.total:,} parameters, on **{key.device}** "
+              f"({key.dtype}), weights: **{key.source.caption}**, {how}."
+              + "".join(f" Note: {n}." for n in notes))
     # Layer and head pickers follow the built model (returned here, not in a follow-up
     # event, so API calls get the same per-session limits as the page).
     layers = layer_picker_update(cfg)
     heads = gr.update(choices=["mean"] + [str(h) for h in range(cfg.n_heads)], value="mean")
+    knobs = [cfg.to_dict()[k] for k in KNOBS]
+    note = weights_note(key)
     return (status, architecture_html(cfg, counts), _parameter_table(counts),
             parameter_figure(counts), _memory_markdown(cfg, counts, key), {"key": key},
             layers, layers, layers, heads,   # three layer sliders (tabs 2, 3, 4), one head picker
+            *knobs,                          # the knobs show the model's config (a checkpoint's)
+            note, note, note, note,          # the weights note of tabs 2, 3, 4 and 5
             *probe_choices(cfg))             # the Inside tab's choices of probe points
 
 
@@ -153,7 +237,9 @@ build.__signature__ = BUILD_SIGNATURE
 
 
 def _parameter_table(counts):
-    rows = [[name, f"{n:,}", percent(n / counts.total)]
+    tied = counts.output_head_tied
+    rows = [[name, "0 (tied: counted in the token embedding)" if tied and
+             name == "output head" else f"{n:,}", percent(n / counts.total)]
             for name, n in counts.breakdown().items()]
     rows.append(["total", f"{counts.total:,}", "100 %"])
     return rows
@@ -161,8 +247,8 @@ def _parameter_table(counts):
 
 def _memory_markdown(cfg, counts, key):
     tied = cfg.tie_weights
-    head = (f"The output head shares `tok_emb`'s weights (weight tying), so the total already "
-            f"counts that matrix once: **{counts.total:,}**." if tied else
+    head = (f"Weight tying — {'; '.join(counts.notes())}. Total **{counts.total:,}**."
+            if tied else
             f"Total **{counts.total:,}**; without the output head "
             f"**{counts.total_without_output_head:,}** — the book's two figures (section "
             f"4.6). GPT-2 reuses the token embedding as its output head (weight tying), which "
@@ -170,8 +256,38 @@ def _memory_markdown(cfg, counts, key):
             f"*tie out_head to tok_emb* to build it that way.")
     return (f"{head}\n\nMemory for the weights: **{counts.memory_mb('float32'):,.2f} MB** at "
             f"float32, **{counts.memory_mb('bfloat16'):,.2f} MB** at bfloat16 (bytes / 1024²). "
-            f"Runs on **{key.device}**. Shared cache: {len(CACHE)} model(s), "
+            f"Runs on **{key.device}**. Weights: {key.source.caption}. "
+            f"Shared cache: {len(CACHE)} model(s), "
             f"{CACHE.used_bytes() / 1024 ** 2:,.0f} of {CACHE.budget_bytes / 1024 ** 2:,.0f} MB.")
+
+
+@friendly
+@gpu.gpu_work(duration=gpu.export_seconds)
+def export_weights(state, hf_layout):
+    """The session's model (random, trained or loaded) as model.safetensors + config.json,
+    in the book's names or (GPT-2-shaped models) Hugging Face's GPT-2 layout."""
+    model = model_of(state)
+    if not isinstance(hf_layout, bool):
+        raise gr.Error(f"hf_layout must be true or false (got {hf_layout!r}).")
+    key = state["key"]
+    paths = export_model(model, fresh_folder(), hf_layout=hf_layout, source=key.source)
+    layout = "Hugging Face's GPT-2 layout" if hf_layout else "the book's names"
+    mb = paths[0].stat().st_size / 1024 ** 2
+    note = (f"Exported **{key.source.caption}** in {layout}: `model.safetensors` ({mb:,.1f} MB) "
+            f"and `config.json`. Load them again with *weights: from a file*.")
+    return [str(p) for p in paths], note
+
+
+def weights_controls(choice):
+    """Show the controls of the chosen weights: the config and seed, the GPT-2 size, or the
+    file."""
+    return (gr.update(visible=choice == "random"), gr.update(interactive=choice == "random"),
+            gr.update(visible=choice == "pretrained"), gr.update(visible=choice == "file"),
+            gr.update(value=BUILD_BUTTON[choice]))
+
+
+BUILD_BUTTON = {"random": "Build the model", "pretrained": "Load GPT-2 (downloaded once)",
+                "file": "Load the checkpoint"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,15 +300,34 @@ def create_ui():
     with gr.Tab("1 · Build", id="build"):
         with gr.Row():
             with gr.Column(scale=2):
-                preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Preset",
-                                     elem_id="preset")
-                for row in rows.values():
-                    if len(row) == 1:   # a knob alone takes the column's width
-                        knobs[row[0].field] = row[0].widget(default[row[0].field])
-                        continue
-                    with gr.Row():
-                        for knob in row:
-                            knobs[knob.field] = knob.widget(default[knob.field])
+                weights = gr.Radio([(label, value) for value, label in WEIGHTS_CHOICES.items()],
+                                   value="random", label="weights", elem_id="weights",
+                                   info="random: a config (preset, knobs) and a seed; "
+                                        "pretrained and file: the checkpoint's own config")
+                with gr.Row(visible=False) as pretrained_row:
+                    size = gr.Dropdown(list(GPT2_SIZES), value="small",
+                                       label="GPT-2 size (downloaded once from the Hugging "
+                                             "Face hub)", elem_id="gpt2_size")
+                with gr.Column(visible=False) as file_row:
+                    weights_path = gr.Textbox(label="path on the server", elem_id="weights_path",
+                                              placeholder="/path/to/model.safetensors "
+                                                          "(or the book's model.pth)")
+                    weights_upload = gr.File(label="or upload model.safetensors / .pth (and "
+                                                   "its config.json)", file_count="multiple",
+                                             file_types=[*WEIGHTS_SUFFIXES, CONFIG_SUFFIX],
+                                             elem_id="weights_upload", height=90)
+                # The config's knobs matter for random weights only (a checkpoint brings its
+                # own config; after a load they show it, for a random model of its shape).
+                with gr.Column(visible=True) as config_column:
+                    preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Preset",
+                                         elem_id="preset")
+                    for row in rows.values():
+                        if len(row) == 1:   # a knob alone takes the column's width
+                            knobs[row[0].field] = row[0].widget(default[row[0].field])
+                            continue
+                        with gr.Row():
+                            for knob in row:
+                                knobs[knob.field] = knob.widget(default[knob.field])
                 with gr.Row():
                     seed = gr.Number(123, label="seed", precision=0, elem_id="seed")
                     devices = ["auto", "cpu"] + (["cuda"] if resolve_device("auto").type
@@ -200,11 +335,20 @@ def create_ui():
                     device = gr.Dropdown(devices, value="auto", label="device")
                     dtype = gr.Dropdown(list(DTYPES), value="float32",
                                         label="dtype (bfloat16: GPU only)")
-                button = gr.Button("Build the model", variant="primary", elem_id="build_btn")
+                button = gr.Button(BUILD_BUTTON["random"], variant="primary", elem_id="build_btn")
             with gr.Column(scale=3):
                 counts = count_parameters(DEFAULT_CONFIG)
                 arch = gr.HTML(_preview_html(DEFAULT_CONFIG, counts, DEFAULT_PRESET))
                 memory = gr.Markdown()
+                with gr.Accordion("Export this model (model.safetensors + config.json)",
+                                  open=False):
+                    with gr.Row():
+                        hf_layout = gr.Checkbox(False, label="Hugging Face's GPT-2 layout",
+                                                elem_id="hf_layout")
+                        export_btn = gr.Button("Export", elem_id="export_btn")
+                    export_note = gr.Markdown(elem_id="export_note")
+                    export_files = gr.File(label="model files", file_count="multiple",
+                                           height=90, elem_id="export_files")
         with gr.Row():
             params_table = gr.Dataframe(_parameter_table(counts),
                                         headers=["component", "parameters", "share"],
@@ -212,24 +356,41 @@ def create_ui():
             params_plot = gr.Plot(parameter_figure(counts), show_label=False,
                                   label="Parameters per component", elem_id="params_plot")
     return SimpleNamespace(preset=preset, knobs=[knobs[name] for name in KNOBS], seed=seed,
-                           device=device, dtype=dtype, button=button, arch=arch, memory=memory,
-                           params_table=params_table, params_plot=params_plot)
+                           device=device, dtype=dtype, weights=weights, size=size,
+                           weights_path=weights_path, weights_upload=weights_upload,
+                           pretrained_row=pretrained_row, file_row=file_row,
+                           config_column=config_column, button=button,
+                           arch=arch, memory=memory, params_table=params_table,
+                           params_plot=params_plot, hf_layout=hf_layout, export_btn=export_btn,
+                           export_note=export_note, export_files=export_files)
 
 
-def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_pickers):
+def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_pickers,
+                          weights_notes):
     """``layer_pickers`` (the three layer sliders of tabs 2, 3 and 4), ``head_picker`` and
     ``probe_pickers`` (the Inside tab's distribution and heatmap choices) follow the built
-    model. Returns the build event (the other tabs clear their results after it)."""
+    model; ``weights_notes`` (one per tab) say which weights it has. Returns the build
+    event (the other tabs clear their results after it)."""
     tab.preset.change(preset_values, tab.preset, tab.knobs, api_name="preset_config")
     tab.preset.input(preset_preview, tab.preset,
                      [tab.arch, tab.params_table, tab.params_plot],
                      api_visibility="private", show_progress="hidden")
+    tab.weights.change(weights_controls, tab.weights,
+                       [tab.config_column, tab.seed, tab.pretrained_row, tab.file_row,
+                        tab.button],
+                       api_visibility="private")
     # show_progress_on: progress (and an error badge) on the status line only, so a refused
     # config leaves the previous model's views in place (the CSS makes that overlay opaque,
     # so that its text never overlaps the old status line).
-    return tab.button.click(
-        build, [tab.preset, *tab.knobs, tab.seed, tab.device, tab.dtype, state],
+    built = tab.button.click(
+        build, [tab.preset, *tab.knobs, tab.seed, tab.device, tab.dtype, tab.weights, tab.size,
+                tab.weights_path, tab.weights_upload, state],
         [status, tab.arch, tab.params_table, tab.params_plot, tab.memory, state,
-         *layer_pickers, head_picker, *probe_pickers],
+         *layer_pickers, head_picker, *tab.knobs, *weights_notes, *probe_pickers],
         api_name="build", concurrency_limit=1, concurrency_id="build",
         show_progress_on=[status])
+    tab.export_btn.click(export_weights, [state, tab.hf_layout],
+                         [tab.export_files, tab.export_note], api_name="export_model",
+                         concurrency_limit=1, concurrency_id="build",
+                         show_progress_on=[tab.export_note])
+    return built

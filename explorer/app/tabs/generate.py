@@ -16,7 +16,7 @@ from .. import gpu
 from ..plots.generation import next_token_bars_html, table_html
 from ..plots.labels import visible_token
 from ..plots.lens import logit_lens_figure
-from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, as_choice, as_flag, as_int,
+from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, NO_MODEL_NOTE, as_choice, as_flag, as_int,
                       check_trace_size, friendly, model_of, prompt_ids)
 
 SHOW_TOP = 10          # next-token candidates shown as bars
@@ -234,6 +234,8 @@ def create_ui():
                 bars = gr.HTML(BARS_HINT, label="Next-token probabilities (top 10)",
                                elem_id="bars")
                 stop_eot = gr.Checkbox(False, label="stop at <|endoftext|>")
+                # Under the bars (not above the text): the text and bars stay on a 720 px screen.
+                weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="generate_weights")
         history = gr.HTML(_table([]), label="Steps", elem_id="history")
         with gr.Accordion("Logit lens: what each layer would predict", open=False):
             lens_btn = gr.Button("Read the logit lens for the prompt", elem_id="lens_btn")
@@ -242,7 +244,7 @@ def create_ui():
                            top_k=top_k, seed=seed, sampling=sampling, stop_eot=stop_eot,
                            gen_btn=gen_btn, step_btn=step_btn, stop_btn=stop_btn, speed=speed,
                            output=output, bars=bars, history=history, lens_btn=lens_btn,
-                           lens_plot=lens_plot)
+                           lens_plot=lens_plot, weights_note=weights_note)
 
 
 def cleared():

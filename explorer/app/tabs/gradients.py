@@ -32,8 +32,11 @@ def gradient_views(state):
             "see it.", 500)
     ids = get_tokenizer().encode(DEFAULT_PROMPT + " forward, one step at a time.")
     ids = ids[: cfg.context_length]
-    with_sc = gpt_gradients(cfg.replace(shortcut=True), ids, seed=state["key"].seed)
-    without = gpt_gradients(cfg.replace(shortcut=False), ids, seed=state["key"].seed)
+    # The lesson builds the config fresh: under the session's seed, or the book's 123 when the
+    # session's weights were loaded (they have no seed).
+    seed = 123 if state["key"].seed is None else state["key"].seed
+    with_sc = gpt_gradients(cfg.replace(shortcut=True), ids, seed=seed)
+    without = gpt_gradients(cfg.replace(shortcut=False), ids, seed=seed)
     # the first one drawn in blue: "with shortcut", as in the book's chart beside it
     return book, gpt_gradient_figure(with_sc, without, ("with shortcut", "without shortcut"))
 

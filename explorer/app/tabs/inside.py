@@ -17,7 +17,7 @@ from .. import gpu
 from ..exports import csv_text, json_default, write_export
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
-from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, as_choice, check_trace_size, friendly,
+from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, NO_MODEL_NOTE, as_choice, check_trace_size, friendly,
                       has_trace, layer_of, layer_slider, model_of, prompt_ids, trace_of)
 from . import gradients
 
@@ -109,7 +109,8 @@ def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
         check_trace_size(model.cfg, len(ids))
     tr = trace(model, ids)
     state = {**state, "trace": tr, "prompt": prompt}
-    summary = (f"{len(ids)} tokens · traced in {tr.seconds * 1000:.0f} ms" +
+    summary = (f"{len(ids)} tokens · traced in {tr.seconds * 1000:.0f} ms · weights: "
+               f"{state['key'].source.caption}" +
                "".join(f" · {n}" for n in tr.notes))
     return (_chips(tr), summary, layer_stats_figure(tr), *_views(
         tr, layer, pair, heat_point, heat_stat), state)
@@ -179,6 +180,7 @@ def export_stats(state, fmt):
 # ---------------------------------------------------------------------------------------------
 def create_ui():
     with gr.Tab("2 · Inside the forward pass", id="inside"):
+        weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="inside_weights")
         with gr.Row():
             prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_lines=4, scale=4,
                                 elem_id="trace_prompt")
@@ -211,7 +213,8 @@ def create_ui():
                            stats_plot=stats_plot, layer=layer, pair=pair, heat_point=heat_point,
                            heat_stat=heat_stat, hist_plot=hist_plot, heat_plot=heat_plot,
                            export_fmt=export_fmt, export_btn=export_btn, export_file=export_file,
-                           shortcut_lesson=shortcut_lesson, api_views=api_views)
+                           shortcut_lesson=shortcut_lesson, api_views=api_views,
+                           weights_note=weights_note)
 
 
 def create_event_handlers(tab, state):
