@@ -335,10 +335,16 @@ def test_every_handler_that_uses_a_model_is_marked_as_gpu_work():
     """A new handler (training, say) that reaches the model must say so to ZeroGPU."""
     unmarked = []
     for path in sorted(TABS.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        # a handler decorated by assignment: build = friendly(gpu.gpu_work(...)(build))
+        wrapped = {target.id: ast.unparse(node.value) for node in tree.body
+                   if isinstance(node, ast.Assign) for target in node.targets
+                   if isinstance(target, ast.Name)}
+        for node in ast.walk(tree):
             if not isinstance(node, ast.FunctionDef):
                 continue
             decorators = [ast.unparse(d) for d in node.decorator_list]
+            decorators.append(wrapped.get(node.name, ""))
             calls = {ast.unparse(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)}
             uses_model = calls & {"model_of", "CACHE.get", "CACHE.hold", "LAB.start",
                                   "LAB.resume", "_trained"}   # the last three: training

@@ -21,12 +21,14 @@ is called before each call, and its answer is held within ``MIN_SECONDS`` .. ``M
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import math
 import os
 
 from ..book.config import PRESETS, GPTConfig, count_parameters
+from . import prefs
 
 log = logging.getLogger("gpt_explorer")
 
@@ -69,14 +71,45 @@ def gpu_work(duration, signature: inspect.Signature | None = None):
                         "ZeroGPU (pip install spaces).", ZERO_GPU_ENV, fn.__name__)
             return fn
 
-        def seconds(*args, **kwargs):
+        def seconds(settings, *args, **kwargs):
             try:
                 estimate = duration(named.bind(*args, **kwargs).arguments)
             except Exception:  # noqa: BLE001 - a bad request: the handler itself will say why
                 estimate = DEFAULT_SECONDS
             return clamp_seconds(estimate)
 
-        return spaces.GPU(fn, duration=seconds)
+        # The worker process has none of this process's context: the page's view settings
+        # (language, lecture mode) travel with the call's arguments.
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def task(settings, *args, **kwargs):
+                steps = fn(*args, **kwargs)
+                while True:
+                    with prefs.using(settings):
+                        try:
+                            value = next(steps)
+                        except StopIteration:
+                            return
+                    yield value
+
+            on_gpu = spaces.GPU(task, duration=seconds)
+
+            @functools.wraps(fn)
+            def call(*args, **kwargs):
+                yield from on_gpu(prefs.current(), *args, **kwargs)
+            return call
+
+        @functools.wraps(fn)
+        def task(settings, *args, **kwargs):
+            with prefs.using(settings):
+                return fn(*args, **kwargs)
+
+        on_gpu = spaces.GPU(task, duration=seconds)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            return on_gpu(prefs.current(), *args, **kwargs)
+        return call
     return decorate
 
 

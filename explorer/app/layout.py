@@ -7,8 +7,11 @@ from pathlib import Path
 
 import gradio as gr
 
+from .i18n import label
 from .plots.generation import NEXT_TOKEN_CSS
+from .prefs import LANGS
 from .sessions import forget_closed_sessions
+from .shared import NO_MODEL_STATUS, friendly
 from .tabs import activations, attention, build, generate, gradients, inside, train
 
 CSS = """
@@ -39,8 +42,25 @@ CSS = """
 #bars, #history, #speed {contain: layout paint;}
 """ + NEXT_TOKEN_CSS
 # Run by the page when it loads: hands Gradio's streamed updates on one per painted frame, so
-# that no generation step is applied and overwritten between two paints.
-JS = (Path(__file__).parent / "static" / "paced_stream.js").read_text()
+# that no generation step is applied and overwritten between two paints (paced_stream.js); and
+# the page's language and lecture mode (page.js).
+_STATIC = Path(__file__).parent / "static"
+JS = ("() => { (" + (_STATIC / "paced_stream.js").read_text() + ")(); ("
+      + (_STATIC / "page.js").read_text() + ")(); }")
+
+
+def header():
+    """The title, and the page's two view settings (``prefs``): every event takes them as its
+    last two inputs."""
+    with gr.Row(elem_id="header", equal_height=True):
+        gr.Markdown(label("# GPT Explorer\nBuild the GPT of *Build a Large Language Model (From "
+                          "Scratch)*, chapter 4, and watch it work."), elem_id="title")
+        lang = gr.Radio([(name, code) for code, name in LANGS.items()], value="en",
+                        show_label=False, container=False, elem_id="lang", min_width=160,
+                        scale=0)
+        lecture = gr.Checkbox(False, label=label("lecture mode"), container=False,
+                              elem_id="lecture", min_width=160, scale=0)
+    return [lang, lecture]
 
 
 def build_app() -> gr.Blocks:
@@ -48,9 +68,13 @@ def build_app() -> gr.Blocks:
     # made, checked hourly; Gradio's default keeps them until the server stops.
     with gr.Blocks(title="GPT Explorer", delete_cache=(3600, 3600)) as demo:
         state = gr.State(None)
-        gr.Markdown("# GPT Explorer\nBuild the GPT of *Build a Large Language Model (From "
-                    "Scratch)*, chapter 4, and watch it work.", elem_id="title")
-        status = gr.Markdown("No model yet — build one below.", elem_id="status")
+        view = header()
+        # The language or lecture mode changed: the page's own part first (Gradio's locale,
+        # the style sheet's lecture class), then every tab draws its views again.
+        redrawn = [view[0].change(None, view[0], None, js="(lang) => gptExplorer.setLang(lang)"),
+                   view[1].change(None, view[1], None,
+                                  js="(on) => gptExplorer.setLecture(on)")]
+        status = gr.Markdown(label(NO_MODEL_STATUS), elem_id="status")
         build_tab = build.create_ui()
         inside_tab = inside.create_ui()
         attention_tab = attention.create_ui()
@@ -59,7 +83,7 @@ def build_app() -> gr.Blocks:
         train_tab = train.create_ui()
 
         built = build.create_event_handlers(
-            build_tab, state, status,
+            build_tab, state, status, view, redrawn,
             layer_pickers=[inside_tab.layer, attention_tab.layer, activations_tab.layer],
             head_picker=attention_tab.head,
             probe_pickers=[inside_tab.pair, inside_tab.heat_point],
@@ -69,28 +93,36 @@ def build_app() -> gr.Blocks:
         # generation) go, each view back to its hint.
         # A trained variant put into the session ("Use this model") is a new model too.
         used = train.create_event_handlers(
-            train_tab, state, status,
+            train_tab, state, status, view, redrawn,
             layer_pickers=[inside_tab.layer, attention_tab.layer, activations_tab.layer],
             head_picker=attention_tab.head,
             probe_pickers=[inside_tab.pair, inside_tab.heat_point])
         lesson = inside_tab.shortcut_lesson
         for new_model in (built, used):
             new_model.success(
-                lambda: (*inside.cleared(), *attention.cleared(), *gradients.cleared(),
-                         *generate.cleared()), None,
+                cleared, view,
                 [inside_tab.chips, inside_tab.info, inside_tab.stats_plot, inside_tab.hist_plot,
                  inside_tab.heat_plot, inside_tab.export_file, attention_tab.plot,
                  attention_tab.grid_plot, attention_tab.entropy_plot, attention_tab.export_file,
                  lesson.book_plot, lesson.gpt_plot, generate_tab.output, generate_tab.bars,
                  generate_tab.history, generate_tab.speed],
                 api_visibility="private", show_progress="hidden")
-        traced = inside.create_event_handlers(inside_tab, state)
-        attention.create_event_handlers(attention_tab, state)
-        activations.create_event_handlers(activations_tab, state, demo, [*traced, built])
-        generate.create_event_handlers(generate_tab, state)
+        traced = inside.create_event_handlers(inside_tab, state, view, redrawn)
+        attention.create_event_handlers(attention_tab, state, view, redrawn)
+        activations.create_event_handlers(activations_tab, state, view, redrawn, demo,
+                                          [*traced, built])
+        generate.create_event_handlers(generate_tab, state, view, redrawn)
+        # The page's first language: the link's ?lang=, else the browser's.
+        demo.load(None, None, view[0], js="() => gptExplorer.initialLang()")
 
         # The browser tab (or API client) went away: forget the session (its model key, last
         # trace and Gradio's own entry) now, not after Gradio's one-hour grace period.
         # Its training job and trained model go with it.
         forget_closed_sessions(demo, on_close=[train.release])
     return demo
+
+
+@friendly
+def cleared():
+    """Every view of a model that is gone (after a build or "Use this model"): its hint."""
+    return (*inside.cleared(), *attention.cleared(), *gradients.cleared(), *generate.cleared())

@@ -13,6 +13,7 @@ import gradio as gr
 from .. import native
 from ..runtime.heap import release_freed_memory_promptly
 from .guard import protect_launch
+from .i18n import I18N
 from .layout import CSS, JS, build_app
 from .shared import CACHE
 
@@ -62,7 +63,8 @@ def launch_options(host=None, port=None, share=False) -> dict:
             font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)),
                   "ui-sans-serif", "system-ui", "sans-serif"]),
         css=CSS,
-        js=JS,          # one streamed update per painted frame (static/paced_stream.js)
+        js=JS,          # one streamed update per painted frame; the language; lecture mode
+        i18n=I18N,      # the labels in 简体中文 (explorer/app/i18n)
         # Uploads: a checkpoint (within the memory budget) or the Train tab's .txt (the lab
         # refuses text over 1 MB itself).
         max_file_size=max_upload_bytes(),

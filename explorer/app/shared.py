@@ -10,11 +10,13 @@ import os
 import gradio as gr
 import numpy as np
 
-from ..book.config import PRESETS
+from ..book.config import PRESETS, count_parameters
 from ..book.tokenizer import get_tokenizer
 from ..probes import longest_trace, trace_peak_bytes
 from ..runtime import heap
 from ..runtime.cache import ModelCache
+from . import i18n, prefs
+from .i18n import label, t
 
 log = logging.getLogger("gpt_explorer")
 
@@ -35,51 +37,103 @@ CACHE = ModelCache()
 
 # ---------------------------------------------------------------------------------------------
 # Errors: a ValueError from the core is a message for the student; anything else is our bug.
-def friendly(fn):
-    """Every handler's wrapper: show ``ValueError`` messages in the page (gr.Error), never a
-    traceback; and when the handler is done, hand the memory its temporaries took back to the
-    system (``heap.trim``), so that the app's resident memory stays near what it holds.
+# Every handler also takes the page's view settings (language, lecture mode) as its last two
+# inputs: ``friendly`` puts them in place for the call (``prefs.using``).
+PREF_PARAMETERS = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+                   for name in ("lang", "lecture")]
 
-    The server log: an expected refusal (gr.Error, ValueError, out of memory) is one line; an
-    unexpected error is its traceback, once (Gradio is told not to print it again)."""
+
+def friendly(fn):
+    """Every handler's wrapper.
+
+    - Its last two inputs are the page's ``lang`` and ``lecture`` (``prefs``): the wrapper's
+      signature (what Gradio and its API see) is ``fn``'s with those two appended, and ``fn``
+      runs with them in place. A call without them (one handler calling another, a test) keeps
+      the settings of the moment.
+    - ``ValueError`` messages are shown in the page (gr.Error) in the page's language, never a
+      traceback; when the handler is done, the memory its temporaries took goes back to the
+      system (``heap.trim``), so that the app's resident memory stays near what it holds.
+    - The server log: an expected refusal (gr.Error, ValueError, out of memory) is one line; an
+      unexpected error is its traceback, once (Gradio is told not to print it again)."""
+    signature = inspect.signature(fn)
+    positional = [p for p in signature.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+    def split(args, kwargs):
+        """(fn's own arguments, the prefs of this call)."""
+        kwargs = dict(kwargs)
+        given = [kwargs.pop("lang", None), kwargs.pop("lecture", None)]
+        if len(args) > len(positional):
+            given = list(args[len(positional):]) + [None, None]
+            args = args[:len(positional)]
+        lang, lecture = given[:2]
+        if lang is None and lecture is None:
+            return args, kwargs, prefs.current()
+        now = prefs.current()
+        return args, kwargs, prefs.parse(now.lang if lang is None else lang,
+                                         now.lecture if lecture is None else lecture)
+
     def translate(exc):
         # An expected refusal (bad input, too big): the message for the page and one log
         # line, not Gradio's printed traceback.
         if isinstance(exc, gr.Error):
             exc.print_exception = False
+            exc.message = i18n.translate(exc.message)
             log.info("%s refused: %s", fn.__name__, exc.message)
             return exc
         if isinstance(exc, ValueError):
             log.info("%s refused: %s", fn.__name__, exc)
-            return gr.Error(str(exc), print_exception=False)
+            return gr.Error(i18n.translate(str(exc)), print_exception=False)
         if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
             log.warning("%s: out of memory", fn.__name__)
-            return gr.Error("Out of memory: choose a smaller model or a shorter prompt.",
+            return gr.Error(t("Out of memory: choose a smaller model or a shorter prompt."),
                             print_exception=False)
         log.exception("unexpected error in %s", fn.__name__)
-        return gr.Error(f"Something went wrong ({type(exc).__name__}); the model and your "
-                        f"session are unchanged. Details are in the server log.",
-                        print_exception=False)
+        return gr.Error(t("Something went wrong ({kind}); the model and your session are "
+                          "unchanged. Details are in the server log.",
+                          kind=type(exc).__name__), print_exception=False)
+
+    def settings_of(args, kwargs):
+        try:
+            return split(args, kwargs)
+        except ValueError as exc:   # lang or lecture malformed: said in English
+            raise translate(exc) from None
 
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def gen_wrapper(*args, **kwargs):
+            args, kwargs, settings = settings_of(args, kwargs)
+            # Gradio runs each step of a generator in a copy of its own context: the settings
+            # are put in place again for every step.
+            steps = fn(*args, **kwargs)   # a generator: nothing runs yet
             try:
-                yield from fn(*args, **kwargs)
+                while True:
+                    with prefs.using(settings):
+                        try:
+                            value = next(steps)
+                        except StopIteration:
+                            return
+                    yield value
             except Exception as exc:  # noqa: BLE001 - translated for the user
-                raise translate(exc) from None
+                with prefs.using(settings):
+                    raise translate(exc) from None
             finally:
+                steps.close()   # stopped by the page (Stop, a closed tab): end the work now
                 heap.trim()
-        return gen_wrapper
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - translated for the user
-            raise translate(exc) from None
-        finally:
-            heap.trim()
+        wrapper = gen_wrapper
+    else:
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            args, kwargs, settings = settings_of(args, kwargs)
+            with prefs.using(settings):
+                try:
+                    return fn(*args, **kwargs)
+                except Exception as exc:  # noqa: BLE001 - translated for the user
+                    raise translate(exc) from None
+                finally:
+                    heap.trim()
+    wrapper.__signature__ = signature.replace(
+        parameters=[*signature.parameters.values(), *PREF_PARAMETERS])
     return wrapper
 
 
@@ -88,7 +142,7 @@ def friendly(fn):
 # trace (so that switching layers or heads needs no new forward pass) and the generation.
 def model_of(state):
     if not state or "key" not in state:
-        raise gr.Error("No model yet: build one in the Build tab first.")
+        raise gr.Error(t("No model yet: build one in the Build tab first."))
     model, _ = CACHE.get(state["key"])
     return model
 
@@ -99,17 +153,47 @@ def has_trace(state):
 
 def trace_of(state):
     if not state or state.get("trace") is None:
-        raise gr.Error("Trace a prompt first (Inside the forward pass → Trace).")
+        raise gr.Error(t("Trace a prompt first (Inside the forward pass → Trace)."))
     return state["trace"]
 
 
+def caption(source) -> str:
+    """Where a model's weights come from, for the page ("random, seed 123", "pretrained GPT-2
+    small (OpenAI)"...), in the page's language."""
+    return i18n.translate(source.caption)
+
+
 def weights_note(key) -> str:
-    """Which weights the session's model has, for every tab's note (``key.source.caption``)."""
-    return f"Weights: **{key.source.caption}** ({key.config.n_layers} layers, " \
-           f"{key.config.n_heads} heads, emb_dim {key.config.emb_dim})"
+    """Which weights the session's model has, for every tab's note."""
+    return t("Weights: **{weights}** ({layers} layers, {heads} heads, emb_dim {emb_dim})",
+             weights=caption(key.source), layers=key.config.n_layers,
+             heads=key.config.n_heads, emb_dim=key.config.emb_dim)
 
 
 NO_MODEL_NOTE = "Weights: none yet — build or load a model in tab 1."
+NO_MODEL_STATUS = "No model yet — build one below."
+
+
+def status_line(state) -> str:
+    """The line under the title: the session's model, from the facts its build (or "Use this
+    model") kept in the state, so that it can be said again in the other language."""
+    info = (state or {}).get("status")
+    if not state or "key" not in state or not info:
+        return t(NO_MODEL_STATUS)
+    key = state["key"]
+    n = count_parameters(key.config).total
+    if info["kind"] == "trained":
+        return t("**Model ready** — {variant}, **{weights}**, {n:,} parameters, on **{device}** "
+                 "({dtype}).", variant=t(info["variant"]), weights=i18n.translate(info["source"]),
+                 n=n, device=key.device, dtype=key.dtype)
+    what = info["what"] if info["what"] in PRESETS else t(info["what"])
+    how = {"cache": t("from the shared cache in {ms:.0f} ms", ms=info["seconds"] * 1000),
+           "built": t("built in {s:.2f} s", s=info["seconds"]),
+           "loaded": t("loaded in {s:.2f} s", s=info["seconds"])}[info["how"]]
+    return (t("**Model ready** — {what}, {n:,} parameters, on **{device}** ({dtype}), "
+              "weights: **{weights}**, {how}.", what=what, n=n, device=key.device,
+              dtype=key.dtype, weights=caption(key.source), how=how)
+            + "".join(t(" Note: assumed {what}.", what=i18n.translate(a)) for a in info["notes"]))
 
 # Loading a checkpoint by its path on the server: on by default, except on a Hugging Face
 # Space, where visitors upload instead (a path would let them probe the server's files).
@@ -128,29 +212,35 @@ def server_paths_allowed(environ=os.environ) -> bool:
 # value for any of them, and Gradio lets some through as they came (a list where one dropdown
 # choice belongs passes its check of the choices).
 def _kind(value):
-    return {list: "a list", dict: "a JSON object", str: "text", bool: "true/false",
-            type(None): "nothing"}.get(type(value), f"a {type(value).__name__}")
+    kind = {list: "a list", dict: "a JSON object", str: "text", bool: "true/false",
+            type(None): "nothing"}.get(type(value))
+    return t(kind) if kind else t("a {type}", type=type(value).__name__)
 
 
 def as_int(value, name):
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        raise gr.Error(f"{name} is empty: enter a whole number.")
+        raise gr.Error(t("{name} is empty: enter a whole number.", name=t(name)))
     if isinstance(value, float) and value != int(value):
-        raise gr.Error(f"{name} must be a whole number (got {value}).")
+        raise gr.Error(t("{name} must be a whole number (got {value}).", name=t(name),
+                         value=value))
     if not isinstance(value, (int, float, str, np.integer, np.floating)):
-        raise gr.Error(f"{name} must be a whole number (got {_kind(value)}).")
+        raise gr.Error(t("{name} must be a whole number (got {value}).", name=t(name),
+                         value=_kind(value)))
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise gr.Error(f"{name} must be a whole number (got {value!r}).") from None
+        raise gr.Error(t("{name} must be a whole number (got {value}).", name=t(name),
+                         value=repr(value))) from None
 
 
 def as_number(value, name):
     """A finite number (a slider's value)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise gr.Error(f"{name} must be a number (got {_kind(value)}).")
+        raise gr.Error(t("{name} must be a number (got {value}).", name=t(name),
+                         value=_kind(value)))
     if not np.isfinite(value):
-        raise gr.Error(f"{name} must be a finite number (got {value}).")
+        raise gr.Error(t("{name} must be a finite number (got {value}).", name=t(name),
+                         value=value))
     return float(value)
 
 
@@ -159,7 +249,8 @@ def as_choice(value, name, options):
     options = list(options)
     if not isinstance(value, str) or value not in options:
         got = repr(value) if isinstance(value, str) else _kind(value)
-        raise gr.Error(f"{name} must be one of {', '.join(map(str, options))} (got {got}).")
+        raise gr.Error(t("{name} must be one of {options} (got {value}).", name=t(name),
+                         options=", ".join(map(str, options)), value=got))
     return value
 
 
@@ -168,40 +259,42 @@ def as_choices(value, name, options):
     options = list(options)
     if not isinstance(value, list) or not all(isinstance(v, str) and v in options
                                               for v in value):
-        raise gr.Error(f"{name} must be a list of some of {', '.join(options)} (got "
-                       f"{value!r:.80}).")
+        raise gr.Error(t("{name} must be a list of some of {options} (got {value}).",
+                         name=t(name), options=", ".join(options), value=f"{value!r:.80}"))
     return value
 
 
 def as_flag(value, name):
     """A checkbox's value: true or false."""
     if not isinstance(value, bool):
-        raise gr.Error(f"{name} must be true or false (got {_kind(value)}).")
+        raise gr.Error(t("{name} must be true or false (got {value}).", name=t(name),
+                         value=_kind(value)))
     return value
 
 
 def prompt_ids(prompt, model=None):
     if not isinstance(prompt, str):
-        raise gr.Error("The prompt must be text.")
+        raise gr.Error(t("The prompt must be text."))
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise gr.Error(f"The prompt has {len(prompt):,} characters; the explorer takes at most "
-                       f"{MAX_PROMPT_CHARS:,}. Shorten it.")
+        raise gr.Error(t("The prompt has {n:,} characters; the explorer takes at most {most:,}. "
+                         "Shorten it.", n=len(prompt), most=MAX_PROMPT_CHARS))
     if not prompt.strip():
-        raise gr.Error("The prompt is empty: type some text first.")
+        raise gr.Error(t("The prompt is empty: type some text first."))
     ids = get_tokenizer().encode(prompt)
     if model is not None and max(ids) >= model.cfg.vocab_size:
         vocab = model.cfg.vocab_size
-        raise gr.Error(f"The GPT-2 tokenizer gives this prompt token ids up to {max(ids):,}, but "
-                       f"this model's vocab_size is {vocab:,} (ids 0 to {vocab - 1:,}). Rebuild "
-                       f"with vocab_size {get_tokenizer().n_vocab:,}, the tokenizer's.")
+        raise gr.Error(t("The GPT-2 tokenizer gives this prompt token ids up to {top:,}, but "
+                         "this model's vocab_size is {vocab:,} (ids 0 to {last:,}). Rebuild "
+                         "with vocab_size {n_vocab:,}, the tokenizer's.", top=max(ids),
+                         vocab=vocab, last=vocab - 1, n_vocab=get_tokenizer().n_vocab))
     return ids
 
 
 def layer_of(trace, layer):
     layer = as_int(layer, "layer")
     if not 0 <= layer < trace.n_layers:
-        raise gr.Error(f"Layer {layer} does not exist: this model has layers 0 to "
-                       f"{trace.n_layers - 1}.")
+        raise gr.Error(t("Layer {layer} does not exist: this model has layers 0 to {last}.",
+                         layer=layer, last=trace.n_layers - 1))
     return layer
 
 
@@ -210,17 +303,18 @@ def check_trace_size(cfg, n_tokens):
     need = trace_peak_bytes(cfg, n_tokens)
     allowed = CACHE.budget_bytes * TRACE_MEMORY_SHARE
     if need > allowed:
-        raise gr.Error(f"Tracing {n_tokens:,} tokens needs about {need / 1024 ** 2:,.0f} MB (the "
-                       f"attention weights grow with the square of the length: {cfg.n_heads} "
-                       f"heads × {n_tokens:,}²), but one trace may use {allowed / 1024 ** 2:,.0f} "
-                       f"MB of memory. Use a prompt of at most "
-                       f"{longest_trace(cfg, allowed):,} tokens.")
+        raise gr.Error(t("Tracing {n:,} tokens needs about {need:,.0f} MB (the attention weights "
+                         "grow with the square of the length: {heads} heads × {n:,}²), but one "
+                         "trace may use {allowed:,.0f} MB of memory. Use a prompt of at most "
+                         "{most:,} tokens.", n=n_tokens, need=need / 1024 ** 2,
+                         heads=cfg.n_heads, allowed=allowed / 1024 ** 2,
+                         most=longest_trace(cfg, allowed)))
 
 
 # ---------------------------------------------------------------------------------------------
 # Layer pickers: three tabs choose a layer of the session's model.
-def layer_slider(label, elem_id=None):
-    return gr.Slider(0, DEFAULT_CONFIG.n_layers - 1, value=0, step=1, label=label,
+def layer_slider(text, elem_id=None):
+    return gr.Slider(0, DEFAULT_CONFIG.n_layers - 1, value=0, step=1, label=label(text),
                      elem_id=elem_id)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..i18n import t
 from .labels import MAX_TOKEN_COLUMNS, layers_text, token_axis
 from .style import (FONT_SIZE, MASK_COLOR, SEQUENTIAL_SCALE, TICK_SIZE, clean, empty_figure,
                     finish, title_layout)
@@ -26,10 +27,11 @@ def _attention_layer(trace, layer) -> np.ndarray:
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) \
             or layer not in trace.attention:
         kept = sorted(trace.attention)
-        have = (f"attention patterns were kept for {layers_text(kept)}" if kept
-                else "no attention patterns were kept for this input")
-        raise ValueError(f"Layer {layer!r} has no attention pattern in this trace: {have}. "
-                         f"Trace again with attention_layers=[{layer}].")
+        have = (t("attention patterns were kept for {layers}", layers=layers_text(kept))
+                if kept else t("no attention patterns were kept for this input"))
+        raise ValueError(t("Layer {layer!r} has no attention pattern in this trace: {have}. "
+                           "Trace again with attention_layers=[{layer}].", layer=layer,
+                           have=have))
     return trace.attention[layer]
 
 
@@ -40,14 +42,14 @@ def attention_figure(trace, layer, head) -> go.Figure:
     n_heads, n_tokens = weights.shape[0], weights.shape[1]
     if head == "mean":
         w = weights.mean(axis=0, dtype=np.float32)
-        head_text = f"mean over {n_heads} heads"
+        head_text = t("mean over {n} heads", n=n_heads)
     elif isinstance(head, bool) or not isinstance(head, (int, np.integer)) \
             or not 0 <= head < n_heads:
-        raise ValueError(f"Head {head!r} does not exist: layer {layer} has heads 0 to "
-                         f"{n_heads - 1} (or 'mean').")
+        raise ValueError(t("Head {head!r} does not exist: layer {layer} has heads 0 to {last} "
+                           "(or 'mean').", head=head, layer=layer, last=n_heads - 1))
     else:
         w = weights[head]
-        head_text = f"head {int(head)}"
+        head_text = t("head {head}", head=int(head))
     start = max(0, n_tokens - MAX_TOKEN_COLUMNS)
     z = np.array(w[start:, start:], dtype=np.float32)          # (queries, keys), a copy
     n = z.shape[0]
@@ -55,29 +57,31 @@ def attention_figure(trace, layer, head) -> go.Figure:
     z[future] = np.nan
     mask = np.full((n, n), np.nan, dtype=np.float32)
     mask[future] = 0.0
-    notes = ["each row: how much one query token attends to each earlier token"]
+    notes = [t("each row: how much one query token attends to each earlier token")]
     if start:
-        notes = [f"the last {MAX_TOKEN_COLUMNS} of {n_tokens} tokens; keys before token "
-                 f"{start} are hidden, so rows sum to less than 1"]
-    cats, tickvals, ticktext = token_axis(trace.tokens[start:], start)
+        notes = [t("the last {shown} of {n} tokens; keys before token {start} are hidden, so "
+                   "rows sum to less than 1", shown=MAX_TOKEN_COLUMNS, n=n_tokens, start=start)]
+    cats, tickvals, ticktext = token_axis(trace.tokens[start:], start,
+                                          ids=trace.token_ids[start:])
     fig = go.Figure([
         go.Heatmap(z=z, x=cats, y=cats, colorscale=SEQUENTIAL_SCALE, zmin=0,
-                   hoverongaps=False, name="weight",
-                   colorbar=dict(title=dict(text="weight", side="right"),
+                   hoverongaps=False, name=t("weight"),
+                   colorbar=dict(title=dict(text=t("weight"), side="right"),
                                  tickfont=dict(size=TICK_SIZE)),
-                   hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"),
+                   hovertemplate=t("query %{y}<br>key %{x}<br>weight %{z:.3f}")
+                                 + "<extra></extra>"),
         go.Heatmap(z=mask, x=cats, y=cats, colorscale=[[0, MASK_COLOR], [1, MASK_COLOR]],
-                   showscale=False, hoverongaps=False, name="masked",
-                   hovertemplate="query %{y}<br>key %{x}<br>masked (future token)"
-                                 "<extra></extra>"),
+                   showscale=False, hoverongaps=False, name=t("masked"),
+                   hovertemplate=t("query %{y}<br>key %{x}<br>masked (future token)")
+                                 + "<extra></extra>"),
     ])
     axis = dict(type="category", tickvals=tickvals, ticktext=ticktext, showgrid=False)
     fig.update_xaxes(tickangle=-90, **axis)
     fig.update_yaxes(autorange="reversed", **axis)
     fig.update_layout(plot_bgcolor=MASK_COLOR)
-    return finish(fig, f"Attention in layer {layer}, {head_text}",
+    return finish(fig, t("Attention in layer {layer}, {head}", layer=layer, head=head_text),
                   _token_axis_height(len(tickvals)), notes=notes,
-                  x_title="key (the token looked at)", y_title="query (the token looking)")
+                  x_title=t("key (the token looked at)"), y_title=t("query (the token looking)"))
 
 
 def _block_edges(n: int, side: int) -> np.ndarray:
@@ -118,18 +122,18 @@ def attention_grid_figure(trace, layer) -> go.Figure:
     z, starts = _downsample_attention(weights, side)
     cols = min(4, n_heads)
     rows = math.ceil(n_heads / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h}" for h in
-                                                              range(n_heads)],
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[t("head {head}", head=h)
+                                                              for h in range(n_heads)],
                         horizontal_spacing=0.03, vertical_spacing=0.25 / rows)
     blocky = len(starts) < n_tokens
-    what = "mean weight" if blocky else "weight"
-    hover = ("head %d<br>queries from %%{y}, keys from %%{x}<br>mean weight %%{z:.4f}"
-             "<extra></extra>" if blocky else
-             "head %d<br>query %%{y}, key %%{x}<br>weight %%{z:.3f}<extra></extra>")
+    what = t("mean weight") if blocky else t("weight")
+    hover = (t("queries from %{y}, keys from %{x}<br>mean weight %{z:.4f}") if blocky else
+             t("query %{y}, key %{x}<br>weight %{z:.3f}"))
     for h in range(n_heads):
         fig.add_trace(go.Heatmap(z=z[h], x=starts.astype(np.int32), y=starts.astype(np.int32),
                                  coloraxis="coloraxis", hoverongaps=False,
-                                 hovertemplate=hover % h),
+                                 hovertemplate=t("head {head}", head=h) + "<br>" + hover
+                                               + "<extra></extra>"),
                       row=h // cols + 1, col=h % cols + 1)
     bare = dict(showticklabels=False, showgrid=False, zeroline=False, ticks="",
                 showline=False)
@@ -141,19 +145,20 @@ def attention_grid_figure(trace, layer) -> go.Figure:
                        colorbar=dict(title=dict(text=what, side="right"),
                                      tickfont=dict(size=TICK_SIZE))))
     fig.update_annotations(font=dict(size=FONT_SIZE))
-    notes = ["queries top to bottom, keys left to right; grey = future tokens (masked)"]
+    notes = [t("queries top to bottom, keys left to right; grey = future tokens (masked)")]
     if all_heads > n_heads:
-        notes.append(f"the first {n_heads} of {all_heads} heads (see one head at a time for "
-                     f"the others)")
+        notes.append(t("the first {n} of {all} heads (see one head at a time for the others)",
+                       n=n_heads, all=all_heads))
     if blocky:
         size = n_tokens / len(starts)
-        notes.append(f"{n_tokens} tokens shown as {len(starts)} × {len(starts)} cells per "
-                     f"head (neighbouring tokens averaged, ~{size:.0f} per cell)")
+        notes.append(t("{n} tokens shown as {side} × {side} cells per head (neighbouring "
+                       "tokens averaged, ~{size:.0f} per cell)", n=n_tokens, side=len(starts),
+                       size=size))
     _, top = title_layout("", notes)
     row_px = 230 if cols == 4 else 300
-    shown = (f"all {n_heads} heads" if n_heads == all_heads
-             else f"heads 0–{n_heads - 1} of {all_heads}")
-    fig = finish(fig, f"Attention in layer {layer}: {shown}",
+    shown = (t("all {n} heads", n=n_heads) if n_heads == all_heads
+             else t("heads 0–{last} of {all}", last=n_heads - 1, all=all_heads))
+    fig = finish(fig, t("Attention in layer {layer}: {shown}", layer=layer, shown=shown),
                  top + 40 + rows * row_px, notes=notes, margin=dict(l=30, r=30, b=30),
                  axes=False)
     return fig
@@ -162,27 +167,28 @@ def attention_grid_figure(trace, layer) -> go.Figure:
 def entropy_figure(trace) -> go.Figure:
     """Layers x heads: how spread out each head's attention is (mean entropy in bits)."""
     ent = np.asarray(trace.attention_entropy)
-    title = "Attention entropy per head (bits)"
+    title = t("Attention entropy per head (bits)")
     if ent.ndim != 3 or ent.size == 0:
-        return empty_figure(title, "No attention entropy recorded.")
+        return empty_figure(title, t("No attention entropy recorded."))
     z, bad = clean(ent.mean(axis=-1))
     n_layers, n_heads, n_tokens = ent.shape
     # The largest possible mean: every query spreads evenly over all tokens it may see.
     most = float(np.mean(np.log2(np.arange(1, n_tokens + 1))))
-    notes = [f"0 = looks at one token; {most:.2f} = spread evenly over all earlier tokens "
-             f"(mean over {n_tokens} queries)"]
+    notes = [t("0 = looks at one token; {most:.2f} = spread evenly over all earlier tokens "
+               "(mean over {n} queries)", most=most, n=n_tokens)]
     if bad:
-        notes.append("inf/NaN values shown as gaps (grey)")
+        notes.append(t("inf/NaN values shown as gaps (grey)"))
     label_cells = n_layers * n_heads <= 300 and n_heads <= 8  # wider grids: hover instead
     fig = go.Figure(go.Heatmap(
         z=z, x=np.arange(n_heads), y=np.arange(n_layers), colorscale=SEQUENTIAL_SCALE,
         zmin=0, zmax=max(most, 1e-6), hoverongaps=False,
         texttemplate="%{z:.2f}" if label_cells else None,
         textfont=dict(size=TICK_SIZE),
-        colorbar=dict(title=dict(text="bits", side="right"), tickfont=dict(size=TICK_SIZE)),
-        hovertemplate="layer %{y}, head %{x}<br>mean entropy %{z:.3f} bits<extra></extra>"))
+        colorbar=dict(title=dict(text=t("bits"), side="right"), tickfont=dict(size=TICK_SIZE)),
+        hovertemplate=t("layer %{y}, head %{x}<br>mean entropy %{z:.3f} bits")
+                      + "<extra></extra>"))
     fig.update_xaxes(dtick=1 if n_heads <= 25 else None, showgrid=False)
     fig.update_yaxes(dtick=1 if n_layers <= 24 else None, showgrid=False)
     fig.update_layout(plot_bgcolor=MASK_COLOR)
     height = max(380, min(950, 200 + 36 * n_layers))
-    return finish(fig, title, height, notes=notes, x_title="head", y_title="layer")
+    return finish(fig, title, height, notes=notes, x_title=t("head"), y_title=t("layer"))

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from ..i18n import t
 from .style import (BLUE, GREY, LIGHT_BAR, PALETTE, TICK_SIZE, VERMILLION, finish)
 
 def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False,
@@ -39,18 +40,19 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False,
             centres = (edges[:-1] + edges[1:]) / 2
             fig.add_trace(go.Bar(
                 x=centres.astype(np.float32), y=(counts / total).astype(np.float32),
-                width=np.diff(edges).astype(np.float32), name="real feed-forward inputs",
+                width=np.diff(edges).astype(np.float32), name=t("real feed-forward inputs"),
                 marker=dict(color=LIGHT_BAR, line=dict(width=0)),
-                hovertemplate="input %{x:.3g}: %{y:.1%} of values<extra></extra>"))
+                hovertemplate=t("input %{x:.3g}: %{y:.1%} of values") + "<extra></extra>"))
             outside = counts[(centres < x_lo) | (centres > x_hi)].sum() / total
             if outside > 0.005:
-                notes.append(f"{outside:.0%} of the real inputs lie outside the x range shown")
+                notes.append(t("{share:.0%} of the real inputs lie outside the x range shown",
+                               share=outside))
             fig.update_layout(
                 yaxis=dict(side="right", showgrid=False, rangemode="tozero", tickformat=".0%",
-                           title_text="share of real inputs (bars)"),
-                yaxis2=dict(overlaying="y", side="left", title_text="output"))
+                           title_text=t("share of real inputs (bars)")),
+                yaxis2=dict(overlaying="y", side="left", title_text=t("output")))
         else:
-            notes.append("the real feed-forward inputs are all inf/NaN: no histogram")
+            notes.append(t("the real feed-forward inputs are all inf/NaN: no histogram"))
     for i, name in enumerate(show):
         f = functions[name]
         color = PALETTE[i % len(PALETTE)]
@@ -62,16 +64,18 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False,
         if derivatives:
             fig.add_trace(go.Scatter(
                 x=x, y=np.asarray(f["dy"], dtype=np.float32), mode="lines", yaxis=curve_axis,
-                name=f"derivative of {f['label']}", line=dict(color=color, width=2.5,
-                                                              dash="dash"),
-                hovertemplate="x %{x:.2f}: slope %{y:.3f}<extra>" + f["label"] + "</extra>"))
+                name=t("derivative of {name}", name=f["label"]),
+                line=dict(color=color, width=2.5, dash="dash"),
+                hovertemplate=t("x %{x:.2f}: slope %{y:.3f}") + "<extra>" + f["label"]
+                              + "</extra>"))
     fig.update_xaxes(range=[x_lo, x_hi])
     fig.layout["yaxis2" if curve_axis == "y2" else "yaxis"].update(
         zeroline=True, zerolinecolor=GREY, zerolinewidth=1.5)
     fig.update_layout(barmode="overlay", bargap=0)
-    title = "Activation functions" + (" and their derivatives" if derivatives else "")
-    return finish(fig, title, 540, notes=notes, x_title="input x",
-                  y_title=None if curve_axis == "y2" else "output", legend=True,
+    title = t("Activation functions and their derivatives") if derivatives \
+        else t("Activation functions")
+    return finish(fig, title, 540, notes=notes, x_title=t("input x"),
+                  y_title=None if curve_axis == "y2" else t("output"), legend=True,
                   margin=dict(r=90 if curve_axis == "y2" else 30))
 
 
@@ -90,15 +94,16 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
     """Mean |gradient| per layer of the book's 5-layer network, without and with shortcuts
     (``explorer.book.gradients.shortcut_demo``); log scale, so the vanishing shows."""
     names = list(dict.fromkeys([*without, *with_]))
-    labels = [f"layer {i + 1}<br>{html.escape(n.removesuffix('.weight'))}"
+    labels = [t("layer {n}", n=i + 1) + f"<br>{html.escape(n.removesuffix('.weight'))}"
               for i, n in enumerate(names)]
     fig = go.Figure()
     notes = []
-    for data, name, color in ((without, "without shortcut", VERMILLION),
-                              (with_, "with shortcut", BLUE)):
+    for data, name, color in ((without, t("without shortcut"), VERMILLION),
+                              (with_, t("with shortcut"), BLUE)):
         values = [float(data.get(n, float("nan"))) for n in names]
         if any(not (v > 0 and math.isfinite(v)) for v in values):
-            notes.append(f"{name}: zero or missing gradients are not drawn (log scale)")
+            notes.append(t("{name}: zero or missing gradients are not drawn (log scale)",
+                           name=name))
         values = [v if v > 0 and math.isfinite(v) else None for v in values]
         fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color,
                              texttemplate="%{y:.2~g}", textposition="outside",
@@ -107,10 +112,10 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
     _log_axis(fig, [v for data in (without, with_) for v in data.values()])
     # wide bars with a gap between the pair: room for labels at TICK_SIZE
     fig.update_layout(barmode="group", bargap=0.12, bargroupgap=0.12)
-    return finish(fig, "Mean |gradient| per layer (book, section 4.4)", 500,
-                  notes=notes or ["first layer on the left: gradients flow back from the "
-                                   "loss on the right"],
-                  x_title="layer (weight)", y_title="mean |gradient| (log scale)",
+    return finish(fig, t("Mean |gradient| per layer (book, section 4.4)"), 500,
+                  notes=notes or [t("first layer on the left: gradients flow back from the "
+                                    "loss on the right")],
+                  x_title=t("layer (weight)"), y_title=t("mean |gradient| (log scale)"),
                   legend=True)
 
 
@@ -124,12 +129,14 @@ def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.F
     notes = []
     for grads, label, color, dash in ((grads_a, labels[0], BLUE, "solid"),
                                       (grads_b, labels[1], VERMILLION, "dash")):
-        cats = ["embedding", *[f"block {i}" for i in range(len(grads.blocks))], "output head"]
+        cats = [t("embedding"), *[t("block {n}", n=i) for i in range(len(grads.blocks))],
+                t("output head")]
         values = [grads.embedding, *grads.blocks, grads.output_head]
         if any(not (v > 0 and math.isfinite(v)) for v in values):
-            notes.append(f"{html.escape(str(label))}: zero or inf/NaN gradients not drawn")
+            notes.append(t("{name}: zero or inf/NaN gradients not drawn",
+                           name=html.escape(str(label))))
         values = [float(v) if v > 0 and math.isfinite(v) else None for v in values]
-        name = f"{html.escape(str(label))} (loss {grads.loss:.2f})"
+        name = t("{name} (loss {loss:.2f})", name=html.escape(str(label)), loss=grads.loss)
         fig.add_trace(go.Scatter(x=cats, y=values, mode="lines+markers", name=name,
                                  line=dict(color=color, width=3, dash=dash),
                                  marker=dict(size=9), connectgaps=False,
@@ -138,6 +145,6 @@ def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.F
     fig.update_xaxes(type="category")   # plotly turns the labels when they would overlap
     _log_axis(fig, [grads_a.embedding, *grads_a.blocks, grads_a.output_head,
                     grads_b.embedding, *grads_b.blocks, grads_b.output_head])
-    return finish(fig, "Mean |gradient| from input to output", 500, notes=notes,
-                  x_title="where in the model (input → output)",
-                  y_title="mean |gradient| (log scale)", legend=True)
+    return finish(fig, t("Mean |gradient| from input to output"), 500, notes=notes,
+                  x_title=t("where in the model (input → output)"),
+                  y_title=t("mean |gradient| (log scale)"), legend=True)

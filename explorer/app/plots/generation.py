@@ -6,6 +6,7 @@ import html
 
 import numpy as np
 
+from ..i18n import t
 from .labels import token_label
 from .style import AXIS_COLOR, BLUE, GRID_COLOR, ORANGE, TEXT_COLOR
 
@@ -21,7 +22,7 @@ def next_token_bars_html(texts: list[str], probs: list[float], chosen: int | Non
                                    and 0 <= chosen < len(texts)):
         raise ValueError(f"chosen must be the index of one of the {len(texts)} candidates "
                          f"(got {chosen!r}).")
-    rows = []
+    rows, chosen_mark = [], " " + t("◀ chosen")
     for i, (text, p) in enumerate(zip(texts, probs)):
         # True scale: a full track is 100 %, so an untrained model's 0.02 % candidates show
         # as slivers (it has no preference), never as a strong-looking bar. Labels keep 3
@@ -30,9 +31,9 @@ def next_token_bars_html(texts: list[str], probs: list[float], chosen: int | Non
         chosen_one = i == chosen
         rows.append(f'<div><span>{token_label(text, 12)}</span><b><i'
                     f'{" class=c" if chosen_one else ""} style="width:{width:.1f}%"></i></b>'
-                    f'<span>{100 * float(p):.3g} %{" ◀ chosen" if chosen_one else ""}</span></div>')
-    return ('<section class="nt-bars"><h4>Next-token candidates <small>(bar = probability; '
-            'a full bar is 100 %)</small></h4>' + "".join(rows)
+                    f'<span>{100 * float(p):.3g} %{chosen_mark if chosen_one else ""}</span></div>')
+    return ('<section class="nt-bars"><h4>' + t("Next-token candidates") + " <small>"
+            + t("(bar = probability; a full bar is 100 %)") + "</small></h4>" + "".join(rows)
             + '<div class="scale"><span></span><em>' + "".join(
                 f'<span style="left:{x}%">{x}{" %" if x else ""}</span>'
                 for x in (0, 25, 50, 75, 100)) + '</em><span></span></div>'

@@ -1,8 +1,14 @@
 """Text on figures and tables: counts, shares, token pieces made visible, token axes."""
 from __future__ import annotations
 
+import codecs
 import html
 import math
+import re
+
+from ...book.probe_points import POINT_LABELS
+from ...book.tokenizer import get_tokenizer
+from ..i18n import t
 
 MAX_TOKEN_COLUMNS = 128   # token heatmap, attention: the last 128 tokens
 MAX_TICK_LABELS = 40      # beyond this many tokens an axis labels every n-th
@@ -37,10 +43,46 @@ def token_label(piece: str, max_chars: int = TOKEN_CHARS) -> str:
     return html.escape(visible_token(piece, max_chars), quote=False)
 
 
-def token_axis(tokens: list[str], start: int, max_chars: int = TOKEN_CHARS):
+_BYTE = re.compile(r"(?:<0x[0-9A-F]{2}>)+")
+
+
+def readable_tokens(token_ids, texts) -> list[str]:
+    """Each token's text for an axis. GPT-2 splits a Chinese character (or an emoji) into
+    byte tokens, whose text shows each byte as <0xE6>: here a token's bytes are shown shorter
+    ("E6 88"), and the token that completes the character shows it too ("91=我")."""
+    raw = get_tokenizer().encoding.decode_single_token_bytes
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    out = []
+    for tid, text in zip(token_ids, texts):
+        piece = raw(tid) if 0 <= tid < get_tokenizer().n_vocab else b""
+        waiting = bool(decoder.getstate()[0])       # bytes of a character begun before
+        done = decoder.decode(piece)                # the characters this token completes
+        shown = _BYTE.sub(_hex, text) if "<0x" in text else text
+        if waiting and done.strip():
+            shown = f"{shown}={done.strip()[0]}"
+        out.append(shown)
+    return out
+
+
+def _hex(match) -> str:
+    """<0xE6><0x88> as "E6 88", apart from the text before it."""
+    text = " ".join(match.group(0)[3:-1].split("><0x"))
+    before = match.string[match.start() - 1] if match.start() else " "
+    return text if before == " " else " " + text
+
+
+def point_label(point: str) -> str:
+    """A probe point's description ("norm1 input (before LayerNorm)"), in the page's language."""
+    return t(POINT_LABELS[point])
+
+
+def token_axis(tokens: list[str], start: int, max_chars: int = TOKEN_CHARS, ids=None):
     """Category values '#pos token' (unique per position, shown in hovers) and the tick
     values/texts: every token up to MAX_TICK_LABELS tokens; beyond that every n-th, at most
-    half as many, so that the labels stay apart on a laptop screen too."""
+    half as many, so that the labels stay apart on a laptop screen too. With the token
+    ``ids``, byte tokens read as ``readable_tokens`` shows them."""
+    if ids is not None:
+        tokens = readable_tokens(ids, tokens)
     labels = [token_label(t, max_chars) for t in tokens]
     cats = [f"#{start + i} {lab}" for i, lab in enumerate(labels)]
     most = MAX_TICK_LABELS if len(cats) <= MAX_TICK_LABELS else MAX_TICK_LABELS // 2
@@ -57,5 +99,8 @@ def percent(share: float) -> str:
 def layers_text(layers) -> str:
     layers = [int(i) for i in layers]
     if len(layers) > 6:
-        return f"{len(layers)} layers from {layers[0]} to {layers[-1]}"
-    return ("layer " if len(layers) == 1 else "layers ") + ", ".join(map(str, layers))
+        return t("{n} layers from {first} to {last}", n=len(layers), first=layers[0],
+                 last=layers[-1])
+    if len(layers) == 1:
+        return t("layer {layers}", layers=layers[0])
+    return t("layers {layers}", layers=", ".join(map(str, layers)))

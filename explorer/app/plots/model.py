@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 
 from ...book.config import GPTConfig, ParameterCount
 from ...book.curves import ACTIVATION_LABELS
+from ..i18n import t
 from .labels import human_count, percent
 from .style import BLUE, FONT_SIZE, finish
 
@@ -15,25 +16,26 @@ def parameter_figure(counts: ParameterCount) -> go.Figure:
     """Horizontal bars: parameters per component (zero ones skipped), largest on top."""
     parts = [(name, n) for name, n in counts.breakdown().items() if n > 0]
     parts.sort(key=lambda item: item[1])
-    names = [name for name, _ in parts]
+    names = [t(name) for name, _ in parts]
     values = [n for _, n in parts]
     total = counts.total
     text = [f"{human_count(n)}  ({percent(n / total)})" for n in values]
     fig = go.Figure(go.Bar(
         x=values, y=names, orientation="h", marker_color=BLUE, text=text,
         textposition="outside", cliponaxis=False, textfont=dict(size=FONT_SIZE),
-        hovertemplate="%{y}: %{x:,} parameters<extra></extra>"))
+        hovertemplate=t("%{y}: %{x:,} parameters") + "<extra></extra>"))
     # room on the right for the longest label ("6.43 M  (47.0 %)"), beyond the longest bar
     fig.update_xaxes(range=[0, max(values) * 1.6], tickformat="~s")
     notes = []
     if counts.output_head:
-        notes.append(f"{human_count(counts.total_without_output_head)} without the output head "
-                     f"(the book's count with weight tying)")
+        notes.append(t("{n} without the output head (the book's count with weight tying)",
+                       n=human_count(counts.total_without_output_head)))
     else:
-        notes.append("the output head shares the token embedding (tied weights)")
-    return finish(fig, f"Parameters: {human_count(total)} in total ({total:,})",
-                  170 + 52 * len(parts), notes=notes, x_title="parameters",
-                  y_title="component", margin=dict(r=40))
+        notes.append(t("the output head shares the token embedding (tied weights)"))
+    return finish(fig, t("Parameters: {n} in total ({total:,})", n=human_count(total),
+                         total=total),
+                  170 + 52 * len(parts), notes=notes, x_title=t("parameters"),
+                  y_title=t("component"), margin=dict(r=40))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,7 +74,7 @@ def _arrow(label: str = "") -> str:
 
 
 def _params(counts, n) -> str | None:
-    return None if counts is None else f"{human_count(n)} params"
+    return None if counts is None else t("{n} params", n=human_count(n))
 
 
 def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
@@ -84,33 +86,36 @@ def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
     d, v, h = cfg.emb_dim, cfg.vocab_size, cfg.ff_hidden_dim
     c = counts
     drop = f"p = {cfg.drop_rate:g}"
-    parts = [f"<div style=\"{_SMALL};text-align:center\">input: token ids, shape "
-             f"(batch, T), T ≤ {cfg.context_length:,}</div>", _arrow()]
-    parts.append(_box("embed", "Token embedding", f"{v:,} ids → {d}",
+    parts = [f"<div style=\"{_SMALL};text-align:center\">"
+             + html.escape(t("input: token ids, shape (batch, T), T ≤ {n:,}",
+                             n=cfg.context_length)) + "</div>", _arrow()]
+    parts.append(_box("embed", t("Token embedding"), t("{v:,} ids → {d}", v=v, d=d),
                       _params(c, c.token_embedding) if c else None, "tok_emb"))
     if cfg.pos_encoding == "learned":
         parts.append("<div style=\"text-align:center;font-size:18px;color:#666666\">+</div>")
-        parts.append(_box("embed", "Positional embedding",
-                          f"{cfg.context_length:,} positions → {d}",
+        parts.append(_box("embed", t("Positional embedding"),
+                          t("{n:,} positions → {d}", n=cfg.context_length, d=d),
                           _params(c, c.position_embedding) if c else None, "pos_emb"))
     else:
-        parts.append(f"<div style=\"{_SMALL};text-align:center\">(no positional embedding: "
-                     f"RoPE rotates queries and keys inside attention)</div>")
-    parts += [_arrow(), _box("drop", "Dropout", drop, None, "drop_emb"),
+        parts.append(f"<div style=\"{_SMALL};text-align:center\">"
+                     + html.escape(t("(no positional embedding: RoPE rotates queries and keys "
+                                     "inside attention)")) + "</div>")
+    parts += [_arrow(), _box("drop", t("Dropout"), drop, None, "drop_emb"),
               _arrow(f"(batch, T, {d})")]
 
-    norms = {n: _box("norm", "LayerNorm", f"{d} features, scale and shift",
+    norms = {n: _box("norm", "LayerNorm", t("{d} features, scale and shift", d=d),
                      _params(c, c.norms_per_block // 2) if c else None, n)
              for n in ("norm1", "norm2")}
     rope = ", RoPE" if cfg.pos_encoding == "rope" else ""
-    att = _box("att", "Masked multi-head attention",
-               f"{d} → {cfg.n_heads} heads × {cfg.head_dim} → {d}{rope}",
+    att = _box("att", t("Masked multi-head attention"),
+               t("{d} → {heads} heads × {head_dim} → {d}", d=d, heads=cfg.n_heads,
+                 head_dim=cfg.head_dim) + rope,
                _params(c, c.attention_per_block) if c else None, "att")
-    ff = _box("ff", "Feed-forward",
-              f"{d} → {h} → {d}, {ACTIVATION_LABELS[cfg.activation]}",
+    ff = _box("ff", t("Feed-forward"),
+              f"{d} → {h} → {d}, {t(ACTIVATION_LABELS[cfg.activation])}",
               _params(c, c.feed_forward_per_block) if c else None, "ff")
-    dropout = _box("drop", "Dropout", drop, None, "drop_shortcut")
-    add = _box("add", "⊕ Add the shortcut", "x = x + shortcut")
+    dropout = _box("drop", t("Dropout"), drop, None, "drop_shortcut")
+    add = _box("add", t("⊕ Add the shortcut"), "x = x + shortcut")
 
     def sub_block(norm_name, core):
         steps = []
@@ -124,18 +129,21 @@ def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
             # the shortcut path: a red line from the sub-block's input down to the ⊕
             inner = (f"<div style=\"border-left:4px solid {_BOX_COLORS['add'][1]};"
                      f"padding-left:10px;margin-left:2px\"><div style=\"{_SMALL};"
-                     f"color:{_BOX_COLORS['add'][1]}\">shortcut = x (input of this part)</div>"
+                     f"color:{_BOX_COLORS['add'][1]}\">"
+                     + html.escape(t("shortcut = x (input of this part)")) + "</div>"
                      f"{inner}</div>")
         if cfg.norm_placement == "post":
             inner += _arrow() + norms[norm_name]
         return inner
 
-    placement = {"pre": "pre-LayerNorm (the book, GPT-2)",
-                 "post": "post-LayerNorm (the original Transformer)",
-                 "none": "no normalisation"}[cfg.norm_placement]
-    shortcut = "with shortcut connections" if cfg.shortcut else "no shortcut connections"
-    block_params = (f"<span style=\"float:right;{_SMALL}\">{human_count(c.per_block)} "
-                    f"params each, {human_count(c.per_block * c.n_layers)} in all</span>"
+    placement = t({"pre": "pre-LayerNorm (the book, GPT-2)",
+                   "post": "post-LayerNorm (the original Transformer)",
+                   "none": "no normalisation"}[cfg.norm_placement])
+    shortcut = t("with shortcut connections") if cfg.shortcut else t("no shortcut connections")
+    block_params = (f"<span style=\"float:right;{_SMALL}\">"
+                    + html.escape(t("{each} params each, {all} in all",
+                                    each=human_count(c.per_block),
+                                    all=human_count(c.per_block * c.n_layers))) + "</span>"
                     if c else "")
     parts.append(
         f"<div style=\"border:2px dashed #777777;border-radius:10px;padding:8px 12px 12px;"
@@ -146,19 +154,20 @@ def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
         f"</div>{sub_block('norm1', att)}{_arrow()}{sub_block('norm2', ff)}</div>")
     parts.append(_arrow(f"(batch, T, {d})"))
     if cfg.norm_placement == "none":
-        parts.append(_box("drop", "No final norm", "Identity (norm_placement none)", None,
-                          "final_norm"))
+        parts.append(_box("drop", t("No final norm"), t("Identity (norm_placement none)"),
+                          None, "final_norm"))
     else:
-        parts.append(_box("norm", "Final LayerNorm", f"{d} features",
+        parts.append(_box("norm", t("Final LayerNorm"), t("{d} features", d=d),
                           _params(c, c.final_norm) if c else None, "final_norm"))
     parts.append(_arrow())
-    tied = ", tied to tok_emb (shares its weights)" if cfg.tie_weights else ""
-    parts.append(_box("out", "Output head", f"Linear {d} → {v:,}{tied}",
+    tied = t(", tied to tok_emb (shares its weights)") if cfg.tie_weights else ""
+    parts.append(_box("out", t("Output head"), f"Linear {d} → {v:,}{tied}",
                       _params(c, c.output_head) if c and c.output_head else None, "out_head"))
-    parts += [_arrow(), f"<div style=\"{_SMALL};text-align:center\">logits, shape "
-                        f"(batch, T, {v:,})</div>"]
+    parts += [_arrow(), f"<div style=\"{_SMALL};text-align:center\">"
+                        + html.escape(t("logits, shape (batch, T, {v:,})", v=v)) + "</div>"]
     if c:
-        parts.append(f"<div style=\"margin-top:8px\"><b>Total:</b> {human_count(c.total)} "
-                     f"parameters ({c.total:,})</div>")
+        parts.append("<div style=\"margin-top:8px\">" + t(
+            "<b>Total:</b> {n} parameters ({total:,})", n=human_count(c.total),
+            total=c.total) + "</div>")
     return ("<div style=\"font-family:Arial,Helvetica,sans-serif;font-size:16px;"
             "line-height:1.4;color:#222222;max-width:760px\">" + "".join(parts) + "</div>")

@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 
 from ...book.probe_points import POINT_LABELS
 from ...probes import STAT_NAMES
-from .labels import MAX_TOKEN_COLUMNS, layers_text, token_axis
+from ..i18n import t
+from .labels import MAX_TOKEN_COLUMNS, layers_text, point_label, token_axis
 from .style import (DIVERGING_SCALE, MASK_COLOR, PALETTE, SEQUENTIAL_SCALE, TICK_SIZE, clean,
                     empty_figure, finish, lighter)
 
@@ -27,10 +28,10 @@ def _point_stats(trace, point: str):
 
 
 def _missing_note(points) -> str:
-    return (f"not in this model: {', '.join(points)} "
-            f"(no normalisation layers)" if any(p.startswith(("ln", "final_norm"))
-                                                for p in points)
-            else f"not recorded: {', '.join(points)}")
+    if any(p.startswith(("ln", "final_norm")) for p in points):
+        return t("not in this model: {points} (no normalisation layers)",
+                 points=", ".join(points))
+    return t("not recorded: {points}", points=", ".join(points))
 
 
 def _check_layer(trace, layer) -> int:
@@ -60,15 +61,16 @@ def layer_stats_figure(trace, points=("ln1_in", "ln1_out")) -> go.Figure:
                 bad_layers.update(np.flatnonzero(np.isnan(series[stat])).tolist())
         if bad_layers:
             where = [n_layers - 1] if is_final else sorted(bad_layers)
-            nonfinite.append(f"{POINT_LABELS[point]}: inf/NaN in {layers_text(where)}")
+            nonfinite.append(t("{point}: inf/NaN in {layers}", point=point_label(point),
+                               layers=layers_text(where)))
         x = np.array([n_layers - 1]) if is_final else np.arange(n_layers)
         color = PALETTE[len(found) % len(PALETTE)]
         found.append((point, x, series, color))
-    title = "Statistics across layers"
+    title = t("Statistics across layers")
     if missing:
         notes.append(_missing_note(missing))
     if not found:
-        return empty_figure(title, "None of these probe points was recorded for this model.",
+        return empty_figure(title, t("None of these probe points was recorded for this model."),
                             notes=notes)
     fig = go.Figure()
     # bands first (the widest at the back), so every band edge and every line stays visible
@@ -82,29 +84,29 @@ def layer_stats_figure(trace, points=("ln1_in", "ln1_out")) -> go.Figure:
             x=x, y=series["min"], mode="lines", line=dict(width=1, color=color),
             fill="tonexty", fillcolor=lighter(color), showlegend=False,
             customdata=series["max"],
-            hovertemplate="layer %{x}: min %{y:.3g}, max %{customdata:.3g}<extra>"
-                          + point + "</extra>"))
+            hovertemplate=t("layer %{x}: min %{y:.3g}, max %{customdata:.3g}")
+                          + "<extra>" + point + "</extra>"))
     for point, x, series, color in found:
-        label = POINT_LABELS[point]
+        label = point_label(point)
         fig.add_trace(go.Scatter(x=x, y=series["mean"], mode="lines+markers", name=label,
                                  legendgroup=point, line=dict(color=color, width=3.5),
                                  marker=dict(size=9),
-                                 hovertemplate="layer %{x}: mean %{y:.4g}<extra>" + point
-                                               + "</extra>"))
+                                 hovertemplate=t("layer %{x}: mean %{y:.4g}") + "<extra>"
+                                               + point + "</extra>"))
         fig.add_trace(go.Scatter(x=x, y=series["std"], mode="lines+markers", name=label,
                                  legendgroup=point, showlegend=False,
                                  line=dict(color=color, width=3.5, dash="dash"),
                                  marker=dict(size=9, symbol="square"),
-                                 hovertemplate="layer %{x}: std %{y:.4g}<extra>" + point
-                                               + "</extra>"))
-    notes.insert(0, "solid line: mean · dashed line: standard deviation · light band: "
-                    "min to max")
+                                 hovertemplate=t("layer %{x}: std %{y:.4g}") + "<extra>"
+                                               + point + "</extra>"))
+    notes.insert(0, t("solid line: mean · dashed line: standard deviation · light band: "
+                      "min to max"))
     if nonfinite:
-        notes += nonfinite + ["(inf/NaN values are shown as gaps)"]
+        notes += nonfinite + [t("(inf/NaN values are shown as gaps)")]
     fig.update_xaxes(dtick=1 if n_layers <= 30 else None, tickformat="d",
                      range=[-0.3, n_layers - 0.7])
-    return finish(fig, title, 540, notes=notes, x_title="layer (transformer block)",
-                  y_title="value", legend=True, wrap=120)   # as wide as the page
+    return finish(fig, title, 540, notes=notes, x_title=t("layer (transformer block)"),
+                  y_title=t("value"), legend=True, wrap=120)   # as wide as the page
 
 
 def histogram_figure(trace, layer, points=("ln1_in", "ln1_out")) -> go.Figure:
@@ -125,30 +127,31 @@ def histogram_figure(trace, layer, points=("ln1_in", "ln1_out")) -> go.Figure:
         widths = np.diff(edges)
         total = counts.sum()
         if total == 0:
-            notes.append(f"{point}: no finite values")
+            notes.append(t("{point}: no finite values", point=point))
             continue
         density = counts / (total * widths)
         color = PALETTE[shown % len(PALETTE)]
         shown += 1
-        name = POINT_LABELS[point]
+        name = point_label(point)
         fig.add_trace(go.Bar(
             x=((edges[:-1] + edges[1:]) / 2).astype(np.float32),
             y=density.astype(np.float32), width=widths.astype(np.float32), name=name,
             marker=dict(color=color, line=dict(width=0)), opacity=0.55,
-            hovertemplate="value %{x:.3g}: density %{y:.3g}<extra>" + point + "</extra>"))
+            hovertemplate=t("value %{x:.3g}: density %{y:.3g}") + "<extra>" + point
+                          + "</extra>"))
         if stats.overall["nonfinite"][row]:
-            notes.append(f"{point}: {int(stats.overall['nonfinite'][row])} inf/NaN values "
-                         f"left out")
+            notes.append(t("{point}: {n} inf/NaN values left out", point=point,
+                           n=int(stats.overall["nonfinite"][row])))
     if missing:
         notes.append(_missing_note(missing))
     final_only = all(p in trace.final for p in points)
-    title = "Distribution of values " + ("at the final norm" if final_only
-                                         else f"in layer {layer}")
+    title = (t("Distribution of values at the final norm") if final_only
+             else t("Distribution of values in layer {layer}", layer=layer))
     if not shown:
-        return empty_figure(title, "Nothing to show for these probe points.", notes=notes)
+        return empty_figure(title, t("Nothing to show for these probe points."), notes=notes)
     fig.update_layout(barmode="overlay", bargap=0)
-    return finish(fig, title, 500, notes=notes, x_title="activation value",
-                  y_title="density", legend=True)
+    return finish(fig, title, 500, notes=notes, x_title=t("activation value"),
+                  y_title=t("density"), legend=True)
 
 
 def token_heatmap_figure(trace, point="resid_pre", stat="std") -> go.Figure:
@@ -156,8 +159,8 @@ def token_heatmap_figure(trace, point="resid_pre", stat="std") -> go.Figure:
     if stat not in STAT_NAMES:
         raise ValueError(f"Unknown statistic {stat!r}; choose from {', '.join(STAT_NAMES)}.")
     stats, is_final = _point_stats(trace, point)
-    title = f"{STAT_TITLES[stat]} per token"
-    where = f"measured at: {POINT_LABELS[point]} ({point})"
+    title = t("{stat} per token", stat=t(STAT_TITLES[stat]))
+    where = t("measured at: {label} ({point})", label=point_label(point), point=point)
     if stats is None:
         return empty_figure(title, _missing_note([point]), notes=[where])
     z, bad = clean(stats.per_token[stat])
@@ -166,22 +169,24 @@ def token_heatmap_figure(trace, point="resid_pre", stat="std") -> go.Figure:
     z = np.ascontiguousarray(z[:, start:])
     notes = [where]
     if start:
-        notes.append(f"the last {MAX_TOKEN_COLUMNS} of {n_tokens} tokens")
+        notes.append(t("the last {shown} of {n} tokens", shown=MAX_TOKEN_COLUMNS, n=n_tokens))
     if bad:
-        notes.append("inf/NaN values shown as gaps (grey)")
-    cats, tickvals, ticktext = token_axis(trace.tokens[start:], start)
+        notes.append(t("inf/NaN values shown as gaps (grey)"))
+    cats, tickvals, ticktext = token_axis(trace.tokens[start:], start,
+                                          ids=trace.token_ids[start:])
     layers = [trace.n_layers - 1] if is_final else list(range(z.shape[0]))
     scale = dict(colorscale=DIVERGING_SCALE, zmid=0) if stat == "mean" else \
         dict(colorscale=SEQUENTIAL_SCALE)
     fig = go.Figure(go.Heatmap(
         z=z, x=cats, y=layers, hoverongaps=False, **scale,
         colorbar=dict(title=dict(text=stat, side="right"), tickfont=dict(size=TICK_SIZE)),
-        hovertemplate="layer %{y}, token %{x}<br>" + stat + " %{z:.4g}<extra></extra>"))
+        hovertemplate=t("layer %{y}, token %{x}") + "<br>" + stat
+                      + " %{z:.4g}<extra></extra>"))
     fig.update_xaxes(type="category", tickvals=tickvals, ticktext=ticktext,
                      tickangle=-90 if len(tickvals) > 12 else 0,
                      showgrid=False)
     fig.update_yaxes(dtick=1 if len(layers) <= 24 else None, tickformat="d", showgrid=False)
     height = max(420, min(900, 260 + 34 * len(layers)))
     fig.update_layout(plot_bgcolor=MASK_COLOR)
-    return finish(fig, title, height, notes=notes, x_title="token",
-                  y_title="layer" + (" (final norm)" if is_final else ""))
+    return finish(fig, title, height, notes=notes, x_title=t("token"),
+                  y_title=t("layer (final norm)") if is_final else t("layer"))

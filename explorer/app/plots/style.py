@@ -1,7 +1,9 @@
 """How every figure looks: fonts, colours, colour scales and the one lean layout (``finish``).
 
 Every figure goes through ``finish``: no plotly template, our own fonts, margins, grid and an
-explicit height, so that figures stay small on the wire and readable on a projector. ``gr.Plot``
+explicit height, so that figures stay small on the wire and readable on a projector. In lecture
+mode (``prefs``: the page's toggle) ``finish`` also makes the type larger, the lines thicker and
+the text, axes and grid darker, for every figure alike. ``gr.Plot``
 draws them with plotly.js 3.3.1, so colours are ``#rrggbb`` only and the traces are Heatmap, Bar
 and Scatter. Arrays go in as float32 numpy (sent base64-encoded).
 """
@@ -11,6 +13,8 @@ import textwrap
 
 import numpy as np
 import plotly.graph_objects as go
+
+from ..prefs import current
 
 FONT_FAMILY = "Arial, Helvetica, sans-serif"
 # Read from the back of a lecture room (a projector at 1280x720): nothing under 16 px.
@@ -48,6 +52,19 @@ LIGHT_SCALE = _scale(BLUES)
 DIVERGING_SCALE = _scale(DIVERGING)
 
 
+# Lecture mode (read from the back of a lecture hall): type this much larger, lines thicker,
+# and darker ink; a figure no taller than this, so that it fits under a tab's controls at 720 px.
+LECTURE_TYPE = 1.25
+LECTURE_LINES = 1.6
+LECTURE_INK = "#000000"
+LECTURE_GRID = "#b8b8b8"
+LECTURE_MAX_HEIGHT = 470
+
+
+def _size(px: float) -> int:
+    return round(px * LECTURE_TYPE) if current().lecture else round(px)
+
+
 def _wrap(text: str, width: int = 68) -> str:
     """Break a long note into lines so it is not clipped on a narrow screen."""
     return "<br>".join(textwrap.wrap(text, width, break_long_words=False)) or text
@@ -56,14 +73,16 @@ def _wrap(text: str, width: int = 68) -> str:
 def title_layout(title: str, notes=(), wrap: int = 68) -> tuple[dict, int]:
     """Title dict (left-aligned, anchored to the top of the figure) with the notes as a
     smaller subtitle (lines of at most ``wrap`` characters), and the top margin it needs."""
+    if current().lecture:
+        wrap = int(wrap / LECTURE_TYPE)
     lines = [line for n in notes if n for line in _wrap(n, wrap).split("<br>")]
     title_dict = dict(text=f"<b>{title}</b>", x=0, xref="container", xanchor="left", y=1,
                       yref="container", yanchor="top", pad=dict(l=14, t=12),
-                      font=dict(size=TITLE_SIZE))
+                      font=dict(size=_size(TITLE_SIZE)))
     if lines:
-        title_dict["subtitle"] = dict(text="<br>".join(lines), font=dict(size=NOTE_SIZE))
+        title_dict["subtitle"] = dict(text="<br>".join(lines), font=dict(size=_size(NOTE_SIZE)))
     # measured in plotly.js 3.3.1: the title ends at ~34 px, each note line adds ~22 px
-    return title_dict, 52 + (32 + 22 * len(lines) if lines else 0)
+    return title_dict, _size(52) + (_size(32) + _size(22) * len(lines) if lines else 0)
 
 
 # Axis look; a figure's own axis settings win over these.
@@ -77,9 +96,12 @@ def _axis_defaults(axis) -> None:
         if axis[key] is None:
             axis[key] = value
     if axis.tickfont.size is None:
-        axis.tickfont.size = TICK_SIZE
+        axis.tickfont.size = _size(TICK_SIZE)
     if axis.title.font.size is None:
-        axis.title.font.size = FONT_SIZE
+        axis.title.font.size = _size(FONT_SIZE)
+    if current().lecture:
+        axis.update(linecolor=LECTURE_INK, tickcolor=LECTURE_INK, linewidth=2,
+                    gridcolor=LECTURE_GRID, tickfont_color=LECTURE_INK)
     if axis.title.standoff is None:
         axis.title.standoff = 12   # with automargin: the title never overlaps tick labels
 
@@ -92,19 +114,24 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
     title_dict, top = title_layout(title, notes, wrap)
     m = dict(l=80, r=30, t=top, b=40)
     m.update(margin or {})
+    lecture = current().lecture
+    if lecture:
+        _lecture_traces(fig)
+        height = min(height, max(LECTURE_MAX_HEIGHT, top + 260))
     fig.update_layout(
         template="none", height=int(height), title=title_dict, margin=m,
-        font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=TEXT_COLOR),
+        font=dict(family=FONT_FAMILY, size=_size(FONT_SIZE),
+                  color=LECTURE_INK if lecture else TEXT_COLOR),
         paper_bgcolor="#ffffff", plot_bgcolor=fig.layout.plot_bgcolor or "#ffffff",
-        hoverlabel=dict(font=dict(size=FONT_SIZE)),
+        hoverlabel=dict(font=dict(size=_size(FONT_SIZE))),
         # plotly shrinks bar labels that do not fit (to ~9 px): keep them readable instead
-        uniformtext=dict(minsize=TICK_SIZE, mode="show"),
+        uniformtext=dict(minsize=_size(TICK_SIZE), mode="show"),
         showlegend=legend)
     if legend:
         # below the x axis title; plotly pushes the bottom margin to fit it
         fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=0,
                                       yref="container", yanchor="bottom",
-                                      font=dict(size=FONT_SIZE)))
+                                      font=dict(size=_size(FONT_SIZE))))
     if axes:
         for axis in (*fig.select_xaxes(), *fig.select_yaxes()):
             _axis_defaults(axis)
@@ -113,6 +140,36 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
         if y_title:
             fig.layout.yaxis.title.text = y_title
     return fig
+
+
+def _lecture_traces(fig: go.Figure) -> None:
+    """Lecture mode: thicker lines, larger markers and larger text in the traces, the
+    annotations (subplot titles, messages) and the colour bars."""
+    for trace in fig.data:
+        line = getattr(trace, "line", None)
+        if line is not None and getattr(line, "width", None) is not None and line.width > 0:
+            line.width = line.width * LECTURE_LINES
+        elif line is not None and trace.type == "scatter":
+            line.width = 2 * LECTURE_LINES
+        marker = getattr(trace, "marker", None)
+        if marker is not None and isinstance(getattr(marker, "size", None), (int, float)):
+            marker.size = marker.size * LECTURE_TYPE
+        textfont = getattr(trace, "textfont", None)
+        if textfont is not None and isinstance(textfont.size, (int, float)):
+            textfont.size = _size(textfont.size)
+        colorbar = getattr(trace, "colorbar", None)
+        if colorbar is not None:
+            colorbar.tickfont.size = _size(colorbar.tickfont.size or TICK_SIZE)
+            colorbar.title.font.size = _size(colorbar.title.font.size or FONT_SIZE)
+    for annotation in fig.layout.annotations:
+        annotation.font.size = _size(annotation.font.size or FONT_SIZE)
+        if annotation.font.color in (None, TEXT_COLOR):
+            annotation.font.color = LECTURE_INK
+    for name in ("coloraxis", "coloraxis2"):
+        axis = fig.layout[name] if name in fig.layout else None
+        if axis is not None and axis.colorbar is not None:
+            axis.colorbar.tickfont.size = _size(axis.colorbar.tickfont.size or TICK_SIZE)
+            axis.colorbar.title.font.size = _size(axis.colorbar.title.font.size or FONT_SIZE)
 
 
 def clean(a) -> tuple[np.ndarray, bool]:

@@ -10,13 +10,14 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..i18n import t, translate
 from .labels import human_count
 from .style import FONT_SIZE, PALETTE, SEQUENTIAL_SCALE, TICK_SIZE, clean, empty_figure, finish
 
 MARKER_POINTS = 40     # evaluation points up to which the loss curves show markers
 HALF_WIDTH_WRAP = 50   # the two figures sit side by side: shorter note lines
-TABLE_HEADERS = ["variant", "parameters", "tokens seen", "train loss", "val loss",
-                 "s / step", "diverged"]
+TABLE_HEADERS = ("variant", "parameters", "tokens seen", "train loss", "val loss",
+                 "s / step", "diverged")
 
 
 def _text(value) -> str:
@@ -41,12 +42,12 @@ def loss_figure(view) -> go.Figure:
     """Train (solid) and validation (dashed) loss at the book's evaluation points, against
     steps; one colour per variant."""
     if view is None or not any(r.eval_steps for r in view.runs):
-        return empty_figure("Loss", "The curves grow here while the variants train.", 380)
+        return empty_figure(t("Loss"), t("The curves grow here while the variants train."), 380)
     fig = go.Figure()
     for i, run in enumerate(view.runs):
-        name = _text(run.label)
-        for losses, kind, dash in ((run.train_losses, "train", "solid"),
-                                   (run.val_losses, "val", "dash")):
+        name = _text(t(run.label))
+        for losses, kind, dash in ((run.train_losses, t("train"), "solid"),
+                                   (run.val_losses, t("val"), "dash")):
             y, _ = clean(losses)
             fig.add_trace(go.Scatter(
                 x=np.asarray(run.eval_steps, dtype=np.float32), y=y,
@@ -54,14 +55,15 @@ def loss_figure(view) -> go.Figure:
                 mode="lines+markers" if len(run.eval_steps) <= MARKER_POINTS else "lines",
                 name=f"{name} ({kind})", line=dict(color=color_of(i), width=3, dash=dash),
                 marker=dict(size=6), legendgroup=name,
-                hovertemplate=f"{name} {kind}<br>step %{{x}}: loss %{{y:.3f}}<extra></extra>"))
-    notes = ["solid: training loss · dashed: validation loss (the book's evaluate_model)"]
-    diverged = [f"{r.label} diverged at step {r.diverged_at}" for r in view.runs
-                if r.diverged]
+                hovertemplate=f"{name} {kind}<br>" + t("step") + " %{x}: " + t("loss")
+                + " %{y:.3f}<extra></extra>"))
+    notes = [t("solid: training loss · dashed: validation loss (the book's evaluate_model)")]
+    diverged = [t("{variant} diverged at step {step}", variant=t(r.label), step=r.diverged_at)
+                for r in view.runs if r.diverged]
     if diverged:
         notes.append("; ".join(diverged))
-    return finish(fig, "Loss", 440, notes=notes, x_title="step", y_title="cross-entropy loss",
-                  legend=True, wrap=HALF_WIDTH_WRAP)
+    return finish(fig, t("Loss"), 440, notes=notes, x_title=t("step"),
+                  y_title=t("cross-entropy loss"), legend=True, wrap=HALF_WIDTH_WRAP)
 
 
 def grad_norm_figure(view) -> go.Figure:
@@ -69,8 +71,8 @@ def grad_norm_figure(view) -> go.Figure:
     scale shared by all: the shortcut lesson of section 4.4 during real training)."""
     runs = [] if view is None else [r for r in view.runs if r.grad_steps]
     if not runs:
-        return empty_figure("Gradient norm per block",
-                            "Each variant's gradient norms per block appear here.", 300)
+        return empty_figure(t("Gradient norm per block"),
+                            t("Each variant's gradient norms per block appear here."), 300)
     finite = [v for r in runs for row in r.grad_norms for v in row
               if v > 0 and math.isfinite(v)]
     low, high = (math.log10(min(finite)), math.log10(max(finite))) if finite else (-3.0, 0.0)
@@ -78,7 +80,7 @@ def grad_norm_figure(view) -> go.Figure:
         low, high = low - 0.5, high + 0.5
     cols = min(len(runs), 2)
     rows = math.ceil(len(runs) / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_text(r.label) for r in runs],
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_text(t(r.label)) for r in runs],
                         horizontal_spacing=0.1, vertical_spacing=0.22 if rows > 1 else 0.1)
     for i, run in enumerate(runs):
         norms = np.asarray(run.grad_norms, dtype=np.float64).T      # (blocks, recorded steps)
@@ -88,8 +90,8 @@ def grad_norm_figure(view) -> go.Figure:
             z=z, x=np.asarray(run.grad_steps, dtype=np.float32),
             y=[str(b) for b in range(norms.shape[0])], coloraxis="coloraxis",
             customdata=norms.astype(np.float32),
-            hovertemplate=(f"{_text(run.label)}<br>step %{{x}}, block %{{y}}: "
-                           f"%{{customdata:.3g}}<extra></extra>")),
+            hovertemplate=(f"{_text(t(run.label))}<br>" + t("step") + " %{x}, " + t("block")
+                           + " %{y}: %{customdata:.3g}<extra></extra>")),
             row=i // cols + 1, col=i % cols + 1)
     fig.update_layout(coloraxis=dict(
         colorscale=SEQUENTIAL_SCALE, cmin=low, cmax=high,
@@ -98,42 +100,49 @@ def grad_norm_figure(view) -> go.Figure:
     fig.update_annotations(font=dict(size=FONT_SIZE))
     fig.update_yaxes(type="category", autorange="reversed")   # whole blocks, block 0 on top
     fig.update_yaxes(showticklabels=False, col=2)     # the first column names the blocks
-    fig.update_xaxes(title_text="step")
-    return finish(fig, "Gradient norm per block", 150 + 260 * rows,
-                  notes=["block 0 is next to the input; dark: gradients that barely reach "
-                         "the block"], y_title="block (input → output)",
+    fig.update_xaxes(title_text=t("step"))
+    return finish(fig, t("Gradient norm per block"), 150 + 260 * rows,
+                  notes=[t("block 0 is next to the input; dark: gradients that barely reach "
+                           "the block")], y_title=t("block (input → output)"),
                   wrap=HALF_WIDTH_WRAP)
 
 
-def table_rows(view) -> list[list[str]]:
-    if view is None:
-        return []
-    return [[r.label, f"{r.parameters:,}", f"{r.tokens_seen:,}", _number(r.train_loss_now),
-             _number(r.val_loss_now), _number(r.seconds_per_step, 3),
-             f"yes, at step {r.diverged_at}" if r.diverged else "no"] for r in view.runs]
+def table_rows(view) -> dict:
+    """The table of variants, headers included (a Dataframe value)."""
+    rows = [] if view is None else [
+        [t(r.label), f"{r.parameters:,}", f"{r.tokens_seen:,}", _number(r.train_loss_now),
+         _number(r.val_loss_now), _number(r.seconds_per_step, 3),
+         t("yes, at step {step}", step=r.diverged_at) if r.diverged else t("no")]
+        for r in view.runs]
+    return {"headers": [t(h) for h in TABLE_HEADERS], "data": rows}
 
 
 def samples_markdown(view) -> str:
     if view is None or not view.runs:
         return ""
-    lines = ["**Latest samples** (greedy, from the start context):"]
+    lines = [t("**Latest samples** (greedy, from the start context):")]
     for r in view.runs:
         text = _text(r.sample) if r.sample else "…"
-        at = f" (step {r.sample_step})" if r.sample_step is not None else ""
-        lines.append(f"- **{_text(r.label)}**{at}: {text}")
+        at = t(" (step {step})", step=r.sample_step) if r.sample_step is not None else ""
+        lines.append(f"- **{_text(t(r.label))}**{at}: {text}")
     return "\n".join(lines)
+
+
+STATUS_WORDS = {"ready": "Ready", "running": "Training", "stopped": "Stopped",
+                "finished": "Finished", "cancelled": "Cancelled", "failed": "Failed"}
 
 
 def progress_markdown(view) -> str:
     if view is None:
-        return "No training yet: choose the data and two to four variants, then press **Train**."
-    words = {"ready": "Ready", "running": "Training", "stopped": "Stopped",
-             "finished": "Finished", "cancelled": "Cancelled", "failed": "Failed"}
+        return t("No training yet: choose the data and two to four variants, then press "
+                 "**Train**.")
     share = view.step / view.total_steps if view.total_steps else 0.0
-    line = (f"**{words.get(view.status, view.status)}** — step {view.step:,} of "
-            f"{view.total_steps:,} ({share:.0%}), {human_count(view.tokens_seen)} of "
-            f"{human_count(view.total_tokens)} tokens per variant, on "
-            f"*{_text(view.corpus)}*, {view.seconds:.0f} s.")
+    line = t("**{status}** — step {step:,} of {total:,} ({share:.0%}), {seen} of {tokens} "
+             "tokens per variant, on *{corpus}*, {seconds:.0f} s.",
+             status=t(STATUS_WORDS.get(view.status, view.status)), step=view.step,
+             total=view.total_steps, share=share, seen=human_count(view.tokens_seen),
+             tokens=human_count(view.total_tokens), corpus=_text(t(view.corpus)),
+             seconds=view.seconds)
     if view.message:
-        line += f" {_text(view.message)}"
+        line += f" {_text(translate(view.message))}"
     return line

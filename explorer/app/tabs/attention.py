@@ -9,6 +9,7 @@ import gradio as gr
 from ...probes import with_attention_of_layer
 from .. import gpu
 from ..exports import csv_text, write_export
+from ..i18n import label, t
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
 from ..shared import (DEFAULT_CONFIG, NO_MODEL_NOTE, as_int, friendly, has_trace, layer_of,
@@ -27,20 +28,31 @@ def attention_views(state, layer, head):
         state = {**state, "trace": tr}
     if head != "mean":
         head = as_int(head, "head")
+    state = {**state, "attention_shown": True}
     return (attention_figure(tr, layer, head), attention_grid_figure(tr, layer),
             entropy_figure(tr), state)
 
 
 def _hint(title, height=150):
-    return empty_figure(title, "Trace a prompt in tab 2, then press Show attention.", height)
+    return empty_figure(t(title), t("Trace a prompt in tab 2, then press Show attention."),
+                        height)
 
 
 HINTS = ("Attention weights", "Every head of this layer", "Entropy per head")
 
 
+def hints():
+    return tuple(_hint(title) for title in HINTS)
+
+
 def cleared():
     """The views of a model that is gone (after a rebuild)."""
-    return (*(_hint(t) for t in HINTS), gr.update(value=None, visible=False))
+    return (*hints(), gr.update(value=None, visible=False))
+
+
+def head_choices(n_heads):
+    """The head picker: the mean of the layer's heads, or one head."""
+    return [(label("mean"), "mean")] + [str(h) for h in range(n_heads)]
 
 
 @friendly
@@ -53,40 +65,49 @@ def attention_views_if_traced(state, layer, head):
 
 
 @friendly
+def redraw(state, layer, head):
+    """The tab again (language, lecture mode): the attention shown, or the hints."""
+    if not (has_trace(state) and state.get("attention_shown")):
+        return (*hints(), gr.skip())
+    return attention_views(state, layer, head)
+
+
+@friendly
 def export_attention(state, layer, head):
     tr = trace_of(state)
     layer = layer_of(tr, layer)
     if layer not in tr.attention:
-        raise gr.Error("Show this layer's attention first, then export it.")
+        raise gr.Error(t("Show this layer's attention first, then export it."))
     weights = tr.attention[layer]
     matrix = weights.mean(0) if head == "mean" else weights[as_int(head, "head")]
-    rows = [["query\\key", *tr.tokens]] + [[tr.tokens[i], *(f"{v:.6g}" for v in row)]
+    rows = [[t("query\\key"), *tr.tokens]] + [[tr.tokens[i], *(f"{v:.6g}" for v in row)]
                                             for i, row in enumerate(matrix)]
     return write_export(f"attention_layer{layer}_head{head}.csv", csv_text(rows))
 
 
 def create_ui():
-    with gr.Tab("3 · Attention", id="attention"):
-        weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="attention_weights")
-        gr.Markdown("Trace a prompt in tab 2 first. Rows are queries (the token that "
-                    "looks), columns are keys (the token looked at); the grey upper "
-                    "triangle is masked: a token never sees the future.")
+    with gr.Tab(label("3 · Attention"), id="attention"):
+        weights_note = gr.Markdown(label(NO_MODEL_NOTE), elem_id="attention_weights")
+        gr.Markdown(label("Trace a prompt in tab 2 first. Rows are queries (the token that "
+                          "looks), columns are keys (the token looked at); the grey upper "
+                          "triangle is masked: a token never sees the future."),
+                    elem_id="attention_intro")
         with gr.Row():
             layer = layer_slider("layer", elem_id="att_layer")
-            head = gr.Dropdown(["mean"] + [str(h) for h in range(DEFAULT_CONFIG.n_heads)],
-                               value="mean", label="head", elem_id="att_head")
-            button = gr.Button("Show attention", variant="primary", elem_id="att_btn")
-        plot = gr.Plot(_hint(HINTS[0]), show_label=False, label="Attention weights",
+            head = gr.Dropdown(head_choices(DEFAULT_CONFIG.n_heads), value="mean",
+                               label=label("head"), elem_id="att_head")
+            button = gr.Button(label("Show attention"), variant="primary", elem_id="att_btn")
+        plot = gr.Plot(_hint(HINTS[0]), show_label=False, label=label("Attention weights"),
                        elem_id="att_plot")
         with gr.Row():
             grid_plot = gr.Plot(_hint(HINTS[1]), show_label=False,
-                                label="Every head of this layer", elem_id="grid_plot")
+                                label=label("Every head of this layer"), elem_id="grid_plot")
             entropy_plot = gr.Plot(_hint(HINTS[2]), show_label=False,
-                                   label="Entropy per head", elem_id="entropy_plot")
+                                   label=label("Entropy per head"), elem_id="entropy_plot")
         with gr.Row():
-            export_btn = gr.Button("Export this attention matrix (CSV)",
+            export_btn = gr.Button(label("Export this attention matrix (CSV)"),
                                    elem_id="export_att_btn")
-            export_file = gr.DownloadButton("Download", visible=False,
+            export_file = gr.DownloadButton(label("Download"), visible=False,
                                             elem_id="export_att_file")
     return SimpleNamespace(layer=layer, head=head, button=button, plot=plot,
                            grid_plot=grid_plot, entropy_plot=entropy_plot,
@@ -94,13 +115,16 @@ def create_ui():
                            weights_note=weights_note)
 
 
-def create_event_handlers(tab, state):
-    inputs = [state, tab.layer, tab.head]
+def create_event_handlers(tab, state, view, redrawn):
+    inputs = [state, tab.layer, tab.head, *view]
     outputs = [tab.plot, tab.grid_plot, tab.entropy_plot, state]
+    for event in redrawn:
+        event.then(redraw, inputs, outputs, api_visibility="private", show_progress="hidden")
     tab.button.click(attention_views, inputs, outputs, api_name="attention",
                      concurrency_limit=2, concurrency_id="inspect")
     for control in (tab.layer, tab.head):
         control.change(attention_views_if_traced, inputs, outputs, api_visibility="private",
                        concurrency_limit=2, concurrency_id="inspect")
     tab.export_btn.click(export_attention, inputs, tab.export_file, api_name="export_attention") \
-        .success(download_button, tab.export_file, tab.export_file, api_visibility="private")
+        .success(download_button, [tab.export_file, *view], tab.export_file,
+                 api_visibility="private")

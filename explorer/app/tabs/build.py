@@ -9,6 +9,7 @@ the model code), and its widget, its check and its ``/build`` parameter follow f
 from __future__ import annotations
 
 import contextvars
+import html
 import inspect
 import os
 import threading
@@ -22,12 +23,15 @@ from ...book.config import (ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS
                             count_parameters, get_preset)
 from ...runtime.build import resolve_device
 from ...runtime.weights import PRETRAINED, export_model, file_source, pretrained_source
-from .. import gpu
+from .. import gpu, i18n
 from ..exports import fresh_folder
+from ..i18n import label, t
 from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
-from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, as_choice, as_int, friendly,
-                      layer_picker_update, model_of, server_paths_allowed, weights_note)
+from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NO_MODEL_NOTE, as_choice, as_int,
+                      caption, friendly, layer_picker_update, model_of, server_paths_allowed,
+                      status_line, weights_note)
+from .attention import head_choices
 from .inside import probe_choices
 
 
@@ -44,7 +48,8 @@ class Knob:
     accepts: str = ""        # what the box takes, for the "is empty" message (float only)
 
     def widget(self, value):
-        common = dict(label=self.label, elem_id=self.field, info=self.info)
+        common = dict(label=label(self.label), elem_id=self.field,
+                      info=label(self.info) if self.info else None)
         if self.kind == "int":
             return gr.Number(value, precision=0, **common)
         if self.kind == "float":
@@ -61,7 +66,8 @@ class Knob:
         if self.kind == "int":
             return as_int(value, self.field)
         if value is None:
-            raise gr.Error(f"{self.field} is empty: enter {self.accepts or 'a value'}.")
+            raise gr.Error(t("{field} is empty: enter {what}.", field=self.field,
+                             what=t(self.accepts or "a value")))
         return value
 
 
@@ -87,7 +93,7 @@ _BY_FIELD = {knob.field: knob for knob in KNOB_TABLE}
 
 # Where the weights come from (the "weights" choice of the page and of /build).
 WEIGHTS_CHOICES = {"random": "random (seed)", "pretrained": "pretrained GPT-2 (OpenAI)",
-                   "file": "from a file"}
+                   "file": "from a file"}   # value: what the page shows (translated)
 GPT2_SIZES = tuple(name.removeprefix("gpt2-") for name in PRETRAINED)
 WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
 CONFIG_SUFFIX = ".json"
@@ -126,23 +132,25 @@ def _checkpoint_of(path, upload):
         files = [getattr(f, "path", None) or (f.get("path") if isinstance(f, dict) else f)
                  for f in files]
         if not all(isinstance(f, str) and f for f in files):
-            raise gr.Error("The upload could not be read; upload the file again.")
+            raise gr.Error(t("The upload could not be read; upload the file again."))
         weights = [f for f in files if f.lower().endswith(WEIGHTS_SUFFIXES)]
         configs = [f for f in files if f.lower().endswith(CONFIG_SUFFIX)]
         others = [os.path.basename(f) for f in files if f not in weights + configs]
         if others or len(weights) != 1 or len(configs) > 1:
-            raise gr.Error(
-                f"Upload one weights file ({', '.join(WEIGHTS_SUFFIXES)}), and if you have it "
-                f"its config.json (got {', '.join(os.path.basename(f) for f in files)}).")
+            raise gr.Error(t(
+                "Upload one weights file ({suffixes}), and if you have it its config.json "
+                "(got {names}).", suffixes=", ".join(WEIGHTS_SUFFIXES),
+                names=", ".join(os.path.basename(f) for f in files)))
         return weights[0], configs[0] if configs else None
     if path is None or (isinstance(path, str) and not path.strip()):
-        raise gr.Error("From a file: give the path of a model.safetensors (or the book's "
-                       "model.pth) on the server, or upload the file.")
+        raise gr.Error(t("From a file: give the path of a model.safetensors (or the book's "
+                         "model.pth) on the server, or upload the file."))
     if not isinstance(path, str):
-        raise gr.Error(f"The weights path must be text (got {type(path).__name__}).")
+        raise gr.Error(t("The weights path must be text (got {kind}).",
+                         kind=type(path).__name__))
     if not server_paths_allowed():
-        raise gr.Error("Loading a path on the server is switched off here; upload the file "
-                       "instead.")
+        raise gr.Error(t("Loading a path on the server is switched off here; upload the file "
+                         "instead."))
     return path.strip(), None
 
 
@@ -158,8 +166,9 @@ def preset_preview(preset):
 
 
 def _preview_html(cfg, counts, name):
-    note = (f'<div class="preview-note">Preview of <b>{name}</b>: not built yet. Press '
-            f'<b>Build the model</b>.</div>')
+    note = ('<div class="preview-note">' + t(
+        "Preview of <b>{name}</b>: not built yet. Press <b>Build the model</b>.",
+        name=html.escape(name)) + "</div>")
     return note + architecture_html(cfg, counts)
 
 
@@ -175,8 +184,6 @@ def _reporter(progress):
     return report
 
 
-@friendly
-@gpu.gpu_work(duration=gpu.build_seconds, signature=BUILD_SIGNATURE)
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
     given.apply_defaults()
@@ -191,10 +198,10 @@ def build(*args, **kwargs):
     started = time.perf_counter()
     if choice == "random":
         values = {name: _BY_FIELD[name].parse(inputs[name]) for name in KNOBS}
-        progress(0.05, desc="Checking the config")
+        progress(0.05, desc=t("Checking the config"))
         cfg = GPTConfig.from_dict(values)
         key = CACHE.key(cfg, seed=as_int(inputs["seed"], "seed"), device=device, dtype=dtype)
-        progress(0.2, desc="Initialising the weights (torch.manual_seed, then GPTModel(cfg))")
+        progress(0.2, desc=t("Initialising the weights (torch.manual_seed, then GPTModel(cfg))"))
         started = time.perf_counter()
     elif choice == "pretrained":
         # Budget first (before any download), then the hub's cache or a download.
@@ -203,62 +210,70 @@ def build(*args, **kwargs):
         key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
     else:
         path, config = _checkpoint_of(inputs["weights_path"], inputs["weights_upload"])
-        progress(0.0, desc=f"Checking {os.path.basename(path)} (shapes, sha256)")
+        progress(0.0, desc=t("Checking {name} (shapes, sha256)", name=os.path.basename(path)))
         cfg, source, info = file_source(path, config, budget_bytes=CACHE.budget_bytes,
                                         dtype=dtype)
         key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
-        notes += [f"assumed {a}" for a in info.assumptions]
+        notes += list(info.assumptions)
     model, cached = CACHE.get(key, progress)
     seconds = time.perf_counter() - started
-    progress(1.0, desc="Done")
+    progress(1.0, desc=t("Done"))
     counts = count_parameters(cfg)
-    how = (f"from the shared cache in {seconds * 1000:.0f} ms" if cached
-           else f"built in {seconds:.2f} s" if choice == "random" else f"loaded in {seconds:.2f} s")
-    what = (preset if choice == "random" and cfg == PRESETS.get(preset) else
-            "custom config" if choice == "random" else "config from the checkpoint")
-    status = (f"**Model ready** — {what}, {counts.total:,} parameters, on **{key.device}** "
-              f"({key.dtype}), weights: **{key.source.caption}**, {how}."
-              + "".join(f" Note: {n}." for n in notes))
+    # What the status line says, kept as facts (it is redrawn in the page's language)
+    built = dict(kind="built", what=(preset if choice == "random" and cfg == PRESETS.get(preset)
+                                     else "custom config" if choice == "random"
+                                     else "config from the checkpoint"),
+                 how="cache" if cached else "built" if choice == "random" else "loaded",
+                 seconds=seconds, notes=notes)
+    state = {"key": key, "status": built}
     # Layer and head pickers follow the built model (returned here, not in a follow-up
     # event, so API calls get the same per-session limits as the page).
     layers = layer_picker_update(cfg)
-    heads = gr.update(choices=["mean"] + [str(h) for h in range(cfg.n_heads)], value="mean")
+    heads = gr.update(choices=head_choices(cfg.n_heads), value="mean")
     knobs = [cfg.to_dict()[k] for k in KNOBS]
     note = weights_note(key)
-    return (status, architecture_html(cfg, counts), _parameter_table(counts),
-            parameter_figure(counts), _memory_markdown(cfg, counts, key), {"key": key},
+    return (status_line(state), architecture_html(cfg, counts), _parameter_table(counts),
+            parameter_figure(counts), _memory_markdown(cfg, counts, key), state,
             layers, layers, layers, heads,   # three layer sliders (tabs 2, 3, 4), one head picker
             *knobs,                          # the knobs show the model's config (a checkpoint's)
             note, note, note, note,          # the weights note of tabs 2, 3, 4 and 5
             *probe_choices(cfg))             # the Inside tab's choices of probe points
 
 
-build.__signature__ = BUILD_SIGNATURE
+build.__signature__ = BUILD_SIGNATURE   # /build's parameters, by name (see above)
+build = friendly(gpu.gpu_work(duration=gpu.build_seconds, signature=BUILD_SIGNATURE)(build))
+
+
+PARAMETER_HEADERS = ("component", "parameters", "share")
 
 
 def _parameter_table(counts):
+    """The Build tab's table, headers included (a Dataframe value), in the page's language."""
     tied = counts.output_head_tied
-    rows = [[name, "0 (tied: counted in the token embedding)" if tied and
+    rows = [[t(name), t("0 (tied: counted in the token embedding)") if tied and
              name == "output head" else f"{n:,}", percent(n / counts.total)]
             for name, n in counts.breakdown().items()]
-    rows.append(["total", f"{counts.total:,}", "100 %"])
-    return rows
+    rows.append([t("total"), f"{counts.total:,}", "100 %"])
+    return {"headers": [t(h) for h in PARAMETER_HEADERS], "data": rows}
 
 
 def _memory_markdown(cfg, counts, key):
     tied = cfg.tie_weights
-    head = (f"Weight tying — {'; '.join(counts.notes())}. Total **{counts.total:,}**."
+    head = (t("Weight tying — {notes}. Total **{n:,}**.",
+              notes="; ".join(i18n.translate(n) for n in counts.notes()), n=counts.total)
             if tied else
-            f"Total **{counts.total:,}**; without the output head "
-            f"**{counts.total_without_output_head:,}** — the book's two figures (section "
-            f"4.6). GPT-2 reuses the token embedding as its output head (weight tying), which "
-            f"is why the book's 163 M-parameter `GPT_CONFIG_124M` is called 124M. Tick "
-            f"*tie out_head to tok_emb* to build it that way.")
-    return (f"{head}\n\nMemory for the weights: **{counts.memory_mb('float32'):,.2f} MB** at "
-            f"float32, **{counts.memory_mb('bfloat16'):,.2f} MB** at bfloat16 (bytes / 1024²). "
-            f"Runs on **{key.device}**. Weights: {key.source.caption}. "
-            f"Shared cache: {len(CACHE)} model(s), "
-            f"{CACHE.used_bytes() / 1024 ** 2:,.0f} of {CACHE.budget_bytes / 1024 ** 2:,.0f} MB.")
+            t("Total **{n:,}**; without the output head **{without:,}** — the book's two "
+              "figures (section 4.6). GPT-2 reuses the token embedding as its output head "
+              "(weight tying), which is why the book's 163 M-parameter `GPT_CONFIG_124M` is "
+              "called 124M. Tick *tie out_head to tok_emb* to build it that way.",
+              n=counts.total, without=counts.total_without_output_head))
+    return head + "\n\n" + t(
+        "Memory for the weights: **{fp32:,.2f} MB** at float32, **{bf16:,.2f} MB** at bfloat16 "
+        "(bytes / 1024²). Runs on **{device}**. Weights: {weights}. Shared cache: {models} "
+        "model(s), {used:,.0f} of {budget:,.0f} MB.", fp32=counts.memory_mb("float32"),
+        bf16=counts.memory_mb("bfloat16"), device=key.device, weights=caption(key.source),
+        models=len(CACHE), used=CACHE.used_bytes() / 1024 ** 2,
+        budget=CACHE.budget_bytes / 1024 ** 2)
 
 
 @friendly
@@ -268,14 +283,32 @@ def export_weights(state, hf_layout):
     in the book's names or (GPT-2-shaped models) Hugging Face's GPT-2 layout."""
     model = model_of(state)
     if not isinstance(hf_layout, bool):
-        raise gr.Error(f"hf_layout must be true or false (got {hf_layout!r}).")
+        raise gr.Error(t("hf_layout must be true or false (got {value!r}).", value=hf_layout))
     key = state["key"]
     paths = export_model(model, fresh_folder(), hf_layout=hf_layout, source=key.source)
-    layout = "Hugging Face's GPT-2 layout" if hf_layout else "the book's names"
+    layout = t("Hugging Face's GPT-2 layout") if hf_layout else t("the book's names")
     mb = paths[0].stat().st_size / 1024 ** 2
-    note = (f"Exported **{key.source.caption}** in {layout}: `model.safetensors` ({mb:,.1f} MB) "
-            f"and `config.json`. Load them again with *weights: from a file*.")
+    note = t("Exported **{weights}** in {layout}: `model.safetensors` ({mb:,.1f} MB) and "
+             "`config.json`. Load them again with *weights: from a file*.",
+             weights=caption(key.source), layout=layout, mb=mb)
     return [str(p) for p in paths], note
+
+
+@friendly
+def redraw(state, preset):
+    """The tab (and the status line, and every tab's weights note) again, in the page's
+    language and lecture mode: the session's model, or the chosen preset's preview."""
+    if state and "key" in state:
+        key = state["key"]
+        cfg, counts = key.config, count_parameters(key.config)
+        arch, memory, note = architecture_html(cfg, counts), _memory_markdown(cfg, counts, key), \
+            weights_note(key)
+    else:
+        cfg = get_preset(preset if preset in PRESETS else DEFAULT_PRESET)
+        counts = count_parameters(cfg)
+        arch, memory, note = _preview_html(cfg, counts, preset), "", t(NO_MODEL_NOTE)
+    return (status_line(state), arch, _parameter_table(counts), parameter_figure(counts),
+            memory, note, note, note, note)
 
 
 def weights_controls(choice):
@@ -283,7 +316,7 @@ def weights_controls(choice):
     file."""
     return (gr.update(visible=choice == "random"), gr.update(interactive=choice == "random"),
             gr.update(visible=choice == "pretrained"), gr.update(visible=choice == "file"),
-            gr.update(value=BUILD_BUTTON[choice]))
+            gr.update(value=label(BUILD_BUTTON[choice])))
 
 
 BUILD_BUTTON = {"random": "Build the model", "pretrained": "Load GPT-2 (downloaded once)",
@@ -297,30 +330,31 @@ def create_ui():
     for knob in KNOB_TABLE:
         rows.setdefault(knob.row, []).append(knob)
     knobs = {}
-    with gr.Tab("1 · Build", id="build"):
+    with gr.Tab(label("1 · Build"), id="build"):
         with gr.Row():
             with gr.Column(scale=2):
-                weights = gr.Radio([(label, value) for value, label in WEIGHTS_CHOICES.items()],
-                                   value="random", label="weights", elem_id="weights",
-                                   info="random: a config (preset, knobs) and a seed; "
-                                        "pretrained and file: the checkpoint's own config")
+                weights = gr.Radio([(label(name), value) for value, name in WEIGHTS_CHOICES.items()],
+                                   value="random", label=label("weights"), elem_id="weights",
+                                   info=label("random: a config (preset, knobs) and a seed; "
+                                              "pretrained and file: the checkpoint's own config"))
                 with gr.Row(visible=False) as pretrained_row:
                     size = gr.Dropdown(list(GPT2_SIZES), value="small",
-                                       label="GPT-2 size (downloaded once from the Hugging "
-                                             "Face hub)", elem_id="gpt2_size")
+                                       label=label("GPT-2 size (downloaded once from the Hugging "
+                                                   "Face hub)"), elem_id="gpt2_size")
                 with gr.Column(visible=False) as file_row:
-                    weights_path = gr.Textbox(label="path on the server", elem_id="weights_path",
-                                              placeholder="/path/to/model.safetensors "
-                                                          "(or the book's model.pth)")
-                    weights_upload = gr.File(label="or upload model.safetensors / .pth (and "
-                                                   "its config.json)", file_count="multiple",
+                    weights_path = gr.Textbox(label=label("path on the server"),
+                                              elem_id="weights_path",
+                                              placeholder=label("/path/to/model.safetensors "
+                                                                "(or the book's model.pth)"))
+                    weights_upload = gr.File(label=label("or upload model.safetensors / .pth (and "
+                                                         "its config.json)"), file_count="multiple",
                                              file_types=[*WEIGHTS_SUFFIXES, CONFIG_SUFFIX],
                                              elem_id="weights_upload", height=90)
                 # The config's knobs matter for random weights only (a checkpoint brings its
                 # own config; after a load they show it, for a random model of its shape).
                 with gr.Column(visible=True) as config_column:
-                    preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Preset",
-                                         elem_id="preset")
+                    preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET,
+                                         label=label("Preset"), elem_id="preset")
                     for row in rows.values():
                         if len(row) == 1:   # a knob alone takes the column's width
                             knobs[row[0].field] = row[0].widget(default[row[0].field])
@@ -329,32 +363,32 @@ def create_ui():
                             for knob in row:
                                 knobs[knob.field] = knob.widget(default[knob.field])
                 with gr.Row():
-                    seed = gr.Number(123, label="seed", precision=0, elem_id="seed")
+                    seed = gr.Number(123, label=label("seed"), precision=0, elem_id="seed")
                     devices = ["auto", "cpu"] + (["cuda"] if resolve_device("auto").type
                                                  == "cuda" else [])
-                    device = gr.Dropdown(devices, value="auto", label="device")
+                    device = gr.Dropdown(devices, value="auto", label=label("device"))
                     dtype = gr.Dropdown(list(DTYPES), value="float32",
-                                        label="dtype (bfloat16: GPU only)")
-                button = gr.Button(BUILD_BUTTON["random"], variant="primary", elem_id="build_btn")
+                                        label=label("dtype (bfloat16: GPU only)"))
+                button = gr.Button(label(BUILD_BUTTON["random"]), variant="primary",
+                                   elem_id="build_btn")
             with gr.Column(scale=3):
                 counts = count_parameters(DEFAULT_CONFIG)
                 arch = gr.HTML(_preview_html(DEFAULT_CONFIG, counts, DEFAULT_PRESET))
                 memory = gr.Markdown()
-                with gr.Accordion("Export this model (model.safetensors + config.json)",
+                with gr.Accordion(label("Export this model (model.safetensors + config.json)"),
                                   open=False):
                     with gr.Row():
-                        hf_layout = gr.Checkbox(False, label="Hugging Face's GPT-2 layout",
+                        hf_layout = gr.Checkbox(False, label=label("Hugging Face's GPT-2 layout"),
                                                 elem_id="hf_layout")
-                        export_btn = gr.Button("Export", elem_id="export_btn")
+                        export_btn = gr.Button(label("Export"), elem_id="export_btn")
                     export_note = gr.Markdown(elem_id="export_note")
-                    export_files = gr.File(label="model files", file_count="multiple",
+                    export_files = gr.File(label=label("model files"), file_count="multiple",
                                            height=90, elem_id="export_files")
         with gr.Row():
-            params_table = gr.Dataframe(_parameter_table(counts),
-                                        headers=["component", "parameters", "share"],
-                                        label="Parameters", interactive=False)
+            params_table = gr.Dataframe(_parameter_table(counts), label=label("Parameters"),
+                                        interactive=False, elem_id="params_table")
             params_plot = gr.Plot(parameter_figure(counts), show_label=False,
-                                  label="Parameters per component", elem_id="params_plot")
+                                  label=label("Parameters per component"), elem_id="params_plot")
     return SimpleNamespace(preset=preset, knobs=[knobs[name] for name in KNOBS], seed=seed,
                            device=device, dtype=dtype, weights=weights, size=size,
                            weights_path=weights_path, weights_upload=weights_upload,
@@ -365,14 +399,16 @@ def create_ui():
                            export_note=export_note, export_files=export_files)
 
 
-def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_pickers,
-                          weights_notes):
-    """``layer_pickers`` (the three layer sliders of tabs 2, 3 and 4), ``head_picker`` and
+def create_event_handlers(tab, state, status, view, redrawn, layer_pickers, head_picker,
+                          probe_pickers, weights_notes):
+    """``view``: the page's language and lecture mode (every event's last two inputs);
+    ``redrawn``: the events after which every view is drawn again (they changed).
+    ``layer_pickers`` (the three layer sliders of tabs 2, 3 and 4), ``head_picker`` and
     ``probe_pickers`` (the Inside tab's distribution and heatmap choices) follow the built
     model; ``weights_notes`` (one per tab) say which weights it has. Returns the build
     event (the other tabs clear their results after it)."""
-    tab.preset.change(preset_values, tab.preset, tab.knobs, api_name="preset_config")
-    tab.preset.input(preset_preview, tab.preset,
+    tab.preset.change(preset_values, [tab.preset, *view], tab.knobs, api_name="preset_config")
+    tab.preset.input(preset_preview, [tab.preset, *view],
                      [tab.arch, tab.params_table, tab.params_plot],
                      api_visibility="private", show_progress="hidden")
     tab.weights.change(weights_controls, tab.weights,
@@ -384,12 +420,16 @@ def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_
     # so that its text never overlaps the old status line).
     built = tab.button.click(
         build, [tab.preset, *tab.knobs, tab.seed, tab.device, tab.dtype, tab.weights, tab.size,
-                tab.weights_path, tab.weights_upload, state],
+                tab.weights_path, tab.weights_upload, state, *view],
         [status, tab.arch, tab.params_table, tab.params_plot, tab.memory, state,
          *layer_pickers, head_picker, *tab.knobs, *weights_notes, *probe_pickers],
         api_name="build", concurrency_limit=1, concurrency_id="build",
         show_progress_on=[status])
-    tab.export_btn.click(export_weights, [state, tab.hf_layout],
+    for event in redrawn:
+        event.then(redraw, [state, tab.preset, *view],
+                   [status, tab.arch, tab.params_table, tab.params_plot, tab.memory,
+                    *weights_notes], api_visibility="private", show_progress="hidden")
+    tab.export_btn.click(export_weights, [state, tab.hf_layout, *view],
                          [tab.export_files, tab.export_note], api_name="export_model",
                          concurrency_limit=1, concurrency_id="build",
                          show_progress_on=[tab.export_note])

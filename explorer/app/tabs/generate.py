@@ -12,7 +12,8 @@ from ... import native
 from ...book.generate import check_generation_args, generate_steps
 from ...book.tokenizer import get_tokenizer
 from ...probes import trace
-from .. import gpu
+from .. import gpu, i18n
+from ..i18n import label, t
 from ..plots.generation import next_token_bars_html, table_html
 from ..plots.labels import visible_token
 from ..plots.lens import logit_lens_figure
@@ -38,25 +39,28 @@ DECODING = ("greedy", "sample")
 def _generation_args(max_new_tokens, mode, temperature, top_k, seed):
     max_new = as_int(max_new_tokens, "max new tokens")
     if not 1 <= max_new <= MAX_NEW_TOKENS:
-        raise gr.Error(f"max new tokens must be between 1 and {MAX_NEW_TOKENS} in the explorer "
-                       f"(got {max_new}).")
+        raise gr.Error(t("max new tokens must be between 1 and {most} in the explorer (got "
+                         "{n}).", most=MAX_NEW_TOKENS, n=max_new))
     mode = as_choice(mode, "decoding", DECODING)
     for value, name, wanted in ((temperature, "temperature", "a number above 0"),
                                 (top_k, "top-k", "a whole number"),
                                 (seed, "seed", "a whole number")):
         # greedy decoding ignores these boxes' values, but not what kind of value they hold
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise gr.Error(f"{name} must be {wanted} (got {value!r:.80}).")
+            raise gr.Error(t("{name} must be {wanted} (got {value}).", name=t(name),
+                             wanted=t(wanted), value=f"{value!r:.80}"))
     if mode == "greedy":
         return max_new, 0.0, None, None
     try:
         temperature = 0.0 if temperature is None else float(temperature)
     except (TypeError, ValueError):
-        raise gr.Error(f"temperature must be a number above 0 (got {temperature!r}).") from None
+        raise gr.Error(t("{name} must be {wanted} (got {value}).", name=t("temperature"),
+                         wanted=t("a number above 0"), value=repr(temperature))) from None
     if not math.isfinite(temperature):
-        raise gr.Error(f"temperature must be a finite number above 0 (got {temperature}).")
+        raise gr.Error(t("temperature must be a finite number above 0 (got {value}).",
+                         value=temperature))
     if not temperature > 0:
-        raise gr.Error("Sampling needs a temperature above 0 (0 would be greedy decoding).")
+        raise gr.Error(t("Sampling needs a temperature above 0 (0 would be greedy decoding)."))
     top_k = None if top_k in (None, 0, "") else as_int(top_k, "top-k")
     seed = as_int(seed, "seed")
     return max_new, temperature, top_k, seed
@@ -72,8 +76,8 @@ def _table(rows, live=False):
     40 rows faster than 500), with a line saying how many more there are."""
     if live and len(rows) > LIVE_TABLE_ROWS:
         more = len(rows) - LIVE_TABLE_ROWS
-        rows = rows[:LIVE_TABLE_ROWS] + [["…", f"{more} earlier steps", "", "", "", ""]]
-    return table_html(HISTORY_HEADERS, rows, caption="Steps (newest first)")
+        rows = rows[:LIVE_TABLE_ROWS] + [["…", t("{n} earlier steps", n=more), "", "", "", ""]]
+    return table_html([t(h) for h in HISTORY_HEADERS], rows, caption=t("Steps (newest first)"))
 
 
 def full_table(state):
@@ -82,15 +86,21 @@ def full_table(state):
     return _table((state or {}).get("gen_rows", []))
 
 
-def _bars(step):
+def _bars_of(step):
+    """What the bars show, as plain data (kept in the state, to draw them again)."""
     chosen = step.top_ids.index(step.token_id) if step.token_id in step.top_ids else None
-    return next_token_bars_html(step.top_texts, step.top_probs, chosen)
+    return list(step.top_texts), [float(p) for p in step.top_probs], chosen
 
 
-def _speed(n, rate, step):
-    note = "" if step.cached else " · window full: recomputing the last context_length tokens"
-    return (f"{n} tokens · <b>{rate:.1f} tokens/s</b> · {native.decoding_label(step.fast_step)}"
-            f"{note}")
+def _speed_of(n, rate, step):
+    return dict(n=n, rate=rate, cached=step.cached, path=native.decoding_label(step.fast_step))
+
+
+def _speed(speed):
+    note = "" if speed["cached"] else t(" · window full: recomputing the last context_length "
+                                        "tokens")
+    return (t("{n} tokens · <b>{rate:.1f} tokens/s</b> · {path}", n=speed["n"],
+              rate=speed["rate"], path=i18n.translate(speed["path"])) + note)
 
 
 @friendly
@@ -110,15 +120,16 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
 
     def update(step, with_table, final=False):
         rate = len(new_ids) / max(time.perf_counter() - started, 1e-9)
-        text = prompt + tokenizer.decode([t for t in new_ids if t < tokenizer.n_vocab])
+        text = prompt + tokenizer.decode([i for i in new_ids if i < tokenizer.n_vocab])
         # The state follows every update, so a stopped generation can go on with "Next token"
         # from exactly what the page shows (the table may lag: the state has every row).
         # "streaming" until the last update: "Next token" meanwhile is refused with a message
         # (the stream's next update would overwrite its step).
-        return (text, _bars(step), _table(rows, live=not final) if with_table else gr.skip(),
-                _speed(len(new_ids), rate, step), {**state, "gen_ids": ids + new_ids,
-                                                   "gen_text": text, "gen_rows": list(rows),
-                                                   "streaming": not final})
+        bars, speed = _bars_of(step), _speed_of(len(new_ids), rate, step)
+        return (text, next_token_bars_html(*bars),
+                _table(rows, live=not final) if with_table else gr.skip(), _speed(speed),
+                {**state, "gen_ids": ids + new_ids, "gen_text": text, "gen_rows": list(rows),
+                 "gen_bars": bars, "gen_speed": speed, "streaming": not final})
 
     sent = table_sent = -math.inf     # when the last update, and the last table, went out
     arrived, gap = started, None      # when the last step came, and the smoothed gap between
@@ -149,8 +160,8 @@ def next_token(prompt, output, mode, temperature, top_k, seed, state):
     """Advance exactly one token, continuing the current output (for lectures)."""
     if state and state.get("streaming"):
         # The stream's next update would overwrite this step: refuse it, visibly.
-        gr.Warning("A generation is still streaming: wait for it to finish (or press Stop), "
-                   "then press Next token.")
+        gr.Warning(t("A generation is still streaming: wait for it to finish (or press Stop), "
+                     "then press Next token."))
         return (gr.skip(),) * 5
     model = model_of(state)
     tokenizer = get_tokenizer()
@@ -167,9 +178,10 @@ def next_token(prompt, output, mode, temperature, top_k, seed, state):
     text = (output if continuing else prompt) + (
         tokenizer.decode([step.token_id]) if step.token_id < tokenizer.n_vocab else "")
     rows.insert(0, _step_row(step))
-    state = {**state, "gen_ids": ids, "gen_text": text, "gen_rows": rows}
-    return (text, _bars(step), _table(rows),
-            _speed(len(rows), 1 / max(step.seconds, 1e-9), step), state)
+    bars, speed = _bars_of(step), _speed_of(len(rows), 1 / max(step.seconds, 1e-9), step)
+    state = {**state, "gen_ids": ids, "gen_text": text, "gen_rows": rows, "gen_bars": bars,
+             "gen_speed": speed}
+    return text, next_token_bars_html(*bars), _table(rows), _speed(speed), state
 
 
 @friendly
@@ -182,8 +194,20 @@ def logit_lens(prompt, state):
         ids = ids[-model.cfg.context_length:]
     check_trace_size(model.cfg, len(ids))
     positions = list(range(max(0, len(ids) - LENS_POSITIONS), len(ids)))
-    return logit_lens_figure(trace(model, ids, attention_layers=None, lens=positions,
-                                   entropy=False))
+    lens = trace(model, ids, attention_layers=None, lens=positions, entropy=False)
+    return logit_lens_figure(lens), {**state, "lens": lens}
+
+
+@friendly
+def redraw(state):
+    """The tab again (language, lecture mode): the last generation's bars, steps and speed,
+    and the logit lens, as they were."""
+    state = state or {}
+    bars = state.get("gen_bars")
+    lens = state.get("lens")
+    return (next_token_bars_html(*bars) if bars else bars_hint(), full_table(state),
+            _speed(state["gen_speed"]) if state.get("gen_speed") else "",
+            logit_lens_figure(lens) if lens is not None else gr.skip())
 
 
 def sampling_controls(mode):
@@ -191,55 +215,61 @@ def sampling_controls(mode):
     return gr.update(visible=mode == "sample")
 
 
+@friendly
 def stopped(state):
     """After Stop (or a failure): the whole step table (the last update showed the newest
     rows only), and the session no longer streaming."""
     return full_table(state), {**state, "streaming": False} if state else state
 
 
-BARS_HINT = ('<section class="nt-bars"><h4>Next-token candidates</h4><p class="hint">Press '
-             '<b>Generate</b> or <b>Next token</b>: the model\'s top 10 candidates for the next '
-             'token appear here, as bars on a 0–100 % scale.</p></section>')
+def bars_hint():
+    return ('<section class="nt-bars"><h4>' + t("Next-token candidates") + '</h4><p class="hint">'
+            + t("Press <b>Generate</b> or <b>Next token</b>: the model's top 10 candidates for "
+                "the next token appear here, as bars on a 0–100 % scale.") + "</p></section>")
 
 
 # ---------------------------------------------------------------------------------------------
 def create_ui():
-    with gr.Tab("5 · Generate", id="generate"):
+    with gr.Tab(label("5 · Generate"), id="generate"):
         # What a lecturer projects while tokens stream (the text and the bars) sits at the top,
         # side by side, so that it is on screen at 1280x720; the settings are above the buttons
         # in the same column, the step table and the logit lens below.
         with gr.Row(equal_height=False):
             with gr.Column(scale=1):
-                prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_lines=3,
+                prompt = gr.Textbox(DEFAULT_PROMPT, label=label("Prompt"), lines=2, max_lines=3,
                                     elem_id="gen_prompt")
                 with gr.Row():
                     max_new = gr.Slider(1, MAX_NEW_TOKENS, value=20, step=1, scale=3,
-                                        label="max new tokens", elem_id="max_new")
-                    mode = gr.Radio(["greedy", "sample"], value="greedy", label="decoding",
-                                    scale=2, elem_id="mode")
+                                        label=label("max new tokens"), elem_id="max_new")
+                    mode = gr.Radio([(label(m), m) for m in DECODING], value="greedy",
+                                    label=label("decoding"), scale=2, elem_id="mode")
                 with gr.Row(visible=False, elem_id="sampling") as sampling:
-                    temperature = gr.Number(1.0, label="temperature", min_width=100)
-                    top_k = gr.Number(50, label="top-k (0: all)", precision=0, min_width=100)
-                    seed = gr.Number(123, label="sampling seed", precision=0, min_width=100)
+                    temperature = gr.Number(1.0, label=label("temperature"), min_width=100,
+                                            elem_id="temperature")
+                    top_k = gr.Number(50, label=label("top-k (0: all)"), precision=0,
+                                      min_width=100, elem_id="top_k")
+                    seed = gr.Number(123, label=label("sampling seed"), precision=0,
+                                     min_width=100, elem_id="sampling_seed")
                 with gr.Row():
-                    gen_btn = gr.Button("Generate", variant="primary", elem_id="gen_btn",
+                    gen_btn = gr.Button(label("Generate"), variant="primary", elem_id="gen_btn",
                                         min_width=90)
-                    step_btn = gr.Button("Next token", elem_id="step_btn", min_width=90)
-                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop_btn",
+                    step_btn = gr.Button(label("Next token"), elem_id="step_btn", min_width=90)
+                    stop_btn = gr.Button(label("Stop"), variant="stop", elem_id="stop_btn",
                                          min_width=70)
                 speed = gr.HTML(elem_id="speed")  # lighter to redraw than Markdown, every step
-                output = gr.Textbox(label="Text", lines=4, max_lines=4, autoscroll=True,
+                output = gr.Textbox(label=label("Text"), lines=4, max_lines=4, autoscroll=True,
                                     elem_id="gen_output", interactive=False)
             with gr.Column(scale=1):
-                bars = gr.HTML(BARS_HINT, label="Next-token probabilities (top 10)",
+                bars = gr.HTML(bars_hint(), label=label("Next-token probabilities (top 10)"),
                                elem_id="bars")
-                stop_eot = gr.Checkbox(False, label="stop at <|endoftext|>")
+                stop_eot = gr.Checkbox(False, label=label("stop at <|endoftext|>"),
+                                       elem_id="stop_eot")
                 # Under the bars (not above the text): the text and bars stay on a 720 px screen.
-                weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="generate_weights")
-        history = gr.HTML(_table([]), label="Steps", elem_id="history")
-        with gr.Accordion("Logit lens: what each layer would predict", open=False):
-            lens_btn = gr.Button("Read the logit lens for the prompt", elem_id="lens_btn")
-            lens_plot = gr.Plot(show_label=False, label="Logit lens", elem_id="lens_plot")
+                weights_note = gr.Markdown(label(NO_MODEL_NOTE), elem_id="generate_weights")
+        history = gr.HTML(_table([]), label=label("Steps"), elem_id="history")
+        with gr.Accordion(label("Logit lens: what each layer would predict"), open=False):
+            lens_btn = gr.Button(label("Read the logit lens for the prompt"), elem_id="lens_btn")
+            lens_plot = gr.Plot(show_label=False, label=label("Logit lens"), elem_id="lens_plot")
     return SimpleNamespace(prompt=prompt, max_new=max_new, mode=mode, temperature=temperature,
                            top_k=top_k, seed=seed, sampling=sampling, stop_eot=stop_eot,
                            gen_btn=gen_btn, step_btn=step_btn, stop_btn=stop_btn, speed=speed,
@@ -249,23 +279,27 @@ def create_ui():
 
 def cleared():
     """The Generate tab's results of a model that is gone (after a rebuild)."""
-    return "", BARS_HINT, _table([]), ""
+    return "", bars_hint(), _table([]), ""
 
 
-def create_event_handlers(tab, state):
+def create_event_handlers(tab, state, view, redrawn):
+    for event in redrawn:
+        event.then(redraw, [state, *view], [tab.bars, tab.history, tab.speed, tab.lens_plot],
+                   api_visibility="private", show_progress="hidden")
     tab.mode.change(sampling_controls, tab.mode, tab.sampling, api_visibility="private")
     sampling = [tab.mode, tab.temperature, tab.top_k, tab.seed]
     shown = [tab.output, tab.bars, tab.history, tab.speed, state]
     generating = tab.gen_btn.click(
-        generate, [tab.prompt, tab.max_new, *sampling, tab.stop_eot, state], shown,
+        generate, [tab.prompt, tab.max_new, *sampling, tab.stop_eot, state, *view], shown,
         api_name="generate", concurrency_limit=4, concurrency_id="generate",
         show_progress="hidden")
     # No progress overlay: it would cover the speed line (and the result comes in a moment).
-    tab.step_btn.click(next_token, [tab.prompt, tab.output, *sampling, state], shown,
+    tab.step_btn.click(next_token, [tab.prompt, tab.output, *sampling, state, *view], shown,
                        api_name="next_token", concurrency_limit=4, concurrency_id="generate",
                        show_progress="hidden")
     tab.stop_btn.click(None, None, None, cancels=[generating], api_visibility="private") \
-        .then(stopped, state, [tab.history, state], api_visibility="private")
-    generating.failure(stopped, state, [tab.history, state], api_visibility="private")
-    tab.lens_btn.click(logit_lens, [tab.prompt, state], tab.lens_plot, api_name="logit_lens",
+        .then(stopped, [state, *view], [tab.history, state], api_visibility="private")
+    generating.failure(stopped, [state, *view], [tab.history, state], api_visibility="private")
+    tab.lens_btn.click(logit_lens, [tab.prompt, state, *view], [tab.lens_plot, state],
+                       api_name="logit_lens",
                        concurrency_limit=2, concurrency_id="inspect")

@@ -13,12 +13,14 @@ import gradio as gr
 from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES, trace
-from .. import gpu
+from .. import gpu, i18n
 from ..exports import csv_text, json_default, write_export
+from ..i18n import label, t
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
-from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, NO_MODEL_NOTE, as_choice, check_trace_size, friendly,
-                      has_trace, layer_of, layer_slider, model_of, prompt_ids, trace_of)
+from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, NO_MODEL_NOTE, as_choice, caption,
+                      check_trace_size, friendly, has_trace, layer_of, layer_slider, model_of,
+                      prompt_ids, trace_of)
 from . import gradients
 
 MAX_CHIPS = 256   # token chips shown above the figures; a longer prompt says how many more
@@ -52,13 +54,14 @@ def _chips(trace_):
         joined += piece
         if _whole(joined) or len(pending) >= 8:
             word = html.escape(joined.decode("utf-8", errors="replace").strip() or "␣")
-            pieces.append(f'<span class="chip-group" title="one text, {len(pending)} tokens">'
+            title = html.escape(t("one text, {n} tokens", n=len(pending)))
+            pieces.append(f'<span class="chip-group" title="{title}">'
                           f'<b>{word}</b>{"".join(pending)}</span>')
             pending, joined = [], b""
     if pending:
         pieces.extend(pending)
     more = len(trace_.token_ids) - MAX_CHIPS
-    tail = f"<span>… and {more} more tokens</span>" if more > 0 else ""
+    tail = f"<span>{t('… and {n} more tokens', n=more)}</span>" if more > 0 else ""
     return f'<div class="chips">{"".join(pieces)}{tail}</div>'
 
 
@@ -82,22 +85,29 @@ def _recorded(cfg, point):
 def probe_choices(cfg):
     """The distribution and heatmap choices a model's probe points allow (a model without
     LayerNorm has no norm1/norm2/final_norm to compare)."""
-    pairs = [name for name, points in HIST_PAIRS.items()
+    pairs = [(label(name), name) for name, points in HIST_PAIRS.items()
              if all(_recorded(cfg, p) for p in points)]
     points = [p for p in HEAT_POINTS if _recorded(cfg, p)]
-    return (gr.update(choices=pairs, value=pairs[0]),
+    return (gr.update(choices=pairs, value=pairs[0][1]),
             gr.update(choices=points, value="resid_pre"))
 
 
 # What the tab shows before a trace (and after a rebuild): a short hint, not a blank frame.
 def _hint(title, height=150):
-    return empty_figure(title, "Press Trace (above) to see this for your prompt.", height)
+    return empty_figure(t(title), t("Press Trace (above) to see this for your prompt."), height)
+
+
+HINTS = ("Statistics across layers", "Distribution in one layer",
+         "One statistic per token and layer")
+
+
+def hints():
+    return tuple(_hint(title) for title in HINTS)
 
 
 def cleared():
     """The views of a model that is gone (after a rebuild)."""
-    return ("", "", _hint("Statistics across layers"), _hint("Distribution in one layer"),
-            _hint("One statistic per token and layer"), gr.update(value=None, visible=False))
+    return ("", "", *hints(), gr.update(value=None, visible=False))
 
 
 @friendly
@@ -109,11 +119,16 @@ def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
         check_trace_size(model.cfg, len(ids))
     tr = trace(model, ids)
     state = {**state, "trace": tr, "prompt": prompt}
-    summary = (f"{len(ids)} tokens · traced in {tr.seconds * 1000:.0f} ms · weights: "
-               f"{state['key'].source.caption}" +
-               "".join(f" · {n}" for n in tr.notes))
-    return (_chips(tr), summary, layer_stats_figure(tr), *_views(
+    return (_chips(tr), summary_of(state), layer_stats_figure(tr), *_views(
         tr, layer, pair, heat_point, heat_stat), state)
+
+
+def summary_of(state):
+    """The line under the chips: the trace's size, time and weights, and its notes."""
+    tr = state["trace"]
+    return (t("{n} tokens · traced in {ms:.0f} ms · weights: {weights}", n=len(tr.token_ids),
+              ms=tr.seconds * 1000, weights=caption(state["key"].source))
+            + "".join(f" · {i18n.translate(n)}" for n in tr.notes))
 
 
 def _views(tr, layer, pair, heat_point, heat_stat):
@@ -121,14 +136,24 @@ def _views(tr, layer, pair, heat_point, heat_stat):
     points = HIST_PAIRS[as_choice(pair, "distribution", HIST_PAIRS)]
     available = set(tr.points) | set(tr.final)
     if not set(points) <= available:
-        raise gr.Error("This model has no LayerNorm (norm_placement='none'): choose the "
-                       "feed-forward or residual-stream comparison.")
+        raise gr.Error(t("This model has no LayerNorm (norm_placement='none'): choose the "
+                         "feed-forward or residual-stream comparison."))
     as_choice(heat_point, "heatmap: probe point", HEAT_POINTS)
     if heat_point not in tr.points:
-        raise gr.Error(f"Probe point {heat_point!r} is not in this trace; choose one of "
-                       f"{', '.join(tr.points)}.")
+        raise gr.Error(t("Probe point {point!r} is not in this trace; choose one of {points}.",
+                         point=heat_point, points=", ".join(tr.points)))
     as_choice(heat_stat, "heatmap: statistic", STAT_NAMES)
     return histogram_figure(tr, layer, points), token_heatmap_figure(tr, heat_point, heat_stat)
+
+
+@friendly
+def redraw(state, layer, pair, heat_point, heat_stat):
+    """The tab again (language, lecture mode): the last trace's views, or the hints."""
+    if not has_trace(state):
+        return (gr.skip(), gr.skip(), *hints())
+    tr = trace_of(state)
+    return (_chips(tr), summary_of(state), layer_stats_figure(tr),
+            *_views(tr, layer, pair, heat_point, heat_stat))
 
 
 @friendly
@@ -145,13 +170,15 @@ def inside_views_if_traced(state, layer, pair, heat_point, heat_stat):
     return _views(trace_of(state), layer, pair, heat_point, heat_stat)
 
 
+@friendly
 def download_button(path):
     """The export's file as a button that names it and its size."""
     if not path:
         return gr.update(visible=False)
     size = os.path.getsize(path)
-    shown = f"{size / 1024:.1f} KB" if size >= 1024 else f"{size} bytes"
-    return gr.update(visible=True, label=f"Download {os.path.basename(path)} ({shown})")
+    shown = f"{size / 1024:.1f} KB" if size >= 1024 else t("{n} bytes", n=size)
+    return gr.update(visible=True, value=path,
+                     label=t("Download {name} ({size})", name=os.path.basename(path), size=shown))
 
 
 @friendly
@@ -179,33 +206,34 @@ def export_stats(state, fmt):
 
 # ---------------------------------------------------------------------------------------------
 def create_ui():
-    with gr.Tab("2 · Inside the forward pass", id="inside"):
-        weights_note = gr.Markdown(NO_MODEL_NOTE, elem_id="inside_weights")
+    with gr.Tab(label("2 · Inside the forward pass"), id="inside"):
+        weights_note = gr.Markdown(label(NO_MODEL_NOTE), elem_id="inside_weights")
         with gr.Row():
-            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_lines=4, scale=4,
-                                elem_id="trace_prompt")
-            button = gr.Button("Trace", variant="primary", scale=1, elem_id="trace_btn")
+            prompt = gr.Textbox(DEFAULT_PROMPT, label=label("Prompt"), lines=2, max_lines=4,
+                                scale=4, elem_id="trace_prompt")
+            button = gr.Button(label("Trace"), variant="primary", scale=1, elem_id="trace_btn")
         chips = gr.HTML(elem_id="chips")
-        info = gr.Markdown()
-        stats_plot = gr.Plot(_hint("Statistics across layers"), show_label=False,
-                             label="Before and after LayerNorm, layer by layer",
+        info = gr.Markdown(elem_id="trace_info")
+        stats_plot = gr.Plot(_hint(HINTS[0]), show_label=False,
+                             label=label("Before and after LayerNorm, layer by layer"),
                              elem_id="stats_plot")
         with gr.Row():
             layer = layer_slider("layer", elem_id="inside_layer")
             pair_choices, point_choices = probe_choices(DEFAULT_CONFIG)
             pair = gr.Dropdown(pair_choices["choices"], value=pair_choices["value"],
-                               label="distribution", elem_id="pair")
+                               label=label("distribution"), elem_id="pair")
             heat_point = gr.Dropdown(point_choices["choices"], value="resid_pre",
-                                     label="heatmap: probe point", elem_id="heat_point")
-            heat_stat = gr.Dropdown(list(STAT_NAMES), value="std", label="heatmap: statistic")
-        hist_plot = gr.Plot(_hint("Distribution in one layer"), show_label=False,
-                            label="Distribution", elem_id="hist_plot")
-        heat_plot = gr.Plot(_hint("One statistic per token and layer"), show_label=False,
-                            label="Per token and layer", elem_id="heat_plot")
+                                     label=label("heatmap: probe point"), elem_id="heat_point")
+            heat_stat = gr.Dropdown(list(STAT_NAMES), value="std",
+                                    label=label("heatmap: statistic"), elem_id="heat_stat")
+        hist_plot = gr.Plot(_hint(HINTS[1]), show_label=False, label=label("Distribution"),
+                            elem_id="hist_plot")
+        heat_plot = gr.Plot(_hint(HINTS[2]), show_label=False,
+                            label=label("Per token and layer"), elem_id="heat_plot")
         with gr.Row(equal_height=True):
-            export_fmt = gr.Radio(["CSV", "JSON"], value="CSV", label="export format")
-            export_btn = gr.Button("Export statistics", elem_id="export_stats_btn")
-            export_file = gr.DownloadButton("Download", visible=False,
+            export_fmt = gr.Radio(["CSV", "JSON"], value="CSV", label=label("export format"))
+            export_btn = gr.Button(label("Export statistics"), elem_id="export_stats_btn")
+            export_file = gr.DownloadButton(label("Download"), visible=False,
                                             elem_id="export_stats_file")
         shortcut_lesson = gradients.create_ui()
         api_views = gr.Button(visible=False)
@@ -217,23 +245,31 @@ def create_ui():
                            weights_note=weights_note)
 
 
-def create_event_handlers(tab, state):
-    """Returns the trace events, for the other tabs that follow a new trace."""
+def create_event_handlers(tab, state, view, redrawn):
+    """``view``: the page's language and lecture mode; ``redrawn``: the events after which
+    the tab is drawn again. Returns the trace events, for the other tabs that follow a new
+    trace."""
     views = [tab.layer, tab.pair, tab.heat_point, tab.heat_stat]
-    traced = [trigger(run_trace, [tab.prompt, state, *views],
+    for event in redrawn:
+        event.then(redraw, [state, *views, *view],
+                   [tab.chips, tab.info, tab.stats_plot, tab.hist_plot, tab.heat_plot],
+                   api_visibility="private", show_progress="hidden")
+    traced = [trigger(run_trace, [tab.prompt, state, *views, *view],
                       [tab.chips, tab.info, tab.stats_plot, tab.hist_plot, tab.heat_plot, state],
                       api_name="trace", concurrency_limit=2, concurrency_id="inspect",
                       show_progress_on=[tab.info])
               for trigger in (tab.button.click, tab.prompt.submit)]
     for control in views:
-        control.change(inside_views_if_traced, [state, *views], [tab.hist_plot, tab.heat_plot],
+        control.change(inside_views_if_traced, [state, *views, *view],
+                       [tab.hist_plot, tab.heat_plot],
                        api_visibility="private", concurrency_limit=2, concurrency_id="inspect")
     # /inside_views: the same views for API clients, who get a message without a trace (a
     # hidden button: the page's own events above stay quiet then)
-    tab.api_views.click(inside_views, [state, *views], [tab.hist_plot, tab.heat_plot],
+    tab.api_views.click(inside_views, [state, *views, *view], [tab.hist_plot, tab.heat_plot],
                         api_name="inside_views", concurrency_limit=2, concurrency_id="inspect")
-    tab.export_btn.click(export_stats, [state, tab.export_fmt], tab.export_file,
+    tab.export_btn.click(export_stats, [state, tab.export_fmt, *view], tab.export_file,
                          api_name="export_stats") \
-        .success(download_button, tab.export_file, tab.export_file, api_visibility="private")
-    gradients.create_event_handlers(tab.shortcut_lesson, state)
+        .success(download_button, [tab.export_file, *view], tab.export_file,
+                 api_visibility="private")
+    gradients.create_event_handlers(tab.shortcut_lesson, state, view, redrawn)
     return traced

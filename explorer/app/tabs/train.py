@@ -21,11 +21,13 @@ from ...runtime.training import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
                                  corpus_from_file, corpus_from_text, default_corpus,
                                  default_settings, make_variants)
 from ...runtime.weights import export_model
-from .. import gpu
-from ..plots.training import (TABLE_HEADERS, grad_norm_figure, loss_figure, progress_markdown,
+from .. import gpu, i18n
+from ..i18n import label, t
+from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows)
 from ..shared import (CACHE, as_choice, as_choices, as_int, as_number, friendly,
-                      layer_picker_update)
+                      layer_picker_update, status_line)
+from .attention import head_choices
 from .inside import probe_choices
 
 # The server's training jobs (limits: GPT_EXPLORER_TRAIN_JOBS, GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS,
@@ -39,8 +41,8 @@ _BOOK = TrainingSettings()
 
 def _session(request) -> str:
     if request is None or not getattr(request, "session_hash", None):
-        raise gr.Error("This request has no session; open the page (or a gradio_client "
-                       "Client) to train.")
+        raise gr.Error(t("This request has no session; open the page (or a gradio_client "
+                         "Client) to train."))
     return request.session_hash
 
 
@@ -51,20 +53,20 @@ def corpus_of(data, text, upload):
     if data == DATA_CHOICES[1]:
         return corpus_from_text(text)
     if text is not None and not isinstance(text, str):
-        raise gr.Error("The pasted text must be text.")
+        raise gr.Error(t("The pasted text must be text."))
     if upload is None or upload == "":
-        raise gr.Error("No file uploaded: upload a .txt file, or choose the default story or "
-                       "pasted text.")
+        raise gr.Error(t("No file uploaded: upload a .txt file, or choose the default story or "
+                         "pasted text."))
     path = upload if isinstance(upload, str) else getattr(upload, "path", None) or (
         upload.get("path") if isinstance(upload, dict) else None)
     if not isinstance(path, str) or not os.path.isfile(path):
-        raise gr.Error("The uploaded file could not be found; upload it again.")
+        raise gr.Error(t("The uploaded file could not be found; upload it again."))
     return corpus_from_file(path)
 
 
 def settings_of(steps, batch_size, context_length, lr, warmup_steps):
     if lr is None:
-        raise gr.Error(f"lr is empty: enter a number; the book uses {_BOOK.lr}.")
+        raise gr.Error(t("lr is empty: enter a number; the book uses {lr}.", lr=_BOOK.lr))
     return default_settings(steps=as_int(steps, "steps"),
                             batch_size=as_int(batch_size, "batch size"),
                             context_length=as_int(context_length, "context"),
@@ -75,8 +77,8 @@ def settings_of(steps, batch_size, context_length, lr, warmup_steps):
 def variants_of(variants, preset):
     variants = as_choices(variants, "variants", VARIANT_CHOICES)
     if not 2 <= len(variants) <= MAX_VARIANTS:
-        raise gr.Error(f"Choose two to {MAX_VARIANTS} variants to compare (got "
-                       f"{len(variants)}).")
+        raise gr.Error(t("Choose two to {most} variants to compare (got {n}).",
+                         most=MAX_VARIANTS, n=len(variants)))
     return make_variants(variants, as_choice(preset, "model", PRESET_CHOICES))
 
 
@@ -137,7 +139,7 @@ def train_continue(request: gr.Request):
     session = _session(request)
     job = LAB.job(session)
     if job is None:
-        raise gr.Error("This session has no training job: press Train first.")
+        raise gr.Error(t("This session has no training job: press Train first."))
     if not job.running:
         job = LAB.resume(session)
     yield from _watch(job)
@@ -153,11 +155,11 @@ def train_view(request: gr.Request):
 def _trained(choice, session):
     job = LAB.job(session)
     if job is None:
-        raise gr.Error("This session has no training job: press Train first.")
+        raise gr.Error(t("This session has no training job: press Train first."))
     labels = [v.label for v in job.variants]
     choice = as_choice(choice, "trained variant", labels)
     if job.view().step == 0:
-        raise gr.Error("Nothing trained yet: wait for the first steps, then use the model.")
+        raise gr.Error(t("Nothing trained yet: wait for the first steps, then use the model."))
     return job.trained_model(labels.index(choice))
 
 
@@ -173,15 +175,14 @@ def train_use(choice, state, request: gr.Request):
     session = _session(request)
     trained = _trained(choice, session)
     cfg = trained.model.cfg
-    source = WeightsSource.trained(f"{trained.weights_source} ({trained.label})")
+    source = WeightsSource.trained(trained_caption(trained, LAB.job(session).corpus.name))
     key = CACHE.key(cfg, device="cpu", dtype="float32", source=source)
     CACHE.hold(session, key, trained.model)
-    counts = count_parameters(cfg)
-    status = (f"**Model ready** — {trained.label}, **{trained.weights_source}**, "
-              f"{counts.total:,} parameters, on **{key.device}** ({key.dtype}).")
+    state = {"key": key, "status": dict(kind="trained", variant=trained.label,
+                                        source=trained.weights_source)}
     layers = layer_picker_update(cfg)
-    heads = gr.update(choices=["mean"] + [str(h) for h in range(cfg.n_heads)], value="mean")
-    return (status, {"key": key}, layers, layers, layers, heads, *probe_choices(cfg))
+    heads = gr.update(choices=head_choices(cfg.n_heads), value="mean")
+    return (status_line(state), state, layers, layers, layers, heads, *probe_choices(cfg))
 
 
 @friendly
@@ -189,11 +190,20 @@ def train_use(choice, state, request: gr.Request):
 def train_export(choice, request: gr.Request):
     """The chosen trained variant as model.safetensors + config.json (the weights export;
     ``load_file`` reads them back)."""
-    trained = _trained(choice, _session(request))
+    session = _session(request)
+    trained = _trained(choice, session)
     folder = tempfile.mkdtemp(prefix="gpt_explorer_")   # ours; never a path from user text
     files = export_model(trained.model, folder,
-                         source=WeightsSource.trained(trained.weights_source))
+                         source=WeightsSource.trained(
+                             trained_caption(trained, LAB.job(session).corpus.name)))
     return [str(f) for f in files]
+
+
+def trained_caption(trained, corpus: str) -> str:
+    """Where a trained variant's weights come from, in English (the page translates it)."""
+    template = ("trained {steps} step on {corpus} ({variant})" if trained.steps == 1 else
+                "trained {steps} steps on {corpus} ({variant})")
+    return template.format(steps=trained.steps, corpus=corpus, variant=trained.label)
 
 
 def release(session_hash):
@@ -204,52 +214,54 @@ def release(session_hash):
 
 # ---------------------------------------------------------------------------------------------
 def create_ui():
-    with gr.Tab("6 · Train", id="train") as tab:
+    with gr.Tab(label("6 · Train"), id="train") as tab:
         with gr.Row():
-            variants = gr.CheckboxGroup(list(VARIANT_CHOICES), value=list(DEFAULT_VARIANTS),
-                                        label=f"Variants (two to {MAX_VARIANTS})", scale=3,
+            variants = gr.CheckboxGroup([(label(v), v) for v in VARIANT_CHOICES],
+                                        value=list(DEFAULT_VARIANTS),
+                                        label=label(f"Variants (two to {MAX_VARIANTS})"), scale=3,
                                         elem_id="train_variants")
-            preset = gr.Dropdown(PRESET_CHOICES, value=DEFAULT_PRESET, label="model", scale=1,
-                                 min_width=150, elem_id="train_preset")
-            data = gr.Radio(DATA_CHOICES, value=DATA_CHOICES[0], label="data", scale=1,
-                            min_width=180, elem_id="train_data")
+            preset = gr.Dropdown(PRESET_CHOICES, value=DEFAULT_PRESET, label=label("model"),
+                                 scale=1, min_width=150, elem_id="train_preset")
+            data = gr.Radio([(label(d), d) for d in DATA_CHOICES], value=DATA_CHOICES[0],
+                            label=label("data"), scale=1, min_width=180, elem_id="train_data")
         with gr.Row(equal_height=True):
-            steps = gr.Number(DEFAULT_STEPS, precision=0, label="steps", min_width=90,
+            steps = gr.Number(DEFAULT_STEPS, precision=0, label=label("steps"), min_width=90,
                               elem_id="train_steps")
-            batch_size = gr.Number(_BOOK.batch_size, precision=0, label="batch size",
+            batch_size = gr.Number(_BOOK.batch_size, precision=0, label=label("batch size"),
                                    min_width=90, elem_id="train_batch")
-            context = gr.Number(DEFAULT_CONTEXT, precision=0, label="context", min_width=90,
-                                elem_id="train_context")
+            context = gr.Number(DEFAULT_CONTEXT, precision=0, label=label("context"),
+                                min_width=90, elem_id="train_context")
             lr = gr.Number(_BOOK.lr, label="lr", min_width=90, elem_id="train_lr")
-            warmup = gr.Number(_BOOK.warmup_steps, precision=0, label="warm-up",
+            warmup = gr.Number(_BOOK.warmup_steps, precision=0, label=label("warm-up"),
                                min_width=90, elem_id="train_warmup")
-            start = gr.Button("Train", variant="primary", min_width=90, elem_id="train_btn")
-            stop = gr.Button("Stop", min_width=90, elem_id="train_stop_btn")
-            resume = gr.Button("Continue", min_width=90, elem_id="train_continue_btn")
-        with gr.Accordion("Your own text (paste it, or upload a .txt) — then choose it under "
-                          "data", open=False):
+            start = gr.Button(label("Train"), variant="primary", min_width=90,
+                              elem_id="train_btn")
+            stop = gr.Button(label("Stop"), min_width=90, elem_id="train_stop_btn")
+            resume = gr.Button(label("Continue"), min_width=90, elem_id="train_continue_btn")
+        with gr.Accordion(label("Your own text (paste it, or upload a .txt) — then choose it "
+                                "under data"), open=False):
             with gr.Row():
-                text = gr.Textbox(label=f"pasted text (up to {MAX_CORPUS_BYTES / 1e6:.0f} MB)",
-                                  lines=4, scale=2, elem_id="train_text")
-                upload = gr.File(label="a .txt file", file_types=[".txt"], type="filepath",
-                                 height=120, scale=1, elem_id="train_upload")
+                text = gr.Textbox(label=label(f"pasted text (up to {MAX_CORPUS_BYTES / 1e6:.0f} MB)"), lines=4, scale=2,
+                                  elem_id="train_text")
+                upload = gr.File(label=label("a .txt file"), file_types=[".txt"],
+                                 type="filepath", height=120, scale=1, elem_id="train_upload")
         progress = gr.Markdown(progress_markdown(None), elem_id="train_progress")
         with gr.Row():
-            loss_plot = gr.Plot(loss_figure(None), show_label=False, label="Loss",
+            loss_plot = gr.Plot(loss_figure(None), show_label=False, label=label("Loss"),
                                 elem_id="train_loss_plot")
             grad_plot = gr.Plot(grad_norm_figure(None), show_label=False,
-                                label="Gradient norm per block", elem_id="train_grad_plot")
-        table = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False,
-                             label="Variants", elem_id="train_table")
+                                label=label("Gradient norm per block"), elem_id="train_grad_plot")
+        table = gr.Dataframe(table_rows(None), interactive=False, label=label("Variants"),
+                             elem_id="train_table")
         samples = gr.Markdown(elem_id="train_samples")
         with gr.Row(equal_height=True):
-            choice = gr.Dropdown([], label="trained variant", elem_id="train_choice")
-            use = gr.Button("Use this model (tabs 2–5)", variant="primary",
+            choice = gr.Dropdown([], label=label("trained variant"), elem_id="train_choice")
+            use = gr.Button(label("Use this model (tabs 2–5)"), variant="primary",
                             elem_id="train_use_btn")
-            export = gr.Button("Export it (model.safetensors + config.json)",
+            export = gr.Button(label("Export it (model.safetensors + config.json)"),
                                elem_id="train_export_btn")
-        export_file = gr.File(label="exported files", file_count="multiple", visible=False,
-                              elem_id="train_export_file")
+        export_file = gr.File(label=label("exported files"), file_count="multiple",
+                              visible=False, elem_id="train_export_file")
     return SimpleNamespace(tab=tab, variants=variants, preset=preset, data=data, steps=steps,
                            batch_size=batch_size, context=context, lr=lr, warmup=warmup,
                            text=text, upload=upload, start=start, stop=stop, resume=resume,
@@ -258,22 +270,29 @@ def create_ui():
                            grad_plot=grad_plot)
 
 
-def create_event_handlers(tab, state, status, layer_pickers, head_picker, probe_pickers):
-    """Returns the Use event (the other tabs clear their results after it, as after a build)."""
-    view = [tab.progress, tab.loss_plot, tab.table, tab.grad_plot, tab.samples, tab.choice]
+def create_event_handlers(tab, state, status, view, redrawn, layer_pickers, head_picker,
+                          probe_pickers):
+    """``view``: the page's language and lecture mode; ``redrawn``: the events after which
+    the tab is drawn again. Returns the Use event (the other tabs clear their results after
+    it, as after a build)."""
+    shown = [tab.progress, tab.loss_plot, tab.table, tab.grad_plot, tab.samples, tab.choice]
+    for event in redrawn:
+        event.then(train_view, view, shown, api_visibility="private", show_progress="hidden")
     # The streams only watch (the lab limits how many jobs train): no queue limit of their own.
     tab.start.click(train_start, [tab.data, tab.text, tab.upload, tab.variants, tab.preset,
-                                  tab.steps, tab.batch_size, tab.context, tab.lr, tab.warmup],
-                    view, api_name="train_start", concurrency_limit=None,
+                                  tab.steps, tab.batch_size, tab.context, tab.lr, tab.warmup,
+                                  *view],
+                    shown, api_name="train_start", concurrency_limit=None,
                     show_progress="minimal")
-    tab.stop.click(train_stop, None, view, api_name="train_stop", concurrency_limit=None,
+    tab.stop.click(train_stop, view, shown, api_name="train_stop", concurrency_limit=None,
                    show_progress="hidden")
-    tab.resume.click(train_continue, None, view, api_name="train_continue",
+    tab.resume.click(train_continue, view, shown, api_name="train_continue",
                      concurrency_limit=None, show_progress="minimal")
-    tab.tab.select(train_view, None, view, api_name="train_view", show_progress="hidden")
-    tab.export.click(train_export, tab.choice, tab.export_file, api_name="train_export") \
+    tab.tab.select(train_view, view, shown, api_name="train_view", show_progress="hidden")
+    tab.export.click(train_export, [tab.choice, *view], tab.export_file,
+                     api_name="train_export") \
         .success(lambda: gr.update(visible=True), None, tab.export_file,
                  api_visibility="private", show_progress="hidden")
-    return tab.use.click(train_use, [tab.choice, state],
+    return tab.use.click(train_use, [tab.choice, state, *view],
                          [status, state, *layer_pickers, head_picker, *probe_pickers],
                          api_name="train_use", show_progress_on=[status])
