@@ -21,10 +21,12 @@ import re
 import gradio as gr
 
 from ..prefs import current
+from .zh_compare import ZH_COMPARE
 from .zh_core import ZH_CORE
+from .zh_share import ZH_SHARE
 from .zh_ui import ZH_UI
 
-ZH: dict[str, str] = {**ZH_CORE, **ZH_UI}
+ZH: dict[str, str] = {**ZH_CORE, **ZH_UI, **ZH_COMPARE, **ZH_SHARE}
 
 # Gradio's frontend translates the keys it is given for the browser's locale (zh-CN). Keys with
 # {fields} are the server's (t, translate): the browser never sees them.
