@@ -43,8 +43,9 @@ def test_a_rebuild_resetting_layer_and_head_pickers_stays_quiet_without_a_trace(
 def test_probe_choices_follow_a_model_without_layernorm():
     out = built(norm_placement="none")
     pair_update, point_update = out[-2:]
-    assert pair_update["choices"] and all("norm" not in p for p in pair_update["choices"])
-    assert pair_update["value"] == pair_update["choices"][0]
+    pairs = [value for _, value in pair_update["choices"]]   # (shown, value)
+    assert pairs and all("norm" not in p for p in pairs)
+    assert pair_update["value"] == pairs[0]
     assert not any(p.startswith(("ln", "final_norm")) for p in point_update["choices"])
     # the default choices of that model trace at once
     state = out[5]
@@ -52,7 +53,7 @@ def test_probe_choices_follow_a_model_without_layernorm():
                               point_update["value"], "std")
     assert tr_out[-1]["trace"] is not None
     # a model with LayerNorm keeps every comparison
-    assert built()[-2]["choices"] == list(inside.HIST_PAIRS)
+    assert [value for _, value in built()[-2]["choices"]] == list(inside.HIST_PAIRS)
 
 
 def test_next_token_during_a_stream_is_refused_with_a_message_and_the_stream_ends_unlocked():
@@ -76,10 +77,10 @@ def test_next_token_during_a_stream_is_refused_with_a_message_and_the_stream_end
 def test_the_4_4_book_chart_is_shown_when_the_model_is_too_large(monkeypatch):
     state = built()[5]
     monkeypatch.setattr(gradients, "MAX_MODEL_BYTES", 0)
-    book, gpt = gradients.gradient_views(state)
+    book, gpt, _ = gradients.gradient_views(state)
     assert book.data                                 # the book's chart, whatever the model
     assert "too large" in plot_text(gpt)
-    book, gpt = gradients.gradient_views(None)       # before any build
+    book, gpt, _ = gradients.gradient_views(None)    # before any build
     assert book.data and "Build a model" in plot_text(gpt)
 
 

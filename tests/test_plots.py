@@ -133,7 +133,7 @@ def job_view(runs=None):
 
 def test_training_views_show_a_diverged_run_as_such_and_escape_user_text():
     view = job_view()
-    rows = table_rows(view)
+    rows = table_rows(view)["data"]
     assert rows[0][3:5] == ["9.500", "9.800"] and rows[0][-1] == "no"
     assert rows[1][3:5] == ["NaN", "inf"] and rows[1][-1] == "yes, at step 7"
     loss = loss_figure(view).to_plotly_json()

@@ -146,6 +146,7 @@ class RequestCheck:
         if problem is not None:
             await self._refuse(scope, receive, send, *problem)
             return
+        body = self._with_view_settings(route, named.group(2) if named else None, body)
         sent = False
 
         async def replay():
@@ -203,11 +204,36 @@ class RequestCheck:
             if len(data) != len(inputs):               # /call without the State inputs
                 inputs = [b for b in inputs if not getattr(b, "skip_api", False)]
             given = list(zip(inputs, data))
-            return (self._texts(fn, [(block.label, value) for block, value in given
+            return (self._texts(fn, [(_label(block), value) for block, value in given
                                      if isinstance(block, gr.Textbox)])
-                    or self._files(fn, [(block.label, value) for block, value in given
+                    or self._files(fn, [(_label(block), value) for block, value in given
                                         if isinstance(block, gr.File)]))
         return None
+
+    def _fn(self, route, api_name, payload):
+        if api_name is not None:
+            return next((f for f in self.blocks.fns.values() if f.api_name == api_name), None)
+        index = payload.get("fn_index") if route == "queue/join" else None
+        return self.blocks.fns.get(index) if isinstance(index, int) and \
+            not isinstance(index, bool) else None
+
+    def _with_view_settings(self, route, api_name, body):
+        """A call that leaves out the page's two view settings (``lang``, ``lecture``: every
+        event's last two inputs, added after the API was first published) gets their defaults,
+        English and no lecture mode."""
+        if route not in ("call", "queue/join"):
+            return body
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return body
+        data = payload.get("data") if isinstance(payload, dict) else None
+        fn = self._fn(route, api_name, payload) if isinstance(data, list) else None
+        if fn is None or len(data) + 2 not in _input_counts(fn, route) \
+                or not _ends_with_view(fn):
+            return body
+        payload["data"] = data + [block.value for block in fn.inputs[-2:]]
+        return json.dumps(payload).encode()
 
     def _named(self, api_name, payload, component):
         """/call/v2: the (label, value) of each input of this component ("Textbox", "File"),
@@ -249,17 +275,18 @@ class RequestCheck:
         """Gradio fails (a traceback in the server log) when an event gets the wrong number of
         inputs. /call also takes them without the session's own (State) values."""
         inputs = list(fn.inputs)
-        counts = {len(inputs)}
-        if route != "queue/join":
-            counts.add(sum(1 for block in inputs if not getattr(block, "skip_api", False)))
-        if given in counts:
+        counts = _input_counts(fn, route)
+        view = _ends_with_view(fn)
+        if given in counts or (view and given + 2 in counts):
             return None
-        names = [getattr(block, "label", None) or type(block).__name__.lower()
-                 for block in inputs
+        names = [_label(block) or type(block).__name__.lower()
+                 for block in inputs[:-2 if view else None]
                  if route == "queue/join" or not getattr(block, "skip_api", False)]
         what = f"/{fn.api_name}" if fn.api_name else f"function {fn._id}"
-        return 422, (f"{what} takes {min(counts)} input value(s) ({', '.join(names)}); got "
-                     f"{given}.")
+        then = ", then optionally lang and lecture (the page's language and lecture mode)" \
+            if view else ""
+        return 422, (f"{what} takes {min(counts) - (2 if view else 0)} input value(s) "
+                     f"({', '.join(names)}){then}; got {given}.")
 
     async def _upload(self, scope, receive, send):
         """Gradio's upload route raises (a bare 500) on a ``files`` part that is a plain form
@@ -286,6 +313,28 @@ class RequestCheck:
         log.warning("refused %s %s: %d %s%s", scope.get("method"), scope.get("path"), status,
                     message, f" ({detail})" if detail else "")
         await _json_answer(status, message)(scope, receive, send)
+
+
+VIEW_ELEM_IDS = ("lang", "lecture")   # the page's view settings (layout.header)
+
+
+def _input_counts(fn, route) -> set[int]:
+    """How many input values a call may send: all, or (/call) all but the State values."""
+    inputs = list(fn.inputs)
+    counts = {len(inputs)}
+    if route != "queue/join":
+        counts.add(sum(1 for block in inputs if not getattr(block, "skip_api", False)))
+    return counts
+
+
+def _label(block) -> str | None:
+    """A component's label in English (a translated label is an I18nData: its key)."""
+    text = getattr(block, "label", None)
+    return getattr(text, "key", text)
+
+
+def _ends_with_view(fn) -> bool:
+    return tuple(getattr(b, "elem_id", None) for b in list(fn.inputs)[-2:]) == VIEW_ELEM_IDS
 
 
 def protect_launch(demo) -> None:

@@ -56,6 +56,7 @@ def header():
         gr.Markdown(label("# GPT Explorer\nBuild the GPT of *Build a Large Language Model (From "
                           "Scratch)*, chapter 4, and watch it work."), elem_id="title")
         lang = gr.Radio([(name, code) for code, name in LANGS.items()], value="en",
+                        label=label("language"),
                         show_label=False, container=False, elem_id="lang", min_width=160,
                         scale=0)
         lecture = gr.Checkbox(False, label=label("lecture mode"), container=False,

@@ -276,8 +276,6 @@ def create_event_handlers(tab, state, status, view, redrawn, layer_pickers, head
     the tab is drawn again. Returns the Use event (the other tabs clear their results after
     it, as after a build)."""
     shown = [tab.progress, tab.loss_plot, tab.table, tab.grad_plot, tab.samples, tab.choice]
-    for event in redrawn:
-        event.then(train_view, view, shown, api_visibility="private", show_progress="hidden")
     # The streams only watch (the lab limits how many jobs train): no queue limit of their own.
     tab.start.click(train_start, [tab.data, tab.text, tab.upload, tab.variants, tab.preset,
                                   tab.steps, tab.batch_size, tab.context, tab.lr, tab.warmup,
@@ -289,6 +287,8 @@ def create_event_handlers(tab, state, status, view, redrawn, layer_pickers, head
     tab.resume.click(train_continue, view, shown, api_name="train_continue",
                      concurrency_limit=None, show_progress="minimal")
     tab.tab.select(train_view, view, shown, api_name="train_view", show_progress="hidden")
+    for event in redrawn:   # after /train_view: that name is the public event's
+        event.then(train_view, view, shown, api_visibility="private", show_progress="hidden")
     tab.export.click(train_export, [tab.choice, *view], tab.export_file,
                      api_name="train_export") \
         .success(lambda: gr.update(visible=True), None, tab.export_file,
