@@ -766,6 +766,11 @@ HTTP_CASES: list[HttpCase] = [
              expect=r"fn_index must be a whole number"),
     HttpCase("call-too-few-inputs", "POST", "/gradio_api/call/trace", {"data": [PROMPT]},
              expect=r"/trace takes 5 input value\(s\) \(Prompt, layer, .*got 1"),
+    # A call written before the view settings existed: they get their defaults.
+    HttpCase("call-without-the-view-settings", "POST", "/gradio_api/call/preset_config",
+             {"data": ["teach-tiny"]}, status=(200,), expect=r"event_id"),
+    HttpCase("call-with-the-view-settings", "POST", "/gradio_api/call/preset_config",
+             {"data": ["teach-tiny", "zh", True]}, status=(200,), expect=r"event_id"),
     HttpCase("call-too-many-inputs", "POST", "/gradio_api/call/logit_lens",
              {"data": [PROMPT, 1, 2, 3, 4, 5]},
              expect=r"/logit_lens takes 1 input value.*lang and lecture.*got 6"),

@@ -284,3 +284,32 @@ def test_server_serves_no_file_outside_the_app(app_url):
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(url, timeout=10)
         assert err.value.code in (403, 404)
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_an_api_call_in_chinese_gets_its_text_and_its_messages_in_chinese(app_url):
+    c = client(app_url)
+    status = c.predict(**build_args(), lang="zh")[0]
+    assert CJK.search(status) and "Model ready" not in status
+    assert "Model ready" in c.predict(**build_args())[0]           # English by default
+    with pytest.raises(Exception, match=CJK.pattern):
+        c.predict("   ", 0, "norm1: before vs after LayerNorm", "resid_pre", "std", "zh", False,
+                  api_name="/trace")
+    with pytest.raises(Exception, match="The prompt is empty"):
+        c.predict("   ", 0, "norm1: before vs after LayerNorm", "resid_pre", "std",
+                  api_name="/trace")
+
+
+def test_a_raw_call_without_the_view_settings_gets_their_defaults(app_url):
+    """Calls written before the page had its language and lecture mode still run."""
+    base = app_url.rstrip("/") + "/gradio_api/call/preset_config"
+    request = urllib.request.Request(base, json.dumps({"data": ["teach-tiny"]}).encode(),
+                                     {"Content-Type": "application/json"})
+    event = json.loads(urllib.request.urlopen(request, timeout=30).read())["event_id"]
+    stream = urllib.request.urlopen(f"{base}/{event}", timeout=30).read().decode()
+    assert "event: complete" in stream, stream[-300:]
+    values = json.loads(stream.split("event: complete\ndata:", 1)[1].strip().splitlines()[0])
+    assert values[:5] == [PRESETS["teach-tiny"].to_dict()[k] for k in
+                          ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")]

@@ -1,0 +1,149 @@
+"""The page's view settings (explorer/app/prefs.py): the language and lecture mode reach every
+handler as its last two inputs, ``friendly`` puts them in place for the whole call (every step
+of a stream too), and the figures and texts follow them."""
+import inspect
+
+import gradio as gr
+import pytest
+
+from explorer.app import i18n, prefs
+from explorer.app.layout import build_app
+from explorer.app.plots.statistics import layer_stats_figure
+from explorer.app.plots.style import LECTURE_INK
+from explorer.app.shared import friendly
+from explorer.book.tokenizer import get_tokenizer
+from explorer.probes import trace
+from explorer.runtime.build import build_model
+from explorer.book.config import PRESETS
+
+ZH = prefs.Prefs("zh")
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return build_app()
+
+
+def _view_inputs(fn):
+    return tuple(getattr(block, "elem_id", None) for block in list(fn.inputs)[-2:])
+
+
+def test_every_handler_that_takes_the_view_settings_gets_them_as_its_last_inputs(demo):
+    wired = 0
+    for fn in demo.fns.values():
+        if fn.fn is None:
+            continue
+        names = list(inspect.signature(fn.fn).parameters)[-2:]
+        if names == ["lang", "lecture"]:
+            assert _view_inputs(fn) == ("lang", "lecture"), fn.name
+            wired += 1
+    assert wired >= 30
+
+
+def test_every_public_endpoint_speaks_the_pages_language(demo):
+    public = [fn for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"]
+    assert len(public) >= 15
+    for fn in public:
+        assert _view_inputs(fn) == ("lang", "lecture"), fn.api_name
+
+
+def test_friendly_puts_the_settings_in_place_and_keeps_them_for_nested_calls():
+    seen = []
+
+    @friendly
+    def inner():
+        seen.append(prefs.current())
+
+    @friendly
+    def outer(x):
+        seen.append(prefs.current())
+        inner()             # no settings given: the caller's stay
+        return x
+
+    assert outer(1, "zh", True) == 1
+    assert seen == [prefs.Prefs("zh", True)] * 2
+    assert prefs.current() == prefs.Prefs()          # and they are gone after the call
+    outer(2)
+    assert seen[-1] == prefs.Prefs()
+
+
+def test_friendly_keeps_the_settings_for_every_step_of_a_stream_run_elsewhere():
+    """Gradio runs each step of a generator in a copy of its own context: the settings must be
+    in place again at every step."""
+    import contextvars
+
+    @friendly
+    def stream():
+        for _ in range(3):
+            yield prefs.current().lang
+
+    steps = stream("zh", False)
+    got = [contextvars.copy_context().run(next, steps) for _ in range(3)]
+    assert got == ["zh"] * 3
+
+
+@pytest.mark.parametrize("lang, lecture, message", [
+    ("fr", False, "lang must be one of en, zh"),
+    (["zh"], False, "lang must be one of en, zh"),
+    ("zh", "yes", "lecture must be true or false"),
+])
+def test_malformed_view_settings_are_refused_with_a_message(lang, lecture, message):
+    @friendly
+    def handler():
+        return "ran"
+
+    with pytest.raises(gr.Error, match=message):
+        handler(lang, lecture)
+
+
+def test_a_message_in_english_from_the_core_is_shown_in_the_pages_language():
+    @friendly
+    def handler():
+        raise ValueError("The prompt is empty: type some text first.")
+
+    with pytest.raises(gr.Error) as english:
+        handler("en", False)
+    with pytest.raises(gr.Error) as chinese:
+        handler("zh", False)
+    assert english.value.message == "The prompt is empty: type some text first."
+    assert chinese.value.message == i18n.ZH.get(english.value.message, english.value.message)
+
+
+def test_translate_fills_the_fields_of_a_template_and_leaves_unknown_text_alone(monkeypatch):
+    monkeypatch.setitem(i18n.ZH, "Layer {layer} has {n} heads.", "第 {layer} 层有 {n} 个头。")
+    monkeypatch.setitem(i18n.ZH, "pre-LN", "前置归一化")
+    i18n._patterns.cache_clear()
+    try:
+        with prefs.using(ZH):
+            assert i18n.translate("Layer 3 has 12 heads.") == "第 3 层有 12 个头。"
+            assert i18n.translate("Layer pre-LN has 2 heads.") == "第 前置归一化 层有 2 个头。"
+            assert i18n.translate("Nothing like it.") == "Nothing like it."
+        assert i18n.translate("Layer 3 has 12 heads.") == "Layer 3 has 12 heads."
+    finally:
+        i18n._patterns.cache_clear()
+
+
+def test_lecture_mode_makes_every_figure_larger_thicker_and_darker():
+    model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
+    tr = trace(model, get_tokenizer().encode("Every effort moves you"))
+    plain = layer_stats_figure(tr)
+    with prefs.using(prefs.Prefs("en", True)):
+        lecture = layer_stats_figure(tr)
+    assert lecture.layout.font.size > plain.layout.font.size
+    assert lecture.layout.title.font.size > plain.layout.title.font.size
+    assert lecture.layout.font.color == LECTURE_INK
+    assert lecture.layout.xaxis.tickfont.size > plain.layout.xaxis.tickfont.size
+    widths = [(a.line.width, b.line.width) for a, b in zip(plain.data, lecture.data)
+              if a.line.width]
+    assert widths and all(b > a for a, b in widths)
+    assert lecture.layout.height <= plain.layout.height
+
+
+def test_the_figures_say_their_titles_in_the_pages_language(monkeypatch):
+    monkeypatch.setitem(i18n.ZH, "Statistics across layers", "各层统计")
+    model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
+    tr = trace(model, get_tokenizer().encode("Every effort moves you"))
+    with prefs.using(ZH):
+        fig = layer_stats_figure(tr)
+    assert fig.layout.title.text == "<b>各层统计</b>"
+    assert layer_stats_figure(tr).layout.title.text == "<b>Statistics across layers</b>"
