@@ -14,9 +14,40 @@ from .sessions import forget_closed_sessions
 from .shared import NO_MODEL_STATUS, friendly
 from .tabs import activations, attention, build, generate, gradients, inside, train
 
+# Lecture mode (body.lecture, set by page.js): larger type and a tighter page, so that each
+# tab's main view fits under its controls on a 1280x720 projector; what the status line
+# already says (the weights notes) and the subtitle step aside. Figures follow on the server.
+LECTURE_CSS = """
+body.lecture .gradio-container {--text-xs: 15px; --text-sm: 17px; --text-md: 20px;
+                                --text-lg: 23px; --text-xl: 27px; font-size: 20px;}
+body.lecture #title p, body.lecture #inside_weights, body.lecture #attention_weights,
+body.lecture #activations_weights, body.lecture #attention_intro {display: none;}
+body.lecture #status {min-height: 0;}
+body.lecture #trace_prompt textarea, body.lecture #gen_prompt textarea {max-height: 2.4em;}
+body.lecture .chips {max-height: 2.9em;}
+body.lecture .nt-bars {font-size: 21px;}
+body.lecture .nt-bars b {height: 26px;}
+body.lecture .chip {font-size: 19px;}
+body.lecture .gradio-container {--layout-gap: 10px;}
+/* Inside: the statistics right under the prompt, the chips and the rest below it */
+body.lecture #trace_row {order: -2;}
+body.lecture #stats_plot {order: -1;}
+body.lecture #trace_prompt [data-testid="block-info"] {display: none;}
+/* Train: the settings and buttons, the progress and the curves first; the choice of variants
+   and data (made before training) below them */
+body.lecture #train_settings {order: -3;}
+body.lecture #train_progress {order: -2;}
+body.lecture #train_plots {order: -1;}
+"""
 CSS = """
 .gradio-container {font-size: 17px;}
-/* Title and subtitle on one line: the room below is for the tabs (a projector: 720 px). */
+/* Title and subtitle on one line, the language and lecture-mode toggles at its end: the
+   room below is for the tabs (a projector: 720 px). */
+#header {align-items: center; flex-wrap: nowrap; gap: 12px;}
+#header > #title {flex: 1 1 auto; min-width: 0;}
+#header > #lang, #header > #lecture {flex: 0 0 auto !important; width: auto !important;
+                                     min-width: 0 !important;}
+#lang .wrap {flex-wrap: nowrap;}
 #title .md {display: flex; flex-wrap: wrap; align-items: baseline; column-gap: 1em;}
 #title h1 {margin: 0; font-size: 30px;}
 #title p {margin: 0;}
@@ -40,7 +71,7 @@ CSS = """
 /* The live parts of the Generate tab change up to 40 times a second: keep their layout and
    paint from spreading to the rest of the page. */
 #bars, #history, #speed {contain: layout paint;}
-""" + NEXT_TOKEN_CSS
+""" + NEXT_TOKEN_CSS + LECTURE_CSS
 # Run by the page when it loads: hands Gradio's streamed updates on one per painted frame, so
 # that no generation step is applied and overwritten between two paints (paced_stream.js); and
 # the page's language and lecture mode (page.js).
@@ -52,15 +83,14 @@ JS = ("() => { (" + (_STATIC / "paced_stream.js").read_text() + ")(); ("
 def header():
     """The title, and the page's two view settings (``prefs``): every event takes them as its
     last two inputs."""
-    with gr.Row(elem_id="header", equal_height=True):
+    with gr.Row(elem_id="header", equal_height=False):
         gr.Markdown(label("# GPT Explorer\nBuild the GPT of *Build a Large Language Model (From "
                           "Scratch)*, chapter 4, and watch it work."), elem_id="title")
         lang = gr.Radio([(name, code) for code, name in LANGS.items()], value="en",
                         label=label("language"),
-                        show_label=False, container=False, elem_id="lang", min_width=160,
-                        scale=0)
+                        show_label=False, container=False, elem_id="lang", scale=0)
         lecture = gr.Checkbox(False, label=label("lecture mode"), container=False,
-                              elem_id="lecture", min_width=160, scale=0)
+                              elem_id="lecture", scale=0)
     return [lang, lecture]
 
 

@@ -33,7 +33,8 @@ def app_url():
     # what a lecturer sees; any free port, loopback only.
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
                             server_port=None, theme=opts["theme"], css=opts["css"], js=opts["js"],
-                            max_file_size=opts["max_file_size"], ssr_mode=False)
+                            i18n=opts["i18n"], max_file_size=opts["max_file_size"],
+                            ssr_mode=False)
     yield url
     demo.close()
 

@@ -58,7 +58,7 @@ LECTURE_TYPE = 1.25
 LECTURE_LINES = 1.6
 LECTURE_INK = "#000000"
 LECTURE_GRID = "#b8b8b8"
-LECTURE_MAX_HEIGHT = 470
+LECTURE_MAX_HEIGHT = 400
 
 
 def _size(px: float) -> int:
@@ -184,7 +184,11 @@ def clean(a) -> tuple[np.ndarray, bool]:
 
 
 def empty_figure(title: str, message: str, height: int = 320, notes=()) -> go.Figure:
+    """A figure with a message instead of data (a hint, or why there is nothing to show).
+    The message is broken into short lines: it must fit a figure half the page wide."""
     fig = go.Figure()
+    width = 34 if current().lecture else 44
+    message = "<br>".join(_wrap(line, width) for line in message.split("<br>"))
     fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper",
                        showarrow=False, font=dict(size=FONT_SIZE + 2, color=GREY))
     fig.update_xaxes(visible=False)

@@ -208,7 +208,7 @@ def export_stats(state, fmt):
 def create_ui():
     with gr.Tab(label("2 · Inside the forward pass"), id="inside"):
         weights_note = gr.Markdown(label(NO_MODEL_NOTE), elem_id="inside_weights")
-        with gr.Row():
+        with gr.Row(elem_id="trace_row"):
             prompt = gr.Textbox(DEFAULT_PROMPT, label=label("Prompt"), lines=2, max_lines=4,
                                 scale=4, elem_id="trace_prompt")
             button = gr.Button(label("Trace"), variant="primary", scale=1, elem_id="trace_btn")

@@ -215,7 +215,7 @@ def release(session_hash):
 # ---------------------------------------------------------------------------------------------
 def create_ui():
     with gr.Tab(label("6 · Train"), id="train") as tab:
-        with gr.Row():
+        with gr.Row(elem_id="train_choose"):
             variants = gr.CheckboxGroup([(label(v), v) for v in VARIANT_CHOICES],
                                         value=list(DEFAULT_VARIANTS),
                                         label=label(f"Variants (two to {MAX_VARIANTS})"), scale=3,
@@ -224,7 +224,7 @@ def create_ui():
                                  scale=1, min_width=150, elem_id="train_preset")
             data = gr.Radio([(label(d), d) for d in DATA_CHOICES], value=DATA_CHOICES[0],
                             label=label("data"), scale=1, min_width=180, elem_id="train_data")
-        with gr.Row(equal_height=True):
+        with gr.Row(equal_height=True, elem_id="train_settings"):
             steps = gr.Number(DEFAULT_STEPS, precision=0, label=label("steps"), min_width=90,
                               elem_id="train_steps")
             batch_size = gr.Number(_BOOK.batch_size, precision=0, label=label("batch size"),
@@ -239,14 +239,14 @@ def create_ui():
             stop = gr.Button(label("Stop"), min_width=90, elem_id="train_stop_btn")
             resume = gr.Button(label("Continue"), min_width=90, elem_id="train_continue_btn")
         with gr.Accordion(label("Your own text (paste it, or upload a .txt) — then choose it "
-                                "under data"), open=False):
+                                "under data"), open=False, elem_id="train_own_text"):
             with gr.Row():
                 text = gr.Textbox(label=label(f"pasted text (up to {MAX_CORPUS_BYTES / 1e6:.0f} MB)"), lines=4, scale=2,
                                   elem_id="train_text")
                 upload = gr.File(label=label("a .txt file"), file_types=[".txt"],
                                  type="filepath", height=120, scale=1, elem_id="train_upload")
         progress = gr.Markdown(progress_markdown(None), elem_id="train_progress")
-        with gr.Row():
+        with gr.Row(elem_id="train_plots"):
             loss_plot = gr.Plot(loss_figure(None), show_label=False, label=label("Loss"),
                                 elem_id="train_loss_plot")
             grad_plot = gr.Plot(grad_norm_figure(None), show_label=False,
