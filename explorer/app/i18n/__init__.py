@@ -55,8 +55,10 @@ def translate(message: str) -> str:
     for pattern, fields, chinese in _patterns():
         found = pattern.fullmatch(message)
         if found:
-            # a value that is itself a catalogue entry (a variant's name) is translated too
-            values = {f: ZH.get(v, v) for f, v in zip(fields, found.groups())}
+            # a value that is itself a catalogue entry (a variant's name) is translated too,
+            # unless it is quoted (!r): what the user typed, shown as typed
+            values = {f: v if f.endswith("!r") else ZH.get(v, v)
+                      for f, v in zip(fields, found.groups())}
             return _FIELD.sub(lambda m: values.get(m.group(1), m.group(0)), chinese)
     return message
 

@@ -23,6 +23,8 @@ ZH_UI: dict[str, str] = {
     "and watch it work.":
         "# GPT Explorer\n搭建《从零构建大模型》第 4 章的 GPT，看看它是如何工作的。",
     "lecture mode": "授课模式",
+    "language": "语言",
+    ", ": "，",
     "No model yet — build one below.": "还没有模型 — 请在下方构建一个。",
     "Weights: none yet — build or load a model in tab 1.":
         "权重：暂无 — 请在标签页 1 中构建或加载模型。",

@@ -57,14 +57,14 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False,
         f = functions[name]
         color = PALETTE[i % len(PALETTE)]
         fig.add_trace(go.Scatter(x=x, y=np.asarray(f["y"], dtype=np.float32), mode="lines",
-                                 name=f["label"], line=dict(color=color, width=3.5),
+                                 name=t(f["label"]), line=dict(color=color, width=3.5),
                                  yaxis=curve_axis,
                                  hovertemplate="x %{x:.2f}: %{y:.3f}<extra>" + f["label"]
                                                + "</extra>"))
         if derivatives:
             fig.add_trace(go.Scatter(
                 x=x, y=np.asarray(f["dy"], dtype=np.float32), mode="lines", yaxis=curve_axis,
-                name=t("derivative of {name}", name=f["label"]),
+                name=t("derivative of {name}", name=t(f["label"])),
                 line=dict(color=color, width=2.5, dash="dash"),
                 hovertemplate=t("x %{x:.2f}: slope %{y:.3f}") + "<extra>" + f["label"]
                               + "</extra>"))

@@ -150,7 +150,7 @@ def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
         f"background:#fafafa\">{block_params}"
         f"<div><b>{cfg.n_layers} × TransformerBlock</b> <code style=\"font-size:15px\">"
         f"trf_blocks</code></div>"
-        f"<div style=\"{_SMALL};margin-bottom:8px\">{html.escape(placement)}, {shortcut}"
+        f"<div style=\"{_SMALL};margin-bottom:8px\">{html.escape(placement)}{t(', ')}{shortcut}"
         f"</div>{sub_block('norm1', att)}{_arrow()}{sub_block('norm2', ff)}</div>")
     parts.append(_arrow(f"(batch, T, {d})"))
     if cfg.norm_placement == "none":

@@ -180,7 +180,8 @@ def _reporter(progress):
 
     def report(fraction, desc=None):   # gr.Progress's own form: progress(0.3, "text") too
         with lock:   # a context can be entered by one thread at a time
-            context.run(progress, fraction, desc=desc)
+            # the core reports in English; the page's language is the context's
+            context.run(lambda: progress(fraction, desc=desc and i18n.translate(desc)))
     return report
 
 
@@ -373,7 +374,8 @@ def create_ui():
                                    elem_id="build_btn")
             with gr.Column(scale=3):
                 counts = count_parameters(DEFAULT_CONFIG)
-                arch = gr.HTML(_preview_html(DEFAULT_CONFIG, counts, DEFAULT_PRESET))
+                arch = gr.HTML(_preview_html(DEFAULT_CONFIG, counts, DEFAULT_PRESET),
+                               elem_id="arch")
                 memory = gr.Markdown()
                 with gr.Accordion(label("Export this model (model.safetensors + config.json)"),
                                   open=False):

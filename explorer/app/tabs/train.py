@@ -88,7 +88,8 @@ def _outputs(view):
     labels = [r.label for r in view.runs] if view is not None else []
     return (progress_markdown(view), loss_figure(view), table_rows(view),
             grad_norm_figure(view), samples_markdown(view),
-            gr.update(choices=labels, value=labels[0] if labels else None))
+            gr.update(choices=[(t(name), name) for name in labels],
+                      value=labels[0] if labels else None))
 
 
 def _watch(job):
