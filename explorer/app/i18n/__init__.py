@@ -28,16 +28,21 @@ from .zh_ui import ZH_UI
 
 ZH: dict[str, str] = {**ZH_CORE, **ZH_UI, **ZH_COMPARE, **ZH_SHARE}
 
-# Gradio's frontend translates the keys it is given for the browser's locale (zh-CN). Keys with
-# {fields} are the server's (t, translate): the browser never sees them.
-I18N = gr.I18n(**{"zh-CN": {key: text for key, text in ZH.items() if "{" not in key}})
+# Gradio's frontend translates, for the browser's locale (zh-CN), the texts given to ``label``:
+# only those. (It translates any text of the page that is one of its keys, a dropdown's choice
+# names too: a name translated there, not by the server, comes back as the dropdown's value.)
+_BROWSER: dict[str, str] = {}
+I18N = gr.I18n(**{"zh-CN": _BROWSER})
 
 _FIELD = re.compile(r"\{([^{}]+)\}")
 
 
 def label(text: str) -> gr.I18nData | str:
     """A widget's text for the browser to translate (``I18N``)."""
-    return I18N(text) if text in ZH else text
+    if text not in ZH:
+        return text
+    _BROWSER[text] = ZH[text]
+    return I18N(text)
 
 
 def t(template: str, **values) -> str:

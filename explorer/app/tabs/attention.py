@@ -51,8 +51,9 @@ def cleared():
 
 
 def head_choices(n_heads):
-    """The head picker: the mean of the layer's heads, or one head."""
-    return [(label("mean"), "mean")] + [str(h) for h in range(n_heads)]
+    """The head picker: the mean of the layer's heads, or one head. The names are the
+    server's (see ``inside.probe_choices``)."""
+    return [(t("mean"), "mean")] + [(str(h), str(h)) for h in range(n_heads)]
 
 
 @friendly
@@ -66,10 +67,13 @@ def attention_views_if_traced(state, layer, head):
 
 @friendly
 def redraw(state, layer, head):
-    """The tab again (language, lecture mode): the attention shown, or the hints."""
+    """The tab again (language, lecture mode): the attention shown, or the hints, and the
+    head picker's names."""
+    n_heads = (state["key"].config if state and "key" in state else DEFAULT_CONFIG).n_heads
+    heads = gr.update(choices=head_choices(n_heads), value=head)
     if not (has_trace(state) and state.get("attention_shown")):
-        return (*hints(), gr.skip())
-    return attention_views(state, layer, head)
+        return (*hints(), gr.skip(), heads)
+    return (*attention_views(state, layer, head), heads)
 
 
 @friendly
@@ -119,7 +123,8 @@ def create_event_handlers(tab, state, view, redrawn):
     inputs = [state, tab.layer, tab.head, *view]
     outputs = [tab.plot, tab.grid_plot, tab.entropy_plot, state]
     for event in redrawn:
-        event.then(redraw, inputs, outputs, api_visibility="private", show_progress="hidden")
+        event.then(redraw, inputs, [*outputs, tab.head], api_visibility="private",
+                   show_progress="hidden")
     tab.button.click(attention_views, inputs, outputs, api_name="attention",
                      concurrency_limit=2, concurrency_id="inspect")
     for control in (tab.layer, tab.head):

@@ -82,13 +82,16 @@ def _recorded(cfg, point):
     return cfg.norm_placement != "none" or not point.startswith(NORM_POINTS)
 
 
-def probe_choices(cfg):
+def probe_choices(cfg, pair=None):
     """The distribution and heatmap choices a model's probe points allow (a model without
-    LayerNorm has no norm1/norm2/final_norm to compare)."""
-    pairs = [(label(name), name) for name, points in HIST_PAIRS.items()
+    LayerNorm has no norm1/norm2/final_norm to compare). The names are the server's, in the
+    page's language: a dropdown whose names Gradio translates sends the translated name back
+    as its value. ``pair``: the choice to keep, if the model allows it."""
+    pairs = [(t(name), name) for name, points in HIST_PAIRS.items()
              if all(_recorded(cfg, p) for p in points)]
     points = [p for p in HEAT_POINTS if _recorded(cfg, p)]
-    return (gr.update(choices=pairs, value=pairs[0][1]),
+    keep = pair if pair in [value for _, value in pairs] else pairs[0][1]
+    return (gr.update(choices=pairs, value=keep),
             gr.update(choices=points, value="resid_pre"))
 
 
@@ -148,12 +151,15 @@ def _views(tr, layer, pair, heat_point, heat_stat):
 
 @friendly
 def redraw(state, layer, pair, heat_point, heat_stat):
-    """The tab again (language, lecture mode): the last trace's views, or the hints."""
+    """The tab again (language, lecture mode): the last trace's views, or the hints, and
+    the distribution's names."""
+    cfg = state["key"].config if state and "key" in state else DEFAULT_CONFIG
+    pairs = probe_choices(cfg, pair)[0]
     if not has_trace(state):
-        return (gr.skip(), gr.skip(), *hints())
+        return (gr.skip(), gr.skip(), *hints(), pairs)
     tr = trace_of(state)
     return (_chips(tr), summary_of(state), layer_stats_figure(tr),
-            *_views(tr, layer, pair, heat_point, heat_stat))
+            *_views(tr, layer, pair, heat_point, heat_stat), pairs)
 
 
 @friendly
@@ -252,7 +258,7 @@ def create_event_handlers(tab, state, view, redrawn):
     views = [tab.layer, tab.pair, tab.heat_point, tab.heat_stat]
     for event in redrawn:
         event.then(redraw, [state, *views, *view],
-                   [tab.chips, tab.info, tab.stats_plot, tab.hist_plot, tab.heat_plot],
+                   [tab.chips, tab.info, tab.stats_plot, tab.hist_plot, tab.heat_plot, tab.pair],
                    api_visibility="private", show_progress="hidden")
     traced = [trigger(run_trace, [tab.prompt, state, *views, *view],
                       [tab.chips, tab.info, tab.stats_plot, tab.hist_plot, tab.heat_plot, state],
