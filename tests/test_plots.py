@@ -11,7 +11,7 @@ from explorer.app.plots.attention import (GRID_MAX_HEADS, GRID_MAX_SIDE, _downsa
                                           entropy_figure)
 from explorer.app.plots.curves import activation_figure, gpt_gradient_figure, gradient_figure
 from explorer.app.plots.generation import NEXT_TOKEN_CSS, next_token_bars_html
-from explorer.app.plots.labels import MAX_TICK_LABELS, human_count, token_label
+from explorer.app.plots.labels import MAX_TICK_LABELS, human_count, readable_tokens, token_label
 from explorer.app.plots.lens import logit_lens_figure
 from explorer.app.plots.model import architecture_html, parameter_figure
 from explorer.app.plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
@@ -548,3 +548,24 @@ def test_attention_grid_shows_at_most_32_heads():
     assert len(fig.data) == GRID_MAX_HEADS
     assert "of 64" in fig.layout.title.text
     assert "first 32 of 64 heads" in fig.layout.title.subtitle.text
+
+
+def test_a_character_split_into_byte_tokens_reads_as_its_bytes_then_as_itself():
+    tokenizer = get_tokenizer()
+    ids = tokenizer.encode("我爱 a🙂")
+    shown = readable_tokens(ids, tokenizer.token_texts(ids))
+    # 我 is E6 88 91: its first token shows two bytes, the one that completes it the character
+    assert shown[:2] == ["E6 88", "91=我"]
+    assert "=爱" in shown[2] + shown[3] + shown[4]
+    whole = [s for s, i in zip(shown, ids) if "<0x" not in tokenizer.token_text(i)]
+    assert " a" in whole or "a" in "".join(whole)       # whole tokens keep their own text
+    assert all("<0x" not in s for s in shown)
+    assert "".join(s.split("=")[-1] for s in shown if "=" in s).startswith("我爱")
+
+
+def test_the_heatmaps_token_axis_shows_chinese_characters_where_their_bytes_join():
+    model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
+    tr = trace(model, get_tokenizer().encode("从零构建大模型"))
+    for fig in (token_heatmap_figure(tr, "resid_pre", "std"), attention_figure(tr, 0, "mean")):
+        ticks = "".join(fig.layout.xaxis.ticktext)
+        assert "=从" in ticks and "=零" in ticks and "<0x" not in ticks
