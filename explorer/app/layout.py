@@ -33,11 +33,13 @@ body.lecture .gradio-container {--layout-gap: 10px;}
 body.lecture #trace_row {order: -2;}
 body.lecture #stats_plot {order: -1;}
 body.lecture #trace_prompt [data-testid="block-info"] {display: none;}
-/* Train: the settings and buttons, the progress and the curves first; the choice of variants
-   and data (made before training) below them */
+/* Train: the settings and buttons and the curves first, then the progress line; the choice of
+   variants and data (made before training) below them */
 body.lecture #train_settings {order: -3;}
-body.lecture #train_progress {order: -2;}
-body.lecture #train_plots {order: -1;}
+body.lecture #train_plots {order: -2;}
+body.lecture #train_progress {order: -1;}
+/* Build: the parameters (the book's 163 M and 124 M) first, the form and the diagram below */
+body.lecture #params_row {order: -1;}
 """
 CSS = """
 .gradio-container {font-size: 17px;}

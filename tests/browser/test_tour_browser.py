@@ -36,7 +36,7 @@ SHOT_NAMES = ("build", "inside", "attention", "activations", "generate", "train"
 # Each tab's main figure (lecture mode: inside the viewport)
 MAIN_VIEW = {"2 · Inside the forward pass": "#stats_plot", "3 · Attention": "#att_plot",
              "4 · Activation functions": "#act_plot", "5 · Generate": "#bars",
-             "6 · Train": "#train_loss_plot", "1 · Build": "#arch"}
+             "6 · Train": "#train_loss_plot", "1 · Build": "#params_plot"}
 
 # English that may stay in the Chinese page: the book's and PyTorch's names, units, formats,
 # model and preset names, the prompt's tokens.
@@ -72,9 +72,10 @@ def english_phrases(text: str) -> list[str]:
 
 def visible_text(page) -> str:
     """The text a viewer sees: the page's visible text and every figure's SVG text (not
-    Gradio's announcements for screen readers, e.g. its untranslated "common.complete")."""
+    Gradio's announcements for screen readers, e.g. its untranslated "common.complete", and not
+    what the models wrote: the samples of the training lab)."""
     return page.evaluate("""() => {
-        const hidden = [...document.querySelectorAll('[aria-live], .sr-only')];
+        const hidden = [...document.querySelectorAll('[aria-live], .sr-only, #train_samples li')];
         const before = hidden.map(e => e.style.display);
         hidden.forEach(e => { e.style.display = 'none'; });
         const texts = [document.body.innerText];
@@ -177,7 +178,7 @@ def test_a_tour_of_every_tab(tour, shots):
     steps = page.locator("#train_steps input")
     steps.fill("12")
     page.locator("#train_btn").click()
-    expect(page.locator("#train_progress")).to_contain_text("12", timeout=SLOW * 2)
+    expect(page.locator("#train_progress")).to_contain_text(say("Finished"), timeout=SLOW * 2)
     expect(page.locator("#train_loss_plot g.scatterlayer path.js-line").first).to_be_attached(
         timeout=SLOW)
     for variant in ("pre-LN (book)", "post-LN", "no shortcut"):
@@ -213,9 +214,13 @@ def test_in_lecture_mode_each_tabs_main_view_fits_on_the_projector(tour):
         page.evaluate("() => window.scrollTo(0, 0)")
         view = page.locator(selector)
         expect(view).to_be_visible()
-        page.wait_for_timeout(300)
-        box = view.bounding_box()
-        assert box["y"] >= 0 and box["y"] + box["height"] <= PROJECTOR["height"] + 1, \
-            f"{name}: {selector} is not inside the 1280x720 viewport in lecture mode: {box}"
+        try:   # the figures are drawn again for lecture mode: wait for the new one
+            page.wait_for_function("""(sel) => {
+                const r = document.querySelector(sel).getBoundingClientRect();
+                return r.top >= 0 && r.bottom <= window.innerHeight + 1;
+            }""", arg=selector, timeout=20_000)
+        except Exception:  # noqa: BLE001 - say where it is
+            pytest.fail(f"{name}: {selector} is not inside the 1280x720 viewport in lecture "
+                        f"mode: {view.bounding_box()}")
     page.locator("#lecture input").uncheck()
     expect(page.locator("body.lecture")).not_to_be_attached()

@@ -9,7 +9,8 @@ and Scatter. Arrays go in as float32 numpy (sent base64-encoded).
 """
 from __future__ import annotations
 
-import textwrap
+import re
+import unicodedata
 
 import numpy as np
 import plotly.graph_objects as go
@@ -65,9 +66,30 @@ def _size(px: float) -> int:
     return round(px * LECTURE_TYPE) if current().lecture else round(px)
 
 
+_PIECES = re.compile(r"\s+|[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|"
+                     r"[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+")
+
+
+def _width(piece: str) -> int:
+    """Columns a text takes: a Chinese character (or full-width sign) two, others one."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in piece)
+
+
 def _wrap(text: str, width: int = 68) -> str:
-    """Break a long note into lines so it is not clipped on a narrow screen."""
-    return "<br>".join(textwrap.wrap(text, width, break_long_words=False)) or text
+    """Break a long note into lines of at most ``width`` columns (a Chinese character takes
+    two), at spaces or between Chinese characters, so it is not clipped on a narrow screen."""
+    lines, line = [], ""
+    for piece in _PIECES.findall(text):
+        if piece.isspace():
+            line += " " if line else ""
+            continue
+        if line and _width(line + piece) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    if line.strip():
+        lines.append(line.rstrip())
+    return "<br>".join(lines) or text
 
 
 def title_layout(title: str, notes=(), wrap: int = 68) -> tuple[dict, int]:
@@ -117,7 +139,7 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
     lecture = current().lecture
     if lecture:
         _lecture_traces(fig)
-        height = min(height, max(LECTURE_MAX_HEIGHT, top + 260))
+        height = min(height, max(LECTURE_MAX_HEIGHT, top + 220))
     fig.update_layout(
         template="none", height=int(height), title=title_dict, margin=m,
         font=dict(family=FONT_FAMILY, size=_size(FONT_SIZE),

@@ -386,7 +386,7 @@ def create_ui():
                     export_note = gr.Markdown(elem_id="export_note")
                     export_files = gr.File(label=label("model files"), file_count="multiple",
                                            height=90, elem_id="export_files")
-        with gr.Row():
+        with gr.Row(elem_id="params_row"):
             params_table = gr.Dataframe(_parameter_table(counts), label=label("Parameters"),
                                         interactive=False, elem_id="params_table")
             params_plot = gr.Plot(parameter_figure(counts), show_label=False,
