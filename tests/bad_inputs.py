@@ -634,6 +634,98 @@ CASES: list[Case] = [
 
 
 # ---------------------------------------------------------------------------------------------
+# The guided walk (/stage_details: stage, block, prompt) and the shareable link (/share_link:
+# preset, the 13 knobs, seed, weights, size, prompt, tab). Reading a link back (the page's
+# own, never an endpoint) has its hostile catalogue in tests/test_share.py.
+def share_args(preset="teach-tiny", seed=7, weights="random", size="small", prompt=PROMPT,
+               tab="inside", **changes):
+    cfg = {**PRESETS[preset].to_dict(), **changes} if preset in PRESETS else dict(changes)
+    return (preset, *[cfg.get(k) for k in KNOBS], seed, weights, size, prompt, tab)
+
+
+def stage_card(*shapes):
+    """/stage_details answered with the card of a stage, showing these shapes."""
+    return lambda card, env: "walk-card" in card and all(s in card for s in shapes)
+
+
+def link_is(query):
+    return lambda result, env: result[0] == query
+
+
+CASES += [
+    Case("order-stage-before-build", "order", None, api="/stage_details",
+         args=("attention", 0, PROMPT), app_expect=r"No model yet: build one"),
+    Case("index-stage-unknown", "index", None, api="/stage_details",
+         args=("norm3", 0, PROMPT), build={}, app_expect=r"stage must be one of embeddings, "),
+    Case("index-stage-empty", "index", None, api="/stage_details", args=("", 0, PROMPT),
+         build={}, app_expect=r"stage must be one of"),
+    Case("index-stage-block-too-high", "index", None, api="/stage_details",
+         args=("attention", 2, PROMPT), build={},
+         app_expect=r"Block 2 does not exist: this model has blocks 0 to 1"),
+    Case("index-stage-block-negative", "index", None, api="/stage_details",
+         args=("feed_forward", -1, PROMPT), build={}, app_expect=r"Block -1 does not exist"),
+    Case("index-stage-not-in-this-variant", "index", None, api="/stage_details",
+         args=("norm2", 0, PROMPT), build={"norm_placement": "none"},
+         app_expect=r"no LayerNorm \(norm_placement='none'\): it has no norm2 stage"),
+    Case("index-stage-no-shortcut", "index", None, api="/stage_details",
+         args=("shortcut2", 0, PROMPT), build={"shortcut": False},
+         app_expect=r"no shortcut connections \(shortcut=False\)"),
+    Case("index-stage-model-stage-ignores-block", "index", None, api="/stage_details",
+         args=("final_norm", 999, PROMPT), build={}, app_check=stage_card("(1, 4, 64)")),
+    Case("prompt-stage-empty", "prompt", None, api="/stage_details",
+         args=("attention", 0, "  "), build={}, app_expect=r"The prompt is empty"),
+    Case("prompt-stage-not-text", "prompt", None, api="/stage_details",
+         args=("attention", 0, None), build={}, app_expect=r"The prompt must be text"),
+    Case("prompt-stage-megabyte", "prompt", None, api="/stage_details",
+         args=("attention", 0, MEGABYTE), build={},
+         app_expect=r"1,048,576 characters; the explorer takes at most 20,000", max_seconds=5),
+    Case("prompt-stage-longer-than-context", "prompt", None, api="/stage_details",
+         args=("attention", 0, LONG_PROMPT), build={},
+         app_expect=r"The prompt has 201 tokens but this model's context_length is 64"),
+    Case("prompt-stage-vocab-smaller-than-tokenizer", "prompt", None, api="/stage_details",
+         args=("embeddings", 0, PROMPT), build={"vocab_size": 100},
+         app_expect=r"vocab_size is 100.*Rebuild"),
+    Case("prompt-stage-mixed-scripts", "prompt", None, api="/stage_details",
+         args=("feed_forward", 1, MIXED), build={},
+         app_check=lambda card, env: stage_card(f"(1, {len(env.tok.encode(MIXED))}, 256)")(
+             card, env)),
+    Case("prompt-stage-markup-stays-text", "prompt", None, api="/stage_details",
+         args=("out_head", 0, "<img src=x onerror=alert(1)>"), build={},
+         app_check=lambda card, env: "<img" not in card and "&lt;img" in card),
+
+    Case("config-share-emb_dim-not-divisible", "config", None, api="/share_link",
+         args=share_args(emb_dim=70), app_expect=r"divisible by n_heads"),
+    Case("config-share-n_layers-million", "config", None, api="/share_link",
+         args=share_args(n_layers=10 ** 6), app_expect=BUDGET, max_seconds=5),
+    Case("config-share-preset-unknown", "config", None, api="/share_link",
+         args=share_args(preset="teach-tini"), app_expect=r"not in the list of choices"),
+    Case("config-share-seed-negative", "config", None, api="/share_link",
+         args=share_args(seed=-1), app_expect=r"seed must be a whole number from 0 to 2\*\*63"),
+    Case("config-share-seed-huge", "config", None, api="/share_link",
+         args=share_args(seed=2 ** 70), app_expect=r"seed must be a whole number from 0"),
+    Case("index-share-tab-unknown", "index", None, api="/share_link",
+         args=share_args(tab="admin"), app_expect=r"tab must be one of build, inside"),
+    Case("prompt-share-megabyte", "prompt", None, api="/share_link",
+         args=share_args(prompt=MEGABYTE), max_seconds=5,
+         app_check=lambda r, env: r[0] == "?preset=teach-tiny&seed=7&tab=inside&lang=en"
+         and "a link carries at most 2,000" in r[1]),
+    Case("prompt-share-not-text", "prompt", None, api="/share_link",
+         args=share_args(prompt=None), app_expect=r"The prompt must be text"),
+    Case("prompt-share-markup-is-encoded", "prompt", None, api="/share_link",
+         args=share_args(prompt="<script>alert(1)</script>&tab=train"),
+         app_check=link_is("?preset=teach-tiny&seed=7&prompt=%3Cscript%3Ealert%281%29%3C%2F"
+                           "script%3E%26tab%3Dtrain&tab=inside&lang=en")),
+    Case("weights-share-file", "weights", None, api="/share_link",
+         args=share_args(weights="file"),
+         app_check=lambda r, env: r[0] == "?preset=teach-tiny&seed=7&tab=inside&lang=en"
+         and "cannot carry a checkpoint file" in r[1]),
+    Case("weights-share-pretrained", "weights", None, api="/share_link",
+         args=share_args(weights="pretrained", size="xl", n_layers=10 ** 6),
+         app_check=link_is("?weights=pretrained&size=xl&tab=inside&lang=en")),
+]
+
+
+# ---------------------------------------------------------------------------------------------
 # Hostile requests beyond the catalogue above (the issue "Hostile requests that still get
 # through"). Item 1: a tiny positive temperature. Sampling's limit as the temperature goes to 0
 # is greedy decoding: 1e-40 is subnormal in float32; 1e-300 and 5e-324 round to 0 there.
@@ -688,6 +780,8 @@ TYPED_CALLS = {
     "/train_use": ("no shortcut",),
     "/train_export": ("no shortcut",),
     "/export_model": (False,),
+    "/stage_details": ("attention", 0, PROMPT),
+    "/share_link": share_args(),
 }
 # A message that names what was wrong (ours: "... must be ..."; Gradio's own checks: "not in
 # the list of choices", "`number` component"), and not the unexpected-error path.
@@ -727,7 +821,7 @@ class HttpCase:
 
 QUEUED = r"join the queue"
 HEAVY = ("trace", "build", "generate", "next_token", "logit_lens", "attention", "inside_views",
-         "gradients", "export_stats", "export_attention", "export_model")
+         "gradients", "export_stats", "export_attention", "export_model", "stage_details")
 EMPTY_SESSION = r"session_hash is empty"
 UPLOAD_BOUNDARY = "gptexplorerboundary"
 

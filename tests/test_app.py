@@ -313,3 +313,48 @@ def test_a_raw_call_without_the_view_settings_gets_their_defaults(app_url):
     values = json.loads(stream.split("event: complete\ndata:", 1)[1].strip().splitlines()[0])
     assert values[:5] == [PRESETS["teach-tiny"].to_dict()[k] for k in
                           ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")]
+
+
+# ---------------------------------------------------------------------------------------------
+# The shareable link and the guided walk (explorer/app/share_view.py, tabs/walk.py)
+def share_args(preset="teach-tiny", tab="inside", prompt=DEFAULT_PROMPT, weights="random",
+               lang="en", **changes):
+    cfg = {**PRESETS[preset].to_dict(), **changes}
+    knobs = {k: cfg[k] for k in ("vocab_size", "context_length", "emb_dim", "n_heads",
+                                 "n_layers", "drop_rate", "qkv_bias", "norm_placement",
+                                 "shortcut", "activation", "ff_expansion", "tie_weights",
+                                 "pos_encoding")}
+    return dict(preset=preset, **knobs, seed=7, weights=weights, size="small", prompt=prompt,
+                tab=tab, lang=lang, api_name="/share_link")
+
+
+def test_share_link_names_what_differs_and_the_language(app_url):
+    c = client(app_url)
+    query, note = c.predict(**share_args(n_layers=3, prompt="Hello, world"))
+    assert query == "?preset=teach-tiny&n_layers=3&seed=7&prompt=Hello%2C%20world&tab=inside" \
+                    "&lang=en"
+    assert "This link opens the page" in note
+    query, note = c.predict(**share_args(weights="file", lang="zh", tab="build"))
+    assert query == "?preset=teach-tiny&seed=7&tab=build&lang=zh"
+    assert "链接无法携带检查点文件" in note
+    with pytest.raises(Exception, match="divisible by n_heads"):
+        c.predict(**share_args(emb_dim=70))
+
+
+def test_stage_details_before_and_after_a_build(app_url):
+    c = client(app_url)
+    args = dict(block=1, prompt=DEFAULT_PROMPT, api_name="/stage_details")
+    with pytest.raises(Exception, match="No model yet"):
+        c.predict(stage="attention", **args)
+    c.predict(**build_args("teach-tiny"))
+    card = c.predict(stage="feed_forward", **args)
+    n = len(get_tokenizer().encode(DEFAULT_PROMPT))
+    assert "Feed-forward network" in card and "block 1 of 2" in card
+    assert f"(1, {n}, 256)" in card and f"(1, {n}, 64)" in card
+    assert "book §4.6" in c.predict(stage="out_head", **args)
+    with pytest.raises(Exception, match="stage must be one of"):
+        c.predict(stage="norm3", **args)
+    with pytest.raises(Exception, match="Block 5 does not exist"):
+        c.predict(stage="norm1", **{**args, "block": 5})
+    c.predict(**build_args("teach-deep"))                     # 12 blocks: the last one
+    assert "block 11 of 12" in c.predict(stage="norm1", **{**args, "block": 11})

@@ -33,7 +33,7 @@ from explorer.app.server import create_demo, launch_options
 from explorer.book.tokenizer import get_tokenizer
 
 from bad_inputs import (CASES, HTTP_CASES, PROMPT, TRACE_VIEW, build_args, gen_args,
-                        train_args)
+                        share_args, train_args)
 
 CALL_TIMEOUT_S = 60
 APP_WORKERS = 6
@@ -41,7 +41,7 @@ ENDPOINTS = ("/preset_config", "/build", "/trace", "/inside_views", "/attention"
              "/activation_curves", "/generate", "/next_token", "/logit_lens", "/export_stats",
              "/export_attention", "/train_start", "/train_stop", "/train_continue",
              "/train_use", "/train_export",
-             "/export_model")
+             "/export_model", "/stage_details", "/share_link")
 # A valid call per endpoint, and what the session needs before it.
 FOLLOW_UP = {
     "/preset_config": (None, ("teach-tiny",)),
@@ -61,6 +61,8 @@ FOLLOW_UP = {
     "/train_use": ("trained", ("no shortcut",)),
     "/train_export": ("trained", ("no shortcut",)),
     "/export_model": ("built", (False,)),
+    "/stage_details": ("built", ("attention", 0, PROMPT)),
+    "/share_link": (None, share_args()),
 }
 
 

@@ -6,6 +6,8 @@
 - ``ZH_CORE``: every message the core (``book``, ``probes``, ``runtime``, ``native``) raises as
   a ValueError, and the texts of the core that the page shows (``PAGE_TEXTS``), each keyed by
   its f-string as written in the source (``template``): a changed message fails the test.
+- ``ZH_SHARE``: the share and walk views' texts, the app's and the core's (their own file, so
+  that branches merge cleanly); each counts as a ZH_UI or ZH_CORE entry above.
 - Each Chinese text has exactly its key's ``{fields}``, is not empty and is not the English.
 - ``translate()`` turns real core errors into Chinese with their numbers, and every message of
   the bad-input catalogue (``tests/bad_inputs.py``) comes out in Chinese.
@@ -23,6 +25,7 @@ import torch
 
 from explorer.app import i18n, prefs
 from explorer.app.i18n.zh_core import FILLED_IN, ZH_CORE
+from explorer.app.i18n.zh_share import ZH_SHARE
 from explorer.app.i18n.zh_ui import SAME_IN_CHINESE, ZH_UI
 
 from test_bad_inputs import PY_CASES, Env, run_bounded
@@ -266,9 +269,11 @@ def _first_args(function: str) -> list[str]:
 def indirect() -> dict[tuple[str, str], list[str]]:
     """Every ``t(x)`` / ``label(x)`` whose ``x`` is a variable: (file, expression) -> the texts
     it can be, from the tables the app imports. A new such call must be added here."""
-    from explorer.app import shared
+    from explorer.app import share, shared
     from explorer.app.plots import statistics, training as training_plots
     from explorer.app.tabs import attention, build, generate, inside, train
+    from explorer.book import probe_points, stages
+    from explorer.probes.stages import WALK_STATS
     from explorer.book.config import PRESETS, count_parameters
     from explorer.book.curves import ACTIVATION_LABELS
     from explorer.book.probe_points import POINT_LABELS
@@ -317,7 +322,22 @@ def indirect() -> dict[tuple[str, str], list[str]]:
         ("tabs/train.py", "v"): variants,
         ("tabs/train.py", "name"): variants,
         ("tabs/train.py", "d"): list(train.DATA_CHOICES),
+        # the share and walk views
+        ("share_view.py", "problem.text"): _problem_texts(),
+        ("share_view.py", "value"): [what for _, what in share._SYNTAX.values()],
+        ("plots/walk.py", "title_of(stage, cfg)"):
+            [s.title for s in stages.STAGES] + list(stages._POST_LN_TITLES.values()),
+        ("plots/walk.py", "s"): ["probe point", "shape", *WALK_STATS],
+        ("plots/walk.py", "POINTS_BY_NAME[p.point].where"):
+            [p.where for p in probe_points.PROBE_POINTS if p.scope != "attention"],
     }
+
+
+def _problem_texts() -> list[str]:
+    """What a link opened could not use (explorer/app/share.py: ``Problem(text, ...)``)."""
+    return [k for node in ast.walk(ast.parse((APP / "share.py").read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and _call_name(node) == "Problem" and node.args
+            for k in template(node.args[0]) or []]
 
 
 def _all_calls(name):
@@ -385,13 +405,13 @@ def test_every_app_text_passed_to_t_or_label_is_found(ui):
 def test_every_app_text_has_a_chinese_entry(ui):
     keys, _ = ui
     missing = [f"{where}: {key!r}" for key, where in keys.items()
-               if key not in ZH_UI and key not in SAME_IN_CHINESE]
+               if key not in ZH_UI and key not in SAME_IN_CHINESE and key not in ZH_SHARE]
     assert not missing, "not in ZH_UI:\n" + "\n".join(missing)
 
 
 def test_every_indirect_table_entry_has_a_chinese_entry():
     missing = [f"{where}: {key!r}" for where, table in indirect().items() for key in table
-               if key not in ZH_UI and key not in SAME_IN_CHINESE]
+               if key not in ZH_UI and key not in SAME_IN_CHINESE and key not in ZH_SHARE]
     assert not missing, "not in ZH_UI:\n" + "\n".join(map(str, missing))
 
 
@@ -404,6 +424,15 @@ def test_no_stale_app_entries(ui):
     assert not set(SAME_IN_CHINESE) & set(ZH_UI)
 
 
+def test_no_stale_share_entries_and_none_said_twice(ui, core):
+    """ZH_SHARE holds texts the app or the core has now, and none that ZH_UI or ZH_CORE
+    already translates (one translation of each text)."""
+    known = {**ui[0], **core[0]}
+    stale = [key for key in ZH_SHARE if key not in known]
+    assert not stale, "not in explorer/ any more:\n" + "\n".join(map(repr, stale))
+    assert not set(ZH_SHARE) & (set(ZH_UI) | set(ZH_CORE) | set(SAME_IN_CHINESE))
+
+
 def test_every_core_message_is_derived(core):
     _, unknown = core
     assert not unknown, ("a raise whose message is built in a way the test cannot read; add its "
@@ -412,7 +441,8 @@ def test_every_core_message_is_derived(core):
 
 def test_every_core_message_has_a_chinese_entry(core):
     keys, _ = core
-    missing = [f"{where}: {key!r}" for key, where in keys.items() if key not in ZH_CORE]
+    missing = [f"{where}: {key!r}" for key, where in keys.items()
+               if key not in ZH_CORE and key not in ZH_SHARE]
     assert not missing, "not in ZH_CORE:\n" + "\n".join(missing)
 
 
@@ -428,7 +458,7 @@ def test_no_stale_core_entries(core):
 
 # ---------------------------------------------------------------------------------------------
 # Form
-CATALOGUES = {"ZH_UI": ZH_UI, "ZH_CORE": ZH_CORE}
+CATALOGUES = {"ZH_UI": ZH_UI, "ZH_CORE": ZH_CORE, "ZH_SHARE": ZH_SHARE}
 ENTRIES = [(name, key) for name, catalogue in CATALOGUES.items() for key in catalogue]
 
 
@@ -473,7 +503,7 @@ def test_a_text_in_both_catalogues_reads_the_same():
 
 def test_terms_follow_the_chinese_edition():
     """A few of the book's terms, spelled one way throughout."""
-    text = "\n".join([*ZH_UI.values(), *ZH_CORE.values()])
+    text = "\n".join([*ZH_UI.values(), *ZH_CORE.values(), *ZH_SHARE.values()])
     for avoided in ("令牌", "标记", "残差连接", "捷径", "批量大小", "提示语", "贪婪", "种子值"):
         assert avoided not in text, avoided
     assert ZH_UI["Prompt"] == "提示词" and ZH_UI["token"] == "词元"

@@ -351,3 +351,35 @@ def test_every_handler_that_uses_a_model_is_marked_as_gpu_work():
             if uses_model and not any("gpu_work" in d for d in decorators):
                 unmarked.append(f"{path.name}:{node.name}")
     assert unmarked == []
+
+
+def test_the_walk_asks_zero_gpu_only_when_it_must_trace(zero_gpu, monkeypatch):
+    """A click on a stage of the diagram is served from a trace when the session has one of
+    the prompt (no GPU asked for: ZeroGPU's quota is minutes a day); only a prompt not traced
+    yet is traced, inside spaces.GPU."""
+    import gradio as gr
+    from explorer.probes import trace
+    walk = importlib.reload(importlib.import_module("explorer.app.tabs.walk"))
+    ran = []   # whether each trace ran inside the GPU decorator
+
+    def spied(*args, **kwargs):
+        ran.append(zero_gpu.inside)
+        return trace(*args, **kwargs)
+
+    try:
+        monkeypatch.setattr(walk, "trace", spied)
+        state = session_state("teach-tiny")
+        prompt = "Every effort moves you"
+        card, state = walk.show_stage("attention", 1, prompt, state)
+        assert "Masked multi-head attention" in card
+        assert ran == [True] and [name for name, _ in zero_gpu.calls] == ["_walk_trace"]
+        walk.show_stage("feed_forward", 0, prompt, state)             # the same prompt
+        select = gr.SelectData(None, {"value": "final_norm", "index": 7})
+        walk.stage_clicked(0, prompt, state, select)
+        assert ran == [True] and len(zero_gpu.calls) == 1
+        walk.show_stage("norm1", 0, "another prompt", state)           # traced again
+        assert ran == [True, True] and len(zero_gpu.calls) == 2
+    finally:
+        monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+        monkeypatch.delitem(sys.modules, "spaces", raising=False)
+        importlib.reload(walk)

@@ -9,10 +9,12 @@ import gradio as gr
 
 from .i18n import label
 from .plots.generation import NEXT_TOKEN_CSS
+from .plots.walk import STAGE_CSS
 from .prefs import LANGS
 from .sessions import forget_closed_sessions
+from . import share_view
 from .shared import NO_MODEL_STATUS, friendly
-from .tabs import activations, attention, build, generate, gradients, inside, train
+from .tabs import activations, attention, build, generate, gradients, inside, train, walk
 
 # Lecture mode (body.lecture, set by page.js): larger type and a tighter page, so that each
 # tab's main view fits under its controls on a 1280x720 projector; what the status line
@@ -73,7 +75,7 @@ CSS = """
 /* The live parts of the Generate tab change up to 40 times a second: keep their layout and
    paint from spreading to the rest of the page. */
 #bars, #history, #speed {contain: layout paint;}
-""" + NEXT_TOKEN_CSS + LECTURE_CSS
+""" + NEXT_TOKEN_CSS + LECTURE_CSS + STAGE_CSS + share_view.SHARE_CSS
 # Run by the page when it loads: hands Gradio's streamed updates on one per painted frame, so
 # that no generation step is applied and overwritten between two paints (paced_stream.js); and
 # the page's language and lecture mode (page.js).
@@ -82,9 +84,10 @@ JS = ("() => { (" + (_STATIC / "paced_stream.js").read_text() + ")(); ("
       + (_STATIC / "page.js").read_text() + ")(); }")
 
 
-def header():
+def header(extras=()):
     """The title, and the page's two view settings (``prefs``): every event takes them as its
-    last two inputs."""
+    last two inputs. ``extras``: components made with ``render=False`` that sit at the end of
+    the header's row (the share button)."""
     with gr.Row(elem_id="header", equal_height=False):
         gr.Markdown(label("# GPT Explorer\nBuild the GPT of *Build a Large Language Model (From "
                           "Scratch)*, chapter 4, and watch it work."), elem_id="title")
@@ -93,6 +96,8 @@ def header():
                         show_label=False, container=False, elem_id="lang", scale=0)
         lecture = gr.Checkbox(False, label=label("lecture mode"), container=False,
                               elem_id="lecture", scale=0)
+        for extra in extras:
+            extra.render()
     return [lang, lecture]
 
 
@@ -101,19 +106,24 @@ def build_app() -> gr.Blocks:
     # made, checked hourly; Gradio's default keeps them until the server stops.
     with gr.Blocks(title="GPT Explorer", delete_cache=(3600, 3600)) as demo:
         state = gr.State(None)
-        view = header()
+        share_button = share_view.copy_button()
+        view = header(extras=[share_button])
+        link = share_view.create_ui(share_button)
         # The language or lecture mode changed: the page's own part first (Gradio's locale,
         # the style sheet's lecture class), then every tab draws its views again.
         redrawn = [view[0].change(None, view[0], None, js="(lang) => gptExplorer.setLang(lang)"),
                    view[1].change(None, view[1], None,
                                   js="(on) => gptExplorer.setLecture(on)")]
         status = gr.Markdown(label(NO_MODEL_STATUS), elem_id="status")
-        build_tab = build.create_ui()
-        inside_tab = inside.create_ui()
-        attention_tab = attention.create_ui()
-        activations_tab = activations.create_ui()
-        generate_tab = generate.create_ui()
-        train_tab = train.create_ui()
+        # One gr.Tabs with an id: the tab a link names is chosen in it by the page's script
+        # (share_view: an update of the gr.Tabs would mount every tab again).
+        with gr.Tabs(elem_id="tabs") as tabs:
+            build_tab = build.create_ui()
+            inside_tab = inside.create_ui()
+            attention_tab = attention.create_ui()
+            activations_tab = activations.create_ui()
+            generate_tab = generate.create_ui()
+            train_tab = train.create_ui()
 
         built = build.create_event_handlers(
             build_tab, state, status, view, redrawn,
@@ -140,6 +150,13 @@ def build_app() -> gr.Blocks:
                  lesson.book_plot, lesson.gpt_plot, generate_tab.output, generate_tab.bars,
                  generate_tab.history, generate_tab.speed],
                 api_visibility="private", show_progress="hidden")
+        # The guided walk of the diagram: a new model puts its card back to the hint.
+        walk.create_event_handlers(build_tab.walk, build_tab.arch, inside_tab.prompt, state,
+                                   view, redrawn)
+        for new_model in (built, used):
+            new_model.success(walk.cleared, [state, *view],
+                              [build_tab.walk.card, build_tab.walk.stage, build_tab.walk.block],
+                              api_visibility="private", show_progress="hidden")
         traced = inside.create_event_handlers(inside_tab, state, view, redrawn)
         attention.create_event_handlers(attention_tab, state, view, redrawn)
         activations.create_event_handlers(activations_tab, state, view, redrawn, demo,
@@ -147,6 +164,9 @@ def build_app() -> gr.Blocks:
         generate.create_event_handlers(generate_tab, state, view, redrawn)
         # The page's first language: the link's ?lang=, else the browser's.
         demo.load(None, None, view[0], js="() => gptExplorer.initialLang()")
+        # A shared link (?preset=...&tab=...): its widgets, tab and model; the copy button.
+        share_view.create_event_handlers(link, demo, tabs, build_tab,
+                                         [inside_tab.prompt, generate_tab.prompt], state, view)
 
         # The browser tab (or API client) went away: forget the session (its model key, last
         # trace and Gradio's own entry) now, not after Gradio's one-hour grace period.

@@ -39,14 +39,24 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return DTYPES[dtype]
 
 
+# The seeds torch.manual_seed takes here (one source of truth: the app's links check it too).
+SEED_LIMIT = 2 ** 63
+
+
+def check_seed(seed) -> int:
+    """``seed`` if ``build_model`` takes it, else the message why not."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1 (got {seed!r}).")
+    return seed
+
+
 def build_model(cfg, seed: int = 123, device: str = "auto", dtype: str = "float32",
                 fused: bool = True) -> GPTModel:
     """``torch.manual_seed(seed); GPTModel(cfg)`` as in the book, in eval mode, on ``device``,
     with PyTorch's fused kernels unless ``fused=False`` (the same numbers within rounding).
     Weights are created on the CPU so the same seed gives the same numbers on every device."""
     cfg = GPTConfig.from_dict(cfg)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
-        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1 (got {seed!r}).")
+    check_seed(seed)
     if not isinstance(device, str):
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps' (got {device!r}).")
     target = resolve_device(device)

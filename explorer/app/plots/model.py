@@ -11,6 +11,7 @@ from ...book.curves import ACTIVATION_LABELS
 from ..i18n import t
 from .labels import human_count, percent
 from .style import BLUE, FONT_SIZE, finish
+from .walk import stage_attrs
 
 def parameter_figure(counts: ParameterCount) -> go.Figure:
     """Horizontal bars: parameters per component (zero ones skipped), largest on top."""
@@ -52,9 +53,10 @@ _BOX_COLORS = {
 _SMALL = "font-size:15px;color:#444444"
 
 
-def _box(kind, name, detail="", params=None, code=None) -> str:
+def _box(kind, name, detail="", params=None, code=None, attrs="") -> str:
     """One step of the diagram: bold name, the attribute name as code, details, and the
-    parameter count on the right. Every text is escaped."""
+    parameter count on the right. Every text is escaped. ``attrs``: the outer element's extra
+    attributes (a stage of the walk, ``_stage_attrs``)."""
     bg, border = _BOX_COLORS[kind]
     code_html = (f" <code style=\"font-size:15px;background:#ffffff;padding:0 4px;"
                  f"border-radius:4px\">{html.escape(code)}</code>" if code else "")
@@ -62,7 +64,7 @@ def _box(kind, name, detail="", params=None, code=None) -> str:
                    f"{html.escape(params)}</span>" if params else "")
     detail_html = (f"<span style=\"color:#333333\"> · {html.escape(detail)}</span>"
                    if detail else "")
-    return (f"<div style=\"background:{bg};border:2px solid {border};border-radius:8px;"
+    return (f"<div{attrs} style=\"background:{bg};border:2px solid {border};border-radius:8px;"
             f"padding:5px 12px\">{params_html}<b>{html.escape(name)}</b>{code_html}"
             f"{detail_html}</div>")
 
@@ -77,18 +79,22 @@ def _params(counts, n) -> str | None:
     return None if counts is None else t("{n} params", n=human_count(n))
 
 
-def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
+def architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False) -> str:
     """A block diagram of the model a config builds (pure HTML with inline styles, no
     scripts): embeddings, the N transformer blocks with their steps in the order the chosen
     variant computes them, final norm and output head, with shapes and (if ``counts`` is
-    given) parameter counts."""
+    given) parameter counts. ``stages``: each stage of the guided walk (``book.stages``) is
+    a focusable button (``data-stage``), for the page's script to turn a click into a call
+    (``plots.walk``)."""
     cfg = GPTConfig.from_dict(cfg)
+    walk = (lambda name: stage_attrs(name, cfg)) if stages else (lambda name: "")
     d, v, h = cfg.emb_dim, cfg.vocab_size, cfg.ff_hidden_dim
     c = counts
     drop = f"p = {cfg.drop_rate:g}"
     parts = [f"<div style=\"{_SMALL};text-align:center\">"
              + html.escape(t("input: token ids, shape (batch, T), T ≤ {n:,}",
                              n=cfg.context_length)) + "</div>", _arrow()]
+    first_embedding = len(parts)
     parts.append(_box("embed", t("Token embedding"), t("{v:,} ids → {d}", v=v, d=d),
                       _params(c, c.token_embedding) if c else None, "tok_emb"))
     if cfg.pos_encoding == "learned":
@@ -100,30 +106,36 @@ def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
         parts.append(f"<div style=\"{_SMALL};text-align:center\">"
                      + html.escape(t("(no positional embedding: RoPE rotates queries and keys "
                                      "inside attention)")) + "</div>")
-    parts += [_arrow(), _box("drop", t("Dropout"), drop, None, "drop_emb"),
-              _arrow(f"(batch, T, {d})")]
+    parts += [_arrow(), _box("drop", t("Dropout"), drop, None, "drop_emb")]
+    if stages:   # the embeddings (and their dropout) are one stage: one button
+        parts[first_embedding:] = [f"<div{walk('embeddings')}>" + "".join(
+            parts[first_embedding:]) + "</div>"]
+    parts.append(_arrow(f"(batch, T, {d})"))
 
     norms = {n: _box("norm", "LayerNorm", t("{d} features, scale and shift", d=d),
-                     _params(c, c.norms_per_block // 2) if c else None, n)
+                     _params(c, c.norms_per_block // 2) if c else None, n, walk(n))
              for n in ("norm1", "norm2")}
     rope = ", RoPE" if cfg.pos_encoding == "rope" else ""
     att = _box("att", t("Masked multi-head attention"),
                t("{d} → {heads} heads × {head_dim} → {d}", d=d, heads=cfg.n_heads,
                  head_dim=cfg.head_dim) + rope,
-               _params(c, c.attention_per_block) if c else None, "att")
+               _params(c, c.attention_per_block) if c else None, "att", walk("attention"))
     ff = _box("ff", t("Feed-forward"),
               f"{d} → {h} → {d}, {t(ACTIVATION_LABELS[cfg.activation])}",
-              _params(c, c.feed_forward_per_block) if c else None, "ff")
+              _params(c, c.feed_forward_per_block) if c else None, "ff",
+              walk("feed_forward"))
     dropout = _box("drop", t("Dropout"), drop, None, "drop_shortcut")
-    add = _box("add", t("⊕ Add the shortcut"), "x = x + shortcut")
 
-    def sub_block(norm_name, core):
+    def add(stage):   # one per sub-block: each is its own stage of the walk
+        return _box("add", t("⊕ Add the shortcut"), "x = x + shortcut", attrs=walk(stage))
+
+    def sub_block(norm_name, core, shortcut_stage):
         steps = []
         if cfg.norm_placement == "pre":
             steps.append(norms[norm_name])
         steps += [core, dropout]
         if cfg.shortcut:
-            steps.append(add)
+            steps.append(add(shortcut_stage))
         inner = _arrow().join(steps)
         if cfg.shortcut:
             # the shortcut path: a red line from the sub-block's input down to the ⊕
@@ -151,18 +163,21 @@ def architecture_html(cfg, counts: ParameterCount | None = None) -> str:
         f"<div><b>{cfg.n_layers} × TransformerBlock</b> <code style=\"font-size:15px\">"
         f"trf_blocks</code></div>"
         f"<div style=\"{_SMALL};margin-bottom:8px\">{html.escape(placement)}{t(', ')}{shortcut}"
-        f"</div>{sub_block('norm1', att)}{_arrow()}{sub_block('norm2', ff)}</div>")
+        f"</div>{sub_block('norm1', att, 'shortcut1')}{_arrow()}"
+        f"{sub_block('norm2', ff, 'shortcut2')}</div>")
     parts.append(_arrow(f"(batch, T, {d})"))
     if cfg.norm_placement == "none":
         parts.append(_box("drop", t("No final norm"), t("Identity (norm_placement none)"),
-                          None, "final_norm"))
+                          None, "final_norm", walk("final_norm")))
     else:
         parts.append(_box("norm", t("Final LayerNorm"), t("{d} features", d=d),
-                          _params(c, c.final_norm) if c else None, "final_norm"))
+                          _params(c, c.final_norm) if c else None, "final_norm",
+                          walk("final_norm")))
     parts.append(_arrow())
     tied = t(", tied to tok_emb (shares its weights)") if cfg.tie_weights else ""
     parts.append(_box("out", t("Output head"), f"Linear {d} → {v:,}{tied}",
-                      _params(c, c.output_head) if c and c.output_head else None, "out_head"))
+                      _params(c, c.output_head) if c and c.output_head else None, "out_head",
+                      walk("out_head")))
     parts += [_arrow(), f"<div style=\"{_SMALL};text-align:center\">"
                         + html.escape(t("logits, shape (batch, T, {v:,})", v=v)) + "</div>"]
     if c:

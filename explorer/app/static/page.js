@@ -12,8 +12,9 @@
 
   // The first language: the link's ?lang=, else the browser's (any Chinese: 中文).
   ex.initialLang = () => {
-    const asked = new URLSearchParams(window.location.search).get("lang");
-    if (asked && asked in LOCALES) return asked;
+    // Exactly one valid ?lang= (a link repeating it is refused by the server too: share.py).
+    const asked = new URLSearchParams(window.location.search).getAll("lang");
+    if (asked.length === 1 && Object.hasOwn(LOCALES, asked[0])) return asked[0];
     const langs = navigator.languages && navigator.languages.length
       ? navigator.languages : [navigator.language || "en"];
     return langs.some((l) => /^zh\b/i.test(l)) ? "zh" : "en";
@@ -45,5 +46,75 @@
   ex.setLecture = (on) => {
     document.body.classList.toggle("lecture", !!on);
     return on;
+  };
+
+  // A shared link opened (explorer/app/share_view.py): once its widgets are set, choose its
+  // tab (the index-th of the page's gr.Tabs) as a click does, and press the Build button, so
+  // that the model is built exactly as the button builds it.
+  ex.openFromLink = (builds, index) => {
+    if (!builds) return [];
+    ex.selectTab(index);
+    const button = document.getElementById("build_btn");
+    if (button) button.click();
+    return [];
+  };
+
+  // Gradio draws each tab's button twice: in a hidden row that measures them (all of them, in
+  // order) and in the visible row, or, where they do not fit, in the "More tabs" menu.
+  ex.selectTab = (index) => {
+    const root = document.getElementById("tabs");
+    if (!root || !(index >= 0)) return;
+    const text = (b) => b.textContent.trim();
+    const all = Array.from(root.querySelectorAll(".visually-hidden button")).map(text);
+    const shown = () => Array.from(root.querySelectorAll("button"))
+      .filter((b) => !b.closest(".visually-hidden") && text(b) === all[index]);
+    let button = all.length ? shown()[0]
+      : root.querySelectorAll("button[role=tab]")[index];
+    if (!button) {
+      const more = root.querySelector('button[aria-label="More tabs"]');
+      if (more) { more.click(); button = shown()[0]; }
+    }
+    if (button && button.getAttribute("aria-selected") !== "true") button.click();
+  };
+
+  // "Copy link": the server made the query ("?preset=...&lang=zh"); the address is this
+  // page's own (on a Space, the Space's), and the clipboard gets it. Where the browser
+  // refuses the clipboard (http on another host), the box's text is selected for Ctrl+C.
+  ex.shareLink = (query) => {
+    if (typeof query !== "string" || !query.startsWith("?")) return query;
+    const url = window.location.origin + window.location.pathname + query;
+    const select = () => {
+      const box = document.querySelector("#share_link textarea, #share_link input");
+      if (box) { box.focus(); box.select(); }
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(url).catch(() => setTimeout(select, 100));
+    } else {
+      setTimeout(select, 100);
+    }
+    return url;
+  };
+
+  // The guided walk (explorer/app/tabs/walk.py): in the diagram (a gr.HTML), a click on a
+  // stage, or Enter or Space on a focused one, becomes the component's select event with the
+  // stage's name; the stage stays outlined. One listener on the component: it outlives the
+  // diagram's redraws (a new model, the language).
+  ex.walk = (element, trigger) => {
+    const choose = (target) => {
+      const stage = target && target.closest ? target.closest("[data-stage]") : null;
+      if (!stage || !element.contains(stage)) return false;
+      element.querySelectorAll(".walk-current").forEach((e) => e.classList.remove("walk-current"));
+      stage.classList.add("walk-current");
+      const all = Array.from(element.querySelectorAll("[data-stage]"));
+      trigger("select", { value: stage.dataset.stage, index: all.indexOf(stage),
+                          selected: true });
+      return true;
+    };
+    element.addEventListener("click", (event) => { choose(event.target); });
+    element.addEventListener("keydown", (event) => {
+      if ((event.key === "Enter" || event.key === " ") && choose(event.target)) {
+        event.preventDefault();   // Space would scroll the page
+      }
+    });
   };
 }

@@ -32,6 +32,7 @@ from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NO_MODEL_NOTE, as_c
                       caption, friendly, layer_picker_update, model_of, server_paths_allowed,
                       status_line, weights_note)
 from .attention import head_choices
+from . import walk
 from .inside import probe_choices
 
 
@@ -169,7 +170,7 @@ def _preview_html(cfg, counts, name):
     note = ('<div class="preview-note">' + t(
         "Preview of <b>{name}</b>: not built yet. Press <b>Build the model</b>.",
         name=html.escape(name)) + "</div>")
-    return note + architecture_html(cfg, counts)
+    return note + architecture_html(cfg, counts, stages=True)
 
 
 def _reporter(progress):
@@ -233,7 +234,7 @@ def build(*args, **kwargs):
     heads = gr.update(choices=head_choices(cfg.n_heads), value="mean")
     knobs = [cfg.to_dict()[k] for k in KNOBS]
     note = weights_note(key)
-    return (status_line(state), architecture_html(cfg, counts), _parameter_table(counts),
+    return (status_line(state), architecture_html(cfg, counts, stages=True), _parameter_table(counts),
             parameter_figure(counts), _memory_markdown(cfg, counts, key), state,
             layers, layers, layers, heads,   # three layer sliders (tabs 2, 3, 4), one head picker
             *knobs,                          # the knobs show the model's config (a checkpoint's)
@@ -302,7 +303,7 @@ def redraw(state, preset):
     if state and "key" in state:
         key = state["key"]
         cfg, counts = key.config, count_parameters(key.config)
-        arch, memory, note = architecture_html(cfg, counts), _memory_markdown(cfg, counts, key), \
+        arch, memory, note = architecture_html(cfg, counts, stages=True), _memory_markdown(cfg, counts, key), \
             weights_note(key)
     else:
         cfg = get_preset(preset if preset in PRESETS else DEFAULT_PRESET)
@@ -374,8 +375,9 @@ def create_ui():
                                    elem_id="build_btn")
             with gr.Column(scale=3):
                 counts = count_parameters(DEFAULT_CONFIG)
+                walk_ui = walk.create_ui()   # the guided walk's card, above the diagram
                 arch = gr.HTML(_preview_html(DEFAULT_CONFIG, counts, DEFAULT_PRESET),
-                               elem_id="arch")
+                               elem_id="arch", js_on_load=walk.WALK_JS)
                 memory = gr.Markdown()
                 with gr.Accordion(label("Export this model (model.safetensors + config.json)"),
                                   open=False):
@@ -398,7 +400,7 @@ def create_ui():
                            config_column=config_column, button=button,
                            arch=arch, memory=memory, params_table=params_table,
                            params_plot=params_plot, hf_layout=hf_layout, export_btn=export_btn,
-                           export_note=export_note, export_files=export_files)
+                           export_note=export_note, export_files=export_files, walk=walk_ui)
 
 
 def create_event_handlers(tab, state, status, view, redrawn, layer_pickers, head_picker,
@@ -409,7 +411,9 @@ def create_event_handlers(tab, state, status, view, redrawn, layer_pickers, head
     ``probe_pickers`` (the Inside tab's distribution and heatmap choices) follow the built
     model; ``weights_notes`` (one per tab) say which weights it has. Returns the build
     event (the other tabs clear their results after it)."""
-    tab.preset.change(preset_values, [tab.preset, *view], tab.knobs, api_name="preset_config")
+    # .input, not .change: only a preset the user picks fills the knobs; a link (share_view)
+    # sets the preset and its changed knobs together, which a change event would overwrite.
+    tab.preset.input(preset_values, [tab.preset, *view], tab.knobs, api_name="preset_config")
     tab.preset.input(preset_preview, [tab.preset, *view],
                      [tab.arch, tab.params_table, tab.params_plot],
                      api_visibility="private", show_progress="hidden")

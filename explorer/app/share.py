@@ -1,0 +1,269 @@
+"""Shareable links: the page's state as a query string, and a query string read back.
+
+``link_query(page, rules)`` writes what differs from the page's defaults (a preset and the
+knobs that differ from it, the seed, pretrained GPT-2 and its size, the prompt), then always
+the tab and the language: ``?preset=teach-tiny&n_layers=3&tab=inside&lang=zh``.
+``read_query(query, rules)`` reads one back into a checked ``Page``, the ``Problem``s it met
+(each an English template and its values, for the page to translate), and whether the link
+asks for a model. Anything wrong gets the default and a problem: unknown names, repeated
+names, malformed values, a config the model or the memory budget refuses, an over-long
+prompt or link. A link never names a file: weights come from a config and a seed, or from
+OpenAI's GPT-2 (never a server path or an upload).
+
+No Gradio here, so that a fast test can run a round trip with hostile values; the page wires
+it (``share_view``).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field, fields, replace
+from typing import Callable
+from urllib.parse import quote, unquote_plus
+
+from ..book.config import PRESETS, GPTConfig
+from ..runtime.build import SEED_LIMIT
+from .prefs import LANGS
+
+# Limits of what a link carries, and of the work reading one may take. Chrome takes URLs up to
+# 2 MB; reading 1 M characters costs milliseconds. A prompt of a few paragraphs fits.
+MAX_LINK_CHARS = 1_000_000
+MAX_FIELDS = 40
+MAX_PROMPT_CHARS = 2_000
+SHOWN_CHARS = 40            # a hostile name or value is shown cut to this many characters
+
+KNOBS = tuple(f.name for f in fields(GPTConfig))
+LINK_WEIGHTS = ("random", "pretrained")   # a file never travels in a link
+# The order of a link's parameters (after them, silently ignored: Gradio's own ``view``, ``ui``
+# and ``deep_link``, and names starting with "__", which Gradio and Hugging Face Spaces add,
+# such as ``__theme`` and a private Space's ``__sign``).
+NAMES = ("preset", *KNOBS, "seed", "weights", "size", "prompt", "tab", "lang")
+FOREIGN = ("view", "ui", "deep_link")
+
+# What a knob's value looks like in a link (checked before GPTConfig checks its range): plain
+# ASCII only, so that full-width digits, "1_000", "nan" and "inf" are refused, not read.
+_SYNTAX = {
+    int: (re.compile(r"-?[0-9]{1,12}"), "a whole number of at most 12 digits"),
+    float: (re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?([eE]-?[0-9]{1,3})?"), "a decimal number"),
+    bool: (re.compile(r"true|false|1|0"), "true or false"),
+    str: (re.compile(r"[a-z_]{1,24}"), "a name in lower-case letters"),
+}
+_KNOB_TYPES = {name: type(getattr(GPTConfig(), name)) for name in KNOBS}
+_SEED = re.compile(r"[0-9]{1,19}")
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a link restores."""
+
+    preset: str
+    config: GPTConfig          # the knobs (random weights)
+    weights: str               # "random" or "pretrained"
+    size: str                  # pretrained GPT-2's size
+    seed: int
+    prompt: str
+    tab: str
+    lang: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    text: str                  # English, with {fields}: the page shows t(text, **values)
+    values: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rules:
+    default: Page              # the page as it opens
+    tabs: tuple[str, ...]      # the tabs' ids
+    sizes: tuple[str, ...]     # pretrained GPT-2's sizes
+    # Refuses (ValueError) a config the server cannot build, such as one over the memory
+    # budget; None: GPTConfig's own checks only.
+    check_config: Callable[[GPTConfig], None] | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    page: Page
+    problems: tuple[Problem, ...]
+    builds: bool               # the link names more than the language: open it with a model
+
+
+def normalised(page: Page, rules: Rules) -> Page:
+    """``page`` as a link carries it: pretrained weights bring their own config (no preset,
+    knobs or seed)."""
+    if page.weights == "random":
+        return page
+    d = rules.default
+    return replace(page, preset=d.preset, config=d.config, seed=d.seed)
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def link_query(page: Page, rules: Rules) -> str:
+    """The query string ("?...") that opens ``page``: only what differs from the defaults (the
+    knobs: from the page's preset), and always the tab and the language."""
+    d, items = rules.default, []
+    if page.weights == "random":
+        if page.preset != d.preset:
+            items.append(("preset", page.preset))
+        base = PRESETS[page.preset]
+        items += [(k, _text(getattr(page.config, k))) for k in KNOBS
+                  if getattr(page.config, k) != getattr(base, k)]
+        if page.seed != d.seed:
+            items.append(("seed", str(page.seed)))
+    else:
+        items.append(("weights", page.weights))
+        if page.size != d.size:
+            items.append(("size", page.size))
+    if page.prompt != d.prompt:
+        items.append(("prompt", page.prompt))
+    items += [("tab", page.tab), ("lang", page.lang)]
+    return "?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in items)
+
+
+def shown(text: str, most: int = SHOWN_CHARS) -> str:
+    """A name or value from a link, quoted, as a message can show it: control and format
+    characters (bidi overrides, zero-width spaces, NUL) and lone surrogates as \\u escapes, cut
+    to ``most`` characters. (The page escapes HTML when it shows the message.)"""
+    out = "".join(ch if ch == " " or unicodedata.category(ch)[0] not in "CZ"
+                  else f"\\u{ord(ch):04x}" for ch in text[:most])
+    more = f"… ({len(text):,})" if len(text) > most else ""
+    return f"'{out}'{more}"
+
+
+def read_query(query, rules: Rules) -> Reading:
+    """``query`` (``window.location.search``, with or without its "?") read into a checked
+    ``Page``; whatever is wrong is left at its default and named in a ``Problem``."""
+    d = rules.default
+    if not isinstance(query, str):
+        return Reading(d, (Problem("The link could not be read (it is not text): the page "
+                                   "opens with its defaults."),), False)
+    query = query[1:] if query.startswith("?") else query
+    if not query:
+        return Reading(d, (), False)
+    if len(query) > MAX_LINK_CHARS:
+        return Reading(d, (Problem("This link is {n:,} characters long; a GPT Explorer link "
+                                   "has at most {most:,}. It was ignored: the page opens with "
+                                   "its defaults.", {"n": len(query), "most": MAX_LINK_CHARS}),),
+                       False)
+    parts = [p for p in query.split("&") if p]
+    if len(parts) > MAX_FIELDS:
+        return Reading(d, (Problem("This link has {n:,} parameters; a GPT Explorer link has at "
+                                   "most {most}. It was ignored: the page opens with its "
+                                   "defaults.", {"n": len(parts), "most": MAX_FIELDS}),), False)
+
+    problems: list[Problem] = []
+    given: dict[str, list[str]] = {}
+    unknown: list[str] = []
+    for number, part in enumerate(parts, start=1):
+        name, _, value = part.partition("=")
+        try:
+            name, value = (unquote_plus(name, errors="strict"),
+                           unquote_plus(value, errors="strict"))
+        except UnicodeDecodeError:
+            problems.append(Problem("Part {n} of the link is not valid UTF-8 text; it was "
+                                    "ignored.", {"n": number}))
+            continue
+        if name.startswith("__") or name in FOREIGN:
+            continue
+        if name in NAMES:
+            given.setdefault(name, []).append(value)
+        elif name not in unknown:
+            unknown.append(name)
+    if unknown:
+        names = ", ".join(shown(n) for n in unknown[:5])
+        if len(unknown) > 5:
+            names += f" (+{len(unknown) - 5})"
+        problems.append(Problem("The link has parameters this page does not know: {names}. "
+                                "They were ignored.", {"names": names}))
+    for name, values in given.items():
+        if len(values) > 1:
+            problems.append(Problem("{name} appears {n} times in the link, so the page cannot "
+                                    "tell which one is meant: it uses its default.",
+                                    {"name": name, "n": len(values)}))
+    value = {name: values[0] for name, values in given.items() if len(values) == 1}
+
+    def choice(name, options, default):
+        if name not in value:
+            return default
+        if value[name] in options:
+            return value[name]
+        problems.append(Problem("{name} must be one of {options} (got {value}); the page uses "
+                                "{default}.", {"name": name, "options": ", ".join(options),
+                                               "value": shown(value[name]),
+                                               "default": default}))
+        return default
+
+    lang = choice("lang", tuple(LANGS), d.lang)
+    tab = choice("tab", rules.tabs, d.tab)
+    if value.get("weights") == "file":
+        problems.append(Problem("A link cannot load weights from a file (a path on the server "
+                                "or an upload): the page uses random weights."))
+        value.pop("weights")
+    weights = choice("weights", LINK_WEIGHTS, d.weights)
+    size = choice("size", rules.sizes, d.size)
+    preset = choice("preset", tuple(PRESETS), d.preset)
+
+    seed = d.seed
+    if "seed" in value:
+        if _SEED.fullmatch(value["seed"]) and int(value["seed"]) < SEED_LIMIT:
+            seed = int(value["seed"])
+        else:
+            problems.append(Problem("seed must be a whole number from 0 to 2**63 - 1 (got "
+                                    "{value}); the page uses {default}.",
+                                    {"value": shown(value["seed"]), "default": d.seed}))
+
+    prompt = d.prompt
+    if "prompt" in value:
+        text = value["prompt"]
+        if len(text) > MAX_PROMPT_CHARS:
+            problems.append(Problem("The link's prompt has {n:,} characters; a link carries at "
+                                    "most {most:,}. The page uses its default prompt.",
+                                    {"n": len(text), "most": MAX_PROMPT_CHARS}))
+        elif not text.strip():
+            problems.append(Problem("The link's prompt is empty: the page uses its default "
+                                    "prompt."))
+        else:
+            prompt = text
+
+    config = _config(preset, value, rules, problems)
+    page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
+                prompt=prompt, tab=tab, lang=lang)
+    return Reading(page, tuple(problems), any(name != "lang" for name in given))
+
+
+def _config(preset, value, rules, problems) -> GPTConfig:
+    """The preset's config with the link's knobs; the preset alone if the model or the server
+    refuses that."""
+    base = PRESETS[preset]
+    changes = {}
+    for name in KNOBS:
+        if name not in value:
+            continue
+        kind = _KNOB_TYPES[name]
+        syntax, what = _SYNTAX[kind]
+        text = value[name]
+        if not syntax.fullmatch(text):
+            problems.append(Problem("{name} in the link must be {what} (got {value}); the page "
+                                    "uses the preset's {default}.",
+                                    {"name": name, "what": what, "value": shown(text),
+                                     "default": _text(getattr(base, name))}))
+            continue
+        changes[name] = (text in ("true", "1") if kind is bool else kind(text))
+    if not changes:
+        return base
+    try:
+        config = base.replace(**changes)
+        if rules.check_config is not None:
+            rules.check_config(config)
+    except ValueError as refused:
+        problems.append(Problem("The link's config is refused: {message} The page uses the "
+                                "preset {preset} as it is.",
+                                {"message": str(refused), "preset": preset}))
+        return base
+    return config
