@@ -147,3 +147,16 @@ def test_the_figures_say_their_titles_in_the_pages_language(monkeypatch):
         fig = layer_stats_figure(tr)
     assert fig.layout.title.text == "<b>各层统计</b>"
     assert layer_stats_figure(tr).layout.title.text == "<b>Statistics across layers</b>"
+
+
+def test_no_choice_has_a_value_that_the_browser_would_translate(demo):
+    """Gradio's frontend translates every text of the page that is one of its i18n keys: a
+    choice's value among them would come back translated (and be refused)."""
+    from explorer.app.i18n import _BROWSER
+    checked = 0
+    for block in demo.blocks.values():
+        for choice in getattr(block, "choices", None) or []:
+            value = choice[1] if isinstance(choice, (tuple, list)) else choice
+            assert value not in _BROWSER, (type(block).__name__, block.elem_id, value)
+            checked += 1
+    assert checked > 50

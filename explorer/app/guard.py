@@ -241,7 +241,7 @@ class RequestCheck:
         if self._api_info is None:
             self._api_info = self.blocks.get_api_info() or {}
         endpoint = self._api_info.get("named_endpoints", {}).get(f"/{api_name}", {})
-        return [(p.get("label"), payload[p["parameter_name"]])
+        return [(_english(p.get("label")), payload[p["parameter_name"]])
                 for p in endpoint.get("parameters", [])
                 if p.get("component") == component and p.get("parameter_name") in payload]
 
@@ -331,6 +331,20 @@ def _label(block) -> str | None:
     """A component's label in English (a translated label is an I18nData: its key)."""
     text = getattr(block, "label", None)
     return getattr(text, "key", text)
+
+
+_I18N_PREFIX = "__i18n__"   # how Gradio writes an I18nData label into its API description
+
+
+def _english(text):
+    if hasattr(text, "key"):                       # an I18nData
+        return text.key
+    if isinstance(text, str) and text.startswith(_I18N_PREFIX):
+        try:
+            return json.loads(text[len(_I18N_PREFIX):]).get("key", text)
+        except (ValueError, AttributeError):
+            return text
+    return text
 
 
 def _ends_with_view(fn) -> bool:

@@ -207,7 +207,15 @@ def redraw(state):
     lens = state.get("lens")
     return (next_token_bars_html(*bars) if bars else bars_hint(), full_table(state),
             _speed(state["gen_speed"]) if state.get("gen_speed") else "",
-            logit_lens_figure(lens) if lens is not None else gr.skip())
+            logit_lens_figure(lens) if lens is not None else gr.skip(),
+            gr.update(choices=mode_choices()))
+
+
+def mode_choices():
+    """The decoding choices, named by the server in the page's language (a choice whose name
+    and value are the same text must not be translated by the browser: it would translate the
+    value too)."""
+    return [(t(m), m) for m in DECODING]
 
 
 def sampling_controls(mode):
@@ -241,7 +249,7 @@ def create_ui():
                 with gr.Row():
                     max_new = gr.Slider(1, MAX_NEW_TOKENS, value=20, step=1, scale=3,
                                         label=label("max new tokens"), elem_id="max_new")
-                    mode = gr.Radio([(label(m), m) for m in DECODING], value="greedy",
+                    mode = gr.Radio(mode_choices(), value="greedy",
                                     label=label("decoding"), scale=2, elem_id="mode")
                 with gr.Row(visible=False, elem_id="sampling") as sampling:
                     temperature = gr.Number(1.0, label=label("temperature"), min_width=100,
@@ -284,7 +292,8 @@ def cleared():
 
 def create_event_handlers(tab, state, view, redrawn):
     for event in redrawn:
-        event.then(redraw, [state, *view], [tab.bars, tab.history, tab.speed, tab.lens_plot],
+        event.then(redraw, [state, *view],
+                   [tab.bars, tab.history, tab.speed, tab.lens_plot, tab.mode],
                    api_visibility="private", show_progress="hidden")
     tab.mode.change(sampling_controls, tab.mode, tab.sampling, api_visibility="private")
     sampling = [tab.mode, tab.temperature, tab.top_k, tab.seed]

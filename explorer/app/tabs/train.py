@@ -207,6 +207,21 @@ def trained_caption(trained, corpus: str) -> str:
     return template.format(steps=trained.steps, corpus=corpus, variant=trained.label)
 
 
+def variant_choices():
+    """The variants and the data to train on, named by the server in the page's language
+    (their values are English names that the browser must not translate)."""
+    return [(t(v), v) for v in VARIANT_CHOICES]
+
+
+def data_choices():
+    return [(t(d), d) for d in DATA_CHOICES]
+
+
+@friendly
+def redraw_choices():
+    return gr.update(choices=variant_choices()), gr.update(choices=data_choices())
+
+
 def release(session_hash):
     """The page closed: cancel the session's job and let go of its trained model."""
     LAB.cancel(session_hash)
@@ -217,13 +232,13 @@ def release(session_hash):
 def create_ui():
     with gr.Tab(label("6 · Train"), id="train") as tab:
         with gr.Row(elem_id="train_choose"):
-            variants = gr.CheckboxGroup([(label(v), v) for v in VARIANT_CHOICES],
+            variants = gr.CheckboxGroup(variant_choices(),
                                         value=list(DEFAULT_VARIANTS),
                                         label=label(f"Variants (two to {MAX_VARIANTS})"), scale=3,
                                         elem_id="train_variants")
             preset = gr.Dropdown(PRESET_CHOICES, value=DEFAULT_PRESET, label=label("model"),
                                  scale=1, min_width=150, elem_id="train_preset")
-            data = gr.Radio([(label(d), d) for d in DATA_CHOICES], value=DATA_CHOICES[0],
+            data = gr.Radio(data_choices(), value=DATA_CHOICES[0],
                             label=label("data"), scale=1, min_width=180, elem_id="train_data")
         with gr.Row(equal_height=True, elem_id="train_settings"):
             steps = gr.Number(DEFAULT_STEPS, precision=0, label=label("steps"), min_width=90,
@@ -290,6 +305,8 @@ def create_event_handlers(tab, state, status, view, redrawn, layer_pickers, head
     tab.tab.select(train_view, view, shown, api_name="train_view", show_progress="hidden")
     for event in redrawn:   # after /train_view: that name is the public event's
         event.then(train_view, view, shown, api_visibility="private", show_progress="hidden")
+        event.then(redraw_choices, view, [tab.variants, tab.data], api_visibility="private",
+                   show_progress="hidden")
     tab.export.click(train_export, [tab.choice, *view], tab.export_file,
                      api_name="train_export") \
         .success(lambda: gr.update(visible=True), None, tab.export_file,
