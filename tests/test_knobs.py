@@ -27,7 +27,8 @@ def test_every_config_field_has_exactly_one_knob_row():
 def test_build_takes_the_preset_and_every_knob_by_name_in_config_order():
     names = list(inspect.signature(build).parameters)
     assert names == ["preset", *[f.name for f in fields(GPTConfig)], "seed", "device", "dtype",
-                     "weights", "size", "weights_path", "weights_upload", "state", "progress"]
+                     "weights", "size", "weights_path", "weights_upload", "state", "progress",
+                     "lang", "lecture"]   # the page's view settings, last (explorer/app/prefs.py)
     assert preset_values("gpt2-small") == [getattr(GPTConfig(), name) for name in KNOBS]
 
 
@@ -39,7 +40,8 @@ def test_each_knob_row_builds_the_widget_and_value_of_its_field(knob):
     with gr.Blocks():
         widget = knob.widget(default)
     assert type(widget) is widget_class
-    assert widget.elem_id == knob.field and widget.label == knob.label
+    assert widget.elem_id == knob.field
+    assert getattr(widget.label, "key", widget.label) == knob.label   # translated: its key
     if widget_class is gr.Number:
         assert widget.precision == precision
     # What the page sends back for the default, read as the config reads it.
