@@ -24,9 +24,15 @@ import pytest
 import torch
 
 from explorer.app import i18n, prefs
+from explorer.app.i18n.zh_compare import SAME_IN_CHINESE_COMPARE, ZH_COMPARE
 from explorer.app.i18n.zh_core import FILLED_IN, ZH_CORE
 from explorer.app.i18n.zh_share import ZH_SHARE
 from explorer.app.i18n.zh_ui import SAME_IN_CHINESE, ZH_UI
+
+# The share and compare views' texts have their own catalogues: an app text is in ZH_UI,
+# ZH_SHARE or ZH_COMPARE, a core message in ZH_CORE, ZH_SHARE or ZH_COMPARE.
+APP_ZH = {**ZH_UI, **ZH_SHARE, **ZH_COMPARE}
+SAME = (*SAME_IN_CHINESE, *SAME_IN_CHINESE_COMPARE)
 
 from test_bad_inputs import PY_CASES, Env, run_bounded
 
@@ -269,8 +275,8 @@ def _first_args(function: str) -> list[str]:
 def indirect() -> dict[tuple[str, str], list[str]]:
     """Every ``t(x)`` / ``label(x)`` whose ``x`` is a variable: (file, expression) -> the texts
     it can be, from the tables the app imports. A new such call must be added here."""
-    from explorer.app import share, shared
-    from explorer.app.plots import statistics, training as training_plots
+    from explorer.app import pinning, share, shared
+    from explorer.app.plots import compare_stats, statistics, training as training_plots
     from explorer.app.tabs import attention, build, generate, inside, train
     from explorer.book import probe_points, stages
     from explorer.probes.stages import WALK_STATS
@@ -313,7 +319,6 @@ def indirect() -> dict[tuple[str, str], list[str]]:
         ("tabs/build.py", "self.accepts or 'a value'"):
             ["a value"] + [k.accepts for k in build.KNOB_TABLE if k.accepts],
         ("tabs/build.py", "BUILD_BUTTON[choice]"): list(build.BUILD_BUTTON.values()),
-        ("tabs/generate.py", "h"): list(generate.HISTORY_HEADERS),
         ("tabs/generate.py", "m"): list(generate.DECODING),
         ("tabs/generate.py", "name"): _string_constants("tabs/generate.py", "_generation_args"),
         ("tabs/generate.py", "wanted"): _string_constants("tabs/generate.py", "_generation_args"),
@@ -330,6 +335,15 @@ def indirect() -> dict[tuple[str, str], list[str]]:
         ("plots/walk.py", "s"): ["probe point", "shape", *WALK_STATS],
         ("plots/walk.py", "POINTS_BY_NAME[p.point].where"):
             [p.where for p in probe_points.PROBE_POINTS if p.scope != "attention"],
+        # the compare views
+        ("pinning.py", "SHORT[field][value]"):
+            [x for names in pinning.SHORT.values() for x in names.values()],
+        ("pinning.py", "SHORT_NUMBERS[field]"): list(pinning.SHORT_NUMBERS.values()),
+        ("plots/compare_model.py", "c"): breakdown,
+        ("plots/compare_stats.py", "NORM_ROLE[p]"): list(compare_stats.NORM_ROLE.values()),
+        ("plots/compare_stats.py", "STAT_TITLES[stat]"): list(statistics.STAT_TITLES.values()),
+        ("shared.py", "what"): _keyword_texts("tabs/build.py", "what") + variants,
+        ("tabs/generate.py", "h"): list(generate.HISTORY_HEADERS) + list(generate.PAIR_HEADERS),
     }
 
 
@@ -405,13 +419,13 @@ def test_every_app_text_passed_to_t_or_label_is_found(ui):
 def test_every_app_text_has_a_chinese_entry(ui):
     keys, _ = ui
     missing = [f"{where}: {key!r}" for key, where in keys.items()
-               if key not in ZH_UI and key not in SAME_IN_CHINESE and key not in ZH_SHARE]
-    assert not missing, "not in ZH_UI:\n" + "\n".join(missing)
+               if key not in APP_ZH and key not in SAME]
+    assert not missing, "not in ZH_UI (or ZH_SHARE, ZH_COMPARE):\n" + "\n".join(missing)
 
 
 def test_every_indirect_table_entry_has_a_chinese_entry():
     missing = [f"{where}: {key!r}" for where, table in indirect().items() for key in table
-               if key not in ZH_UI and key not in SAME_IN_CHINESE and key not in ZH_SHARE]
+               if key not in APP_ZH and key not in SAME]
     assert not missing, "not in ZH_UI:\n" + "\n".join(map(str, missing))
 
 
@@ -419,9 +433,18 @@ def test_no_stale_app_entries(ui):
     """Every entry of ZH_UI (and SAME_IN_CHINESE) is a text the app has now: an English text
     that changed leaves no orphan behind."""
     keys, _ = ui
-    stale = [key for key in [*ZH_UI, *SAME_IN_CHINESE] if key not in keys]
+    stale = [key for key in [*ZH_UI, *SAME] if key not in keys]
     assert not stale, "not in explorer/app any more:\n" + "\n".join(map(repr, stale))
-    assert not set(SAME_IN_CHINESE) & set(ZH_UI)
+    assert not set(SAME) & set(APP_ZH)
+
+
+def test_no_stale_compare_entries(ui, core):
+    """Every entry of ZH_COMPARE is a text of the app or a message of the core, and a new one:
+    a text that ZH_UI or ZH_CORE has already is translated there, once."""
+    stale = [key for key in ZH_COMPARE if key not in ui[0] and key not in core[0]]
+    assert not stale, "not in explorer any more:\n" + "\n".join(map(repr, stale))
+    assert not set(ZH_COMPARE) & (set(ZH_UI) | set(ZH_CORE) | set(ZH_SHARE)
+                                  | set(SAME_IN_CHINESE))
 
 
 def test_no_stale_share_entries_and_none_said_twice(ui, core):
@@ -442,8 +465,8 @@ def test_every_core_message_is_derived(core):
 def test_every_core_message_has_a_chinese_entry(core):
     keys, _ = core
     missing = [f"{where}: {key!r}" for key, where in keys.items()
-               if key not in ZH_CORE and key not in ZH_SHARE]
-    assert not missing, "not in ZH_CORE:\n" + "\n".join(missing)
+               if key not in ZH_CORE and key not in ZH_SHARE and key not in ZH_COMPARE]
+    assert not missing, "not in ZH_CORE (or ZH_SHARE, ZH_COMPARE):\n" + "\n".join(missing)
 
 
 def test_no_stale_core_entries(core):
@@ -458,7 +481,8 @@ def test_no_stale_core_entries(core):
 
 # ---------------------------------------------------------------------------------------------
 # Form
-CATALOGUES = {"ZH_UI": ZH_UI, "ZH_CORE": ZH_CORE, "ZH_SHARE": ZH_SHARE}
+CATALOGUES = {"ZH_UI": ZH_UI, "ZH_CORE": ZH_CORE, "ZH_SHARE": ZH_SHARE,
+              "ZH_COMPARE": ZH_COMPARE}
 ENTRIES = [(name, key) for name, catalogue in CATALOGUES.items() for key in catalogue]
 
 
@@ -503,7 +527,8 @@ def test_a_text_in_both_catalogues_reads_the_same():
 
 def test_terms_follow_the_chinese_edition():
     """A few of the book's terms, spelled one way throughout."""
-    text = "\n".join([*ZH_UI.values(), *ZH_CORE.values(), *ZH_SHARE.values()])
+    text = "\n".join([*ZH_UI.values(), *ZH_CORE.values(), *ZH_SHARE.values(),
+                      *ZH_COMPARE.values()])
     for avoided in ("令牌", "标记", "残差连接", "捷径", "批量大小", "提示语", "贪婪", "种子值"):
         assert avoided not in text, avoided
     assert ZH_UI["Prompt"] == "提示词" and ZH_UI["token"] == "词元"

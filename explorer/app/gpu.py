@@ -126,8 +126,12 @@ def _parameters(cfg) -> int:
 
 
 def _session_parameters(arguments) -> tuple[int, GPTConfig]:
-    cfg = arguments["state"]["key"].config
-    return _parameters(cfg), cfg
+    """The parameters the call works with (the session's model, and a pinned one beside it:
+    a comparison does the work twice) and the session model's config."""
+    state = arguments["state"]
+    cfg = state["key"].config
+    pinned = state.get("pinned_key")
+    return _parameters(cfg) + (_parameters(pinned.config) if pinned is not None else 0), cfg
 
 
 def _build(parameters: int) -> float:

@@ -8,13 +8,15 @@ from pathlib import Path
 import gradio as gr
 
 from .i18n import label
+from .plots.compare_generation import COMPARE_GENERATION_CSS
+from .plots.compare_model import COMPARE_MODEL_CSS
 from .plots.generation import NEXT_TOKEN_CSS
 from .plots.walk import STAGE_CSS
 from .prefs import LANGS
 from .sessions import forget_closed_sessions
 from . import share_view
 from .shared import NO_MODEL_STATUS, friendly
-from .tabs import activations, attention, build, generate, gradients, inside, train, walk
+from .tabs import activations, attention, build, generate, gradients, inside, pin, train, walk
 
 # Lecture mode (body.lecture, set by page.js): larger type and a tighter page, so that each
 # tab's main view fits under its controls on a 1280x720 projector; what the status line
@@ -75,7 +77,8 @@ CSS = """
 /* The live parts of the Generate tab change up to 40 times a second: keep their layout and
    paint from spreading to the rest of the page. */
 #bars, #history, #speed {contain: layout paint;}
-""" + NEXT_TOKEN_CSS + LECTURE_CSS + STAGE_CSS + share_view.SHARE_CSS
+""" + NEXT_TOKEN_CSS + COMPARE_MODEL_CSS + COMPARE_GENERATION_CSS + LECTURE_CSS + STAGE_CSS \
+    + share_view.SHARE_CSS
 # Run by the page when it loads: hands Gradio's streamed updates on one per painted frame, so
 # that no generation step is applied and overwritten between two paints (paced_stream.js); and
 # the page's language and lecture mode (page.js).
@@ -140,8 +143,13 @@ def build_app() -> gr.Blocks:
             layer_pickers=[inside_tab.layer, attention_tab.layer, activations_tab.layer],
             head_picker=attention_tab.head,
             probe_pickers=[inside_tab.pair, inside_tab.heat_point])
+        # Pinning a model (or unpinning it) for a comparison: every view is drawn anew too.
+        pinned = pin.create_event_handlers(
+            build_tab, state, status, view, redrawn,
+            weights_notes=[tab.weights_note for tab in (inside_tab, attention_tab,
+                                                         activations_tab, generate_tab)])
         lesson = inside_tab.shortcut_lesson
-        for new_model in (built, used):
+        for new_model in (built, used, *pinned):
             new_model.success(
                 cleared, view,
                 [inside_tab.chips, inside_tab.info, inside_tab.stats_plot, inside_tab.hist_plot,
@@ -171,7 +179,7 @@ def build_app() -> gr.Blocks:
         # The browser tab (or API client) went away: forget the session (its model key, last
         # trace and Gradio's own entry) now, not after Gradio's one-hour grace period.
         # Its training job and trained model go with it.
-        forget_closed_sessions(demo, on_close=[train.release])
+        forget_closed_sessions(demo, on_close=[train.release, pin.release])
     return demo
 
 

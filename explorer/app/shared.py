@@ -170,13 +170,36 @@ def weights_note(key) -> str:
              heads=key.config.n_heads, emb_dim=key.config.emb_dim)
 
 
+def session_weights_note(state) -> str:
+    """``weights_note`` of the session's model (A) and, when one is pinned, of that one (B)."""
+    note = weights_note(state["key"])
+    pinned = state.get("pinned_key")
+    if pinned is None:
+        return note
+    return t("**A** — {a} · **B (pinned)** — {b}", a=note, b=weights_note(pinned))
+
+
 NO_MODEL_NOTE = "Weights: none yet — build or load a model in tab 1."
 NO_MODEL_STATUS = "No model yet — build one below."
 
 
 def status_line(state) -> str:
     """The line under the title: the session's model, from the facts its build (or "Use this
-    model") kept in the state, so that it can be said again in the other language."""
+    model") kept in the state, so that it can be said again in the other language; and the
+    model pinned beside it, if any."""
+    line = _model_status(state)
+    pinned = (state or {}).get("pinned_key")
+    if pinned is None or "key" not in state:
+        return line
+    info = state.get("pinned_status") or {}
+    what = info.get("variant") if info.get("kind") == "trained" else info.get("what", "")
+    what = what if what in PRESETS else t(what)
+    return line + t(" Compared with **B (pinned)**: {what}, {n:,} parameters, weights: "
+                    "**{weights}**.", what=what, n=count_parameters(pinned.config).total,
+                    weights=caption(pinned.source))
+
+
+def _model_status(state) -> str:
     info = (state or {}).get("status")
     if not state or "key" not in state or not info:
         return t(NO_MODEL_STATUS)

@@ -144,9 +144,48 @@ class ModelCache:
                 f"({dtype}), but the memory budget is {self.budget_bytes // 1024 ** 2:,} MB "
                 f"(set {BUDGET_ENV} to change it). {advice}")
 
-    def get(self, key: ModelKey, progress=None) -> tuple[GPTModel, bool]:
+    def check_together(self, keys):
+        """Refuse, before anything is allocated, models that cannot be in memory at once (a
+        model and the one pinned beside it for a comparison): their weights, each key counted
+        once, beside the models that sessions hold (other than these)."""
+        unique = list(dict.fromkeys(keys))
+        sizes = [model_bytes(k.config, k.dtype) for k in unique]
+        need = sum(sizes)
+        with self._lock:
+            others = sum(model_bytes(k.config, k.dtype) for o, (k, _) in self._held.items()
+                         if k not in unique)
+        allowed = self.budget_bytes - others
+        if need > allowed:
+            mb = 1024 ** 2
+            need_mb, allowed_mb = -(-need // mb), max(allowed, 0) // mb
+            each_mb = " + ".join(f"{-(-n // mb):,}" for n in sizes)
+            budget_mb, held_mb = self.budget_bytes // mb, others // mb
+            if others:
+                raise ValueError(
+                    f"The two models together need {need_mb:,} MB for their weights ({each_mb} "
+                    f"MB), but {allowed_mb:,} MB are allowed: the memory budget is "
+                    f"{budget_mb:,} MB ({BUDGET_ENV}) and other sessions' own models hold "
+                    f"{held_mb:,} MB of it. Unpin the pinned model, or choose smaller models.")
+            raise ValueError(
+                f"The two models together need {need_mb:,} MB for their weights ({each_mb} MB), "
+                f"but {allowed_mb:,} MB are allowed: the memory budget ({BUDGET_ENV}). Unpin "
+                f"the pinned model, or choose smaller models.")
+
+    def get_together(self, keys, progress=None) -> list[GPTModel]:
+        """The models for ``keys``, all in memory at once within the budget (checked first):
+        building one never evicts another of them."""
+        self.check_together(keys)
+        models, kept = [], []
+        for key in keys:
+            model, _ = self.get(key, progress, keep=kept)
+            models.append(model)
+            kept.append(key)
+        return models
+
+    def get(self, key: ModelKey, progress=None, keep=()) -> tuple[GPTModel, bool]:
         """The model for ``key`` and whether it was already built. ``progress(fraction,
-        text)`` hears about a checkpoint's one-time conversion."""
+        text)`` hears about a checkpoint's one-time conversion. ``keep``: keys that making
+        room for this one must not evict (a comparison's other model)."""
         with self._lock:
             for held_key, model in self._held.values():
                 if held_key == key:
@@ -165,7 +204,7 @@ class ModelCache:
                     self._models.move_to_end(key)
                     return self._models[key], True
                 need = model_bytes(key.config, key.dtype)
-                self._make_room(need)
+                self._make_room(need, keep)
                 self._reserved += need
             try:
                 if key.source.kind == "random":
@@ -180,7 +219,7 @@ class ModelCache:
                     self._reserved -= need
                     self._build_locks.pop(key, None)
             with self._lock:
-                self._make_room(need)
+                self._make_room(need, keep)
                 self._models[key] = model
             return model, False
 
@@ -213,9 +252,13 @@ class ModelCache:
         with self._lock:
             return sum(model_bytes(k.config, k.dtype) for k, _ in self._held.values())
 
-    def _make_room(self, need: int):
-        while self._models and self._used_bytes() + self._reserved + need > self.budget_bytes:
-            self._models.popitem(last=False)
+    def _make_room(self, need: int, keep=()):
+        """Evict the least recently used models (none of ``keep``) until ``need`` fits."""
+        while self._used_bytes() + self._reserved + need > self.budget_bytes:
+            victim = next((k for k in self._models if k not in keep), None)
+            if victim is None:
+                return
+            del self._models[victim]
 
     def used_bytes(self) -> int:
         with self._lock:       # another session may be adding or evicting a model

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from contextvars import ContextVar
 
 import plotly.graph_objects as go
 
@@ -51,6 +52,14 @@ _BOX_COLORS = {
     "out": ("#e6f4f4", "#2a8c8c"),
 }
 _SMALL = "font-size:15px;color:#444444"
+# The parts of the diagram being drawn that differ from a model compared with (by attribute
+# name, or "add" for the shortcut's ⊕): outlined in orange (``architecture_html(highlight=)``).
+_MARKED: ContextVar[frozenset] = ContextVar("architecture_marked", default=frozenset())
+MARK_STYLE = "outline:4px solid #e69f00;outline-offset:1px"
+
+
+def _mark(part) -> str:
+    return f";{MARK_STYLE}" if part in _MARKED.get() else ""
 
 
 def _box(kind, name, detail="", params=None, code=None, attrs="") -> str:
@@ -65,7 +74,8 @@ def _box(kind, name, detail="", params=None, code=None, attrs="") -> str:
     detail_html = (f"<span style=\"color:#333333\"> · {html.escape(detail)}</span>"
                    if detail else "")
     return (f"<div{attrs} style=\"background:{bg};border:2px solid {border};border-radius:8px;"
-            f"padding:5px 12px\">{params_html}<b>{html.escape(name)}</b>{code_html}"
+            f"padding:5px 12px{_mark(code or kind)}\">{params_html}<b>{html.escape(name)}</b>"
+            f"{code_html}"
             f"{detail_html}</div>")
 
 
@@ -79,7 +89,19 @@ def _params(counts, n) -> str | None:
     return None if counts is None else t("{n} params", n=human_count(n))
 
 
-def architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False) -> str:
+def architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False,
+                      highlight: frozenset = frozenset()) -> str:
+    """``_architecture_html``, with the parts in ``highlight`` (attribute names such as
+    ``att``, ``norm1``, ``trf_blocks``; "add" for the shortcut) outlined: they differ from the
+    model it is compared with."""
+    marked = _MARKED.set(frozenset(highlight))
+    try:
+        return _architecture_html(cfg, counts, stages)
+    finally:
+        _MARKED.reset(marked)
+
+
+def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False) -> str:
     """A block diagram of the model a config builds (pure HTML with inline styles, no
     scripts): embeddings, the N transformer blocks with their steps in the order the chosen
     variant computes them, final norm and output head, with shapes and (if ``counts`` is
@@ -159,7 +181,7 @@ def architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = 
                     if c else "")
     parts.append(
         f"<div style=\"border:2px dashed #777777;border-radius:10px;padding:8px 12px 12px;"
-        f"background:#fafafa\">{block_params}"
+        f"background:#fafafa{_mark('trf_blocks')}\">{block_params}"
         f"<div><b>{cfg.n_layers} × TransformerBlock</b> <code style=\"font-size:15px\">"
         f"trf_blocks</code></div>"
         f"<div style=\"{_SMALL};margin-bottom:8px\">{html.escape(placement)}{t(', ')}{shortcut}"

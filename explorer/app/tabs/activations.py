@@ -8,7 +8,9 @@ import gradio as gr
 
 from ...book.config import ACTIVATIONS
 from ...book.curves import activation_curves
+from .. import pinning
 from ..i18n import label, t
+from ..plots.compare_stats import activation_pair_figure
 from ..plots.curves import activation_figure
 from ..shared import NO_MODEL_NOTE, as_choices, as_flag, as_number, friendly, layer_of, layer_slider
 
@@ -24,10 +26,22 @@ def activation_view(x_min, x_max, functions, derivatives, layer, state):
     tr = state.get("trace") if state else None
     if tr is not None and "ff_pre" in tr.points:
         layer = layer_of(tr, layer)
-        s = tr.points["ff_pre"]
-        hist = (s.hist_counts[layer], s.hist_edges[layer])
+        hist = _ff_inputs(tr, layer)
+    tr_b = state.get("pinned_trace") if pinning.comparing(state) else None
+    if hist is not None and tr_b is not None:
+        # Both models' real inputs in this layer (B: if it has the layer).
+        return activation_pair_figure(curves, tuple(functions), derivatives, hist,
+                                      _ff_inputs(tr_b, layer), pinning.names(state))
     return activation_figure(curves, show=tuple(functions), derivatives=derivatives,
                              ff_pre_hist=hist)
+
+
+def _ff_inputs(tr, layer):
+    """(counts, edges) of the feed-forward inputs in ``layer``, or None beyond the model's."""
+    if layer >= tr.n_layers:
+        return None
+    s = tr.points["ff_pre"]
+    return s.hist_counts[layer], s.hist_edges[layer]
 
 
 def create_ui():

@@ -7,19 +7,23 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ...probes import with_attention_of_layer
-from .. import gpu
+from .. import gpu, pinning
 from ..exports import csv_text, write_export
 from ..i18n import label, t
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
+from ..plots.compare_attention import (attention_grid_pair_figure, attention_pair_figure,
+                                       entropy_pair_figure)
 from ..plots.style import empty_figure
-from ..shared import (DEFAULT_CONFIG, NO_MODEL_NOTE, as_int, friendly, has_trace, layer_of,
+from ..shared import (DEFAULT_CONFIG, NO_MODEL_NOTE, as_int, friendly, layer_of,
                       layer_slider, model_of, trace_of)
-from .inside import download_button
+from .inside import download_button, has_views
 
 
 @friendly
 @gpu.gpu_work(duration=gpu.forward_seconds)
 def attention_views(state, layer, head):
+    if pinning.comparing(state):
+        return _pair_views(pinning.pair_of(state), state, layer, head)
     model = model_of(state)
     tr = trace_of(state)
     layer = layer_of(tr, layer)
@@ -31,6 +35,35 @@ def attention_views(state, layer, head):
     state = {**state, "attention_shown": True}
     return (attention_figure(tr, layer, head), attention_grid_figure(tr, layer),
             entropy_figure(tr), state)
+
+
+def _with_layer(model, tr, layer):
+    """``tr`` with the attention of ``layer`` (long inputs keep it only on demand), where
+    this model has that layer."""
+    if layer < tr.n_layers and layer not in tr.attention:
+        tr = with_attention_of_layer(model, tr, layer)
+    return tr
+
+
+def _pair_views(models, state, layer, head):
+    """The same layer and head of A and B, their difference, both layers' heads and both
+    entropy maps."""
+    tr = trace_of(state)
+    if state.get("pinned_trace") is None:
+        raise gr.Error(t("Trace a prompt first (Inside the forward pass → Trace)."))
+    layer = layer_of(tr, layer)
+    if head != "mean":
+        head = as_int(head, "head")
+        if not 0 <= head < tr.config["n_heads"]:
+            raise gr.Error(t("Head {head} does not exist: model A has heads 0 to {last} (or "
+                             "'mean').", head=head, last=tr.config["n_heads"] - 1))
+    tr_a = _with_layer(models[0], tr, layer)
+    tr_b = _with_layer(models[1], state["pinned_trace"], layer)
+    state = {**state, "trace": tr_a, "pinned_trace": tr_b, "attention_shown": True}
+    names = pinning.names(state)
+    return (attention_pair_figure(tr_a, tr_b, layer, head, names),
+            attention_grid_pair_figure(tr_a, tr_b, layer, names),
+            entropy_pair_figure(tr_a, tr_b, names), state)
 
 
 def _hint(title, height=150):
@@ -60,7 +93,7 @@ def head_choices(n_heads):
 def attention_views_if_traced(state, layer, head):
     """The layer or head changed (by the user, or by a build resetting them): redraw, or
     stay quiet when there is no trace to show."""
-    if not has_trace(state):
+    if not has_views(state):
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     return attention_views(state, layer, head)
 
@@ -71,7 +104,7 @@ def redraw(state, layer, head):
     head picker's names."""
     n_heads = (state["key"].config if state and "key" in state else DEFAULT_CONFIG).n_heads
     heads = gr.update(choices=head_choices(n_heads), value=head)
-    if not (has_trace(state) and state.get("attention_shown")):
+    if not (has_views(state) and state.get("attention_shown")):
         return (*hints(), gr.skip(), heads)
     return (*attention_views(state, layer, head), heads)
 

@@ -22,15 +22,18 @@ import gradio as gr
 from ...book.config import (ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, GPTConfig,
                             count_parameters, get_preset)
 from ...runtime.build import resolve_device
+from ...runtime.cache import model_bytes
+from ...book.load_weights import gpt2_config
 from ...runtime.weights import PRETRAINED, export_model, file_source, pretrained_source
-from .. import gpu, i18n
+from .. import gpu, i18n, pinning
 from ..exports import fresh_folder
 from ..i18n import label, t
+from ..plots.compare_model import architecture_pair_html, parameter_pair_figure
 from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NO_MODEL_NOTE, as_choice, as_int,
                       caption, friendly, layer_picker_update, model_of, server_paths_allowed,
-                      status_line, weights_note)
+                      session_weights_note, status_line)
 from .attention import head_choices
 from . import walk
 from .inside import probe_choices
@@ -206,7 +209,10 @@ def build(*args, **kwargs):
         progress(0.2, desc=t("Initialising the weights (torch.manual_seed, then GPTModel(cfg))"))
         started = time.perf_counter()
     elif choice == "pretrained":
-        # Budget first (before any download), then the hub's cache or a download.
+        # Budget first (before any download; beside a pinned model too), then the hub's cache
+        # or a download.
+        pinning.check_pretrained_pair(inputs["state"], gpt2_config(f"gpt2-{size}"),
+                                      resolve_device(device), dtype, f"gpt2-{size}")
         cfg, source = pretrained_source(size, progress, budget_bytes=CACHE.budget_bytes,
                                         dtype=dtype)
         key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
@@ -217,7 +223,10 @@ def build(*args, **kwargs):
                                         dtype=dtype)
         key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
         notes += list(info.assumptions)
-    model, cached = CACHE.get(key, progress)
+    # A pinned model stays beside the new one: both must fit, and building this one never
+    # evicts it.
+    pinning.check_pair(inputs["state"], key)
+    model, cached = CACHE.get(key, progress, keep=[pinning.pinned_key(inputs["state"])])
     seconds = time.perf_counter() - started
     progress(1.0, desc=t("Done"))
     counts = count_parameters(cfg)
@@ -227,15 +236,14 @@ def build(*args, **kwargs):
                                      else "config from the checkpoint"),
                  how="cache" if cached else "built" if choice == "random" else "loaded",
                  seconds=seconds, notes=notes)
-    state = {"key": key, "status": built}
+    state = {**pinning.carried(inputs["state"]), "key": key, "status": built}
     # Layer and head pickers follow the built model (returned here, not in a follow-up
     # event, so API calls get the same per-session limits as the page).
     layers = layer_picker_update(cfg)
     heads = gr.update(choices=head_choices(cfg.n_heads), value="mean")
     knobs = [cfg.to_dict()[k] for k in KNOBS]
-    note = weights_note(key)
-    return (status_line(state), architecture_html(cfg, counts, stages=True), _parameter_table(counts),
-            parameter_figure(counts), _memory_markdown(cfg, counts, key), state,
+    note = session_weights_note(state)
+    return (status_line(state), *model_views(state), state,
             layers, layers, layers, heads,   # three layer sliders (tabs 2, 3, 4), one head picker
             *knobs,                          # the knobs show the model's config (a checkpoint's)
             note, note, note, note,          # the weights note of tabs 2, 3, 4 and 5
@@ -257,6 +265,32 @@ def _parameter_table(counts):
             for name, n in counts.breakdown().items()]
     rows.append([t("total"), f"{counts.total:,}", "100 %"])
     return {"headers": [t(h) for h in PARAMETER_HEADERS], "data": rows}
+
+
+PAIR_HEADERS = ("component", "A", "B", "A − B")
+
+
+def _parameter_pair_table(counts_a, counts_b):
+    """Both models' parameters per component, and the difference (the table of a comparison)."""
+    parts_a, parts_b = counts_a.breakdown(), counts_b.breakdown()
+    rows = []
+    for name in dict.fromkeys([*parts_a, *parts_b, "total"]):
+        a = counts_a.total if name == "total" else parts_a.get(name, 0)
+        b = counts_b.total if name == "total" else parts_b.get(name, 0)
+        diff = t("same") if a == b else f"{a - b:+,}"
+        rows.append([t(name), f"{a:,}", f"{b:,}", diff])
+    return {"headers": [t(h) for h in PAIR_HEADERS], "data": rows}
+
+
+def _memory_pair_markdown(keys):
+    sizes = [model_bytes(k.config, k.dtype) / 1024 ** 2 for k in keys]
+    both = sizes[0] if keys[0] == keys[1] else sum(sizes)
+    return t("Memory for the weights: A **{a:,.2f} MB** ({dtype_a}), B **{b:,.2f} MB** "
+             "({dtype_b}); the two together **{both:,.2f} MB** of the {budget:,.0f} MB budget. "
+             "Shared cache: {models} model(s), {used:,.0f} MB.", a=sizes[0], b=sizes[1],
+             dtype_a=keys[0].dtype, dtype_b=keys[1].dtype, both=both,
+             budget=CACHE.budget_bytes / 1024 ** 2, models=len(CACHE),
+             used=CACHE.used_bytes() / 1024 ** 2)
 
 
 def _memory_markdown(cfg, counts, key):
@@ -296,21 +330,36 @@ def export_weights(state, hf_layout):
     return [str(p) for p in paths], note
 
 
+def model_views(state):
+    """The tab's views of the session's model: architecture, parameter table and chart, memory;
+    with a pinned model, both models in each (the differences highlighted)."""
+    key = state["key"]
+    cfg, counts = key.config, count_parameters(key.config)
+    if not pinning.comparing(state):
+        return (architecture_html(cfg, counts, stages=True), _parameter_table(counts),
+                parameter_figure(counts), _memory_markdown(cfg, counts, key))
+    keys = (key, state["pinned_key"])
+    pair = tuple(count_parameters(k.config) for k in keys)
+    names = pinning.names(state)
+    return (architecture_pair_html(keys, pair, names, same_weights=keys[0] == keys[1]),
+            _parameter_pair_table(*pair), parameter_pair_figure(*pair, names),
+            _memory_pair_markdown(keys))
+
+
 @friendly
 def redraw(state, preset):
     """The tab (and the status line, and every tab's weights note) again, in the page's
-    language and lecture mode: the session's model, or the chosen preset's preview."""
+    language and lecture mode: the session's model (and the pinned one), or the chosen
+    preset's preview."""
     if state and "key" in state:
-        key = state["key"]
-        cfg, counts = key.config, count_parameters(key.config)
-        arch, memory, note = architecture_html(cfg, counts, stages=True), _memory_markdown(cfg, counts, key), \
-            weights_note(key)
+        views, note = model_views(state), session_weights_note(state)
     else:
         cfg = get_preset(preset if preset in PRESETS else DEFAULT_PRESET)
         counts = count_parameters(cfg)
-        arch, memory, note = _preview_html(cfg, counts, preset), "", t(NO_MODEL_NOTE)
-    return (status_line(state), arch, _parameter_table(counts), parameter_figure(counts),
-            memory, note, note, note, note)
+        views = (_preview_html(cfg, counts, preset), _parameter_table(counts),
+                 parameter_figure(counts), "")
+        note = t(NO_MODEL_NOTE)
+    return (status_line(state), *views, note, note, note, note)
 
 
 def weights_controls(choice):
@@ -373,6 +422,7 @@ def create_ui():
                                         label=label("dtype (bfloat16: GPU only)"))
                 button = gr.Button(label(BUILD_BUTTON["random"]), variant="primary",
                                    elem_id="build_btn")
+                pin = pin_controls()
             with gr.Column(scale=3):
                 counts = count_parameters(DEFAULT_CONFIG)
                 walk_ui = walk.create_ui()   # the guided walk's card, above the diagram
@@ -400,7 +450,22 @@ def create_ui():
                            config_column=config_column, button=button,
                            arch=arch, memory=memory, params_table=params_table,
                            params_plot=params_plot, hf_layout=hf_layout, export_btn=export_btn,
-                           export_note=export_note, export_files=export_files, walk=walk_ui)
+                           export_note=export_note, export_files=export_files, walk=walk_ui,
+                           pin=pin)
+
+
+PIN_HINT = ("**Compare two models:** pin this one as **B**, then build, load or train another "
+            "(**A**): every tab shows both.")
+
+
+def pin_controls():
+    """Pin the session's model as B (for comparing it with the next one), or unpin it."""
+    with gr.Row(equal_height=True):
+        pin_btn = gr.Button(label("Pin this model as B"), elem_id="pin_btn", size="sm",
+                            min_width=120)
+        unpin_btn = gr.Button(label("Unpin B"), elem_id="unpin_btn", size="sm", min_width=80)
+    note = gr.Markdown(label(PIN_HINT), elem_id="pin_note")
+    return SimpleNamespace(pin_btn=pin_btn, unpin_btn=unpin_btn, note=note)
 
 
 def create_event_handlers(tab, state, status, view, redrawn, layer_pickers, head_picker,

@@ -12,13 +12,17 @@ from ... import native
 from ...book.generate import check_generation_args, generate_steps
 from ...book.tokenizer import get_tokenizer
 from ...probes import trace
-from .. import gpu, i18n
+from ...probes.compare import first_parting, lockstep, parted
+from .. import gpu, i18n, pinning
 from ..i18n import label, t
+from ..plots.compare_generation import lockstep_table_html, pair_bars_html, pair_texts_html
+from ..plots.compare_lens import logit_lens_pair_figure
 from ..plots.generation import next_token_bars_html, table_html
 from ..plots.labels import visible_token
 from ..plots.lens import logit_lens_figure
 from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, NO_MODEL_NOTE, as_choice, as_flag, as_int,
                       check_trace_size, friendly, model_of, prompt_ids)
+from .inside import pair_prompt_ids
 
 SHOW_TOP = 10          # next-token candidates shown as bars
 LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
@@ -83,6 +87,8 @@ def _table(rows, live=False):
 def full_table(state):
     """The whole step table from the session (after Stop: the last update showed the newest
     rows only)."""
+    if pinning.comparing(state) and state.get("pinned_gen_ids"):
+        return _pair_table(state)
     return _table((state or {}).get("gen_rows", []))
 
 
@@ -103,9 +109,37 @@ def _speed(speed):
               rate=speed["rate"], path=i18n.translate(speed["path"])) + note)
 
 
+def _paced(steps):
+    """Each of ``steps`` with whether to send an update now, and whether with the table:
+    a page redraws at most every STREAM_INTERVAL_S (a faster model skips steps on screen); a
+    slower one's late step is held back a few ms rather than skipped."""
+    sent = table_sent = -math.inf     # when the last update, and the last table, went out
+    arrived, gap = time.perf_counter(), None   # when the last step came, the smoothed gap
+    for step in steps:
+        now = time.perf_counter()
+        gap = now - arrived if gap is None else 0.8 * gap + 0.2 * (now - arrived)
+        arrived = now
+        if now - sent < STREAM_INTERVAL_S:
+            if gap < STREAM_INTERVAL_S:
+                yield step, False, False   # the next update carries this step too
+                continue
+            # A model slower than that, one step late and the next one right behind it: show
+            # it a moment later rather than not at all.
+            time.sleep(sent + STREAM_INTERVAL_S - now)
+            now = time.perf_counter()
+        with_table = now - table_sent >= TABLE_INTERVAL_S
+        sent = now
+        table_sent = now if with_table else table_sent
+        yield step, True, with_table
+
+
 @friendly
 @gpu.gpu_work(duration=gpu.generate_seconds)
 def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot, state):
+    if pinning.comparing(state):
+        yield from _generate_pair(pinning.pair_of(state), prompt, max_new_tokens, mode,
+                                  temperature, top_k, seed, stop_at_eot, state)
+        return
     model = model_of(state)
     ids = prompt_ids(prompt, model)
     max_new, temperature, top_k, seed = _generation_args(max_new_tokens, mode, temperature,
@@ -131,25 +165,11 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
                 {**state, "gen_ids": ids + new_ids, "gen_text": text, "gen_rows": list(rows),
                  "gen_bars": bars, "gen_speed": speed, "streaming": not final})
 
-    sent = table_sent = -math.inf     # when the last update, and the last table, went out
-    arrived, gap = started, None      # when the last step came, and the smoothed gap between
-    for step in steps:
+    for step, send, with_table in _paced(steps):
         new_ids.append(step.token_id)
         rows.insert(0, _step_row(step))
-        now = time.perf_counter()
-        gap = now - arrived if gap is None else 0.8 * gap + 0.2 * (now - arrived)
-        arrived = now
-        if now - sent < STREAM_INTERVAL_S:
-            if gap < STREAM_INTERVAL_S:
-                continue   # faster than a page can draw: the next update carries this step too
-            # A model slower than that, one step late and the next one right behind it: show
-            # it a moment later rather than not at all.
-            time.sleep(sent + STREAM_INTERVAL_S - now)
-            now = time.perf_counter()
-        with_table = now - table_sent >= TABLE_INTERVAL_S
-        yield update(step, with_table)
-        sent = now
-        table_sent = now if with_table else table_sent
+        if send:
+            yield update(step, with_table)
     if new_ids:
         yield update(step, True, final=True)   # the final state, always complete
 
@@ -163,6 +183,9 @@ def next_token(prompt, output, mode, temperature, top_k, seed, state):
         gr.Warning(t("A generation is still streaming: wait for it to finish (or press Stop), "
                      "then press Next token."))
         return (gr.skip(),) * 5
+    if pinning.comparing(state):
+        return _next_token_pair(pinning.pair_of(state), prompt, output, mode, temperature,
+                                top_k, seed, state)
     model = model_of(state)
     tokenizer = get_tokenizer()
     continuing = state.get("gen_ids") and output == state.get("gen_text")
@@ -188,14 +211,193 @@ def next_token(prompt, output, mode, temperature, top_k, seed, state):
 @gpu.gpu_work(duration=gpu.forward_seconds)
 def logit_lens(prompt, state):
     """Final norm + output head on every block's output, at the prompt's last 32 positions."""
-    model = model_of(state)
-    ids = prompt_ids(prompt, model)
-    if len(ids) > model.cfg.context_length:
-        ids = ids[-model.cfg.context_length:]
-    check_trace_size(model.cfg, len(ids))
+    models = pinning.pair_of(state) if pinning.comparing(state) else (model_of(state),)
+    ids = prompt_ids(prompt, models[0])
+    for model in models:
+        prompt_ids(prompt, model)            # (a pinned model's vocabulary too)
+    shortest = min(model.cfg.context_length for model in models)
+    if len(ids) > shortest:
+        ids = ids[-shortest:]                # the lens reads the last positions anyway
+    for model in models:
+        check_trace_size(model.cfg, len(ids))
     positions = list(range(max(0, len(ids) - LENS_POSITIONS), len(ids)))
-    lens = trace(model, ids, attention_layers=None, lens=positions, entropy=False)
-    return logit_lens_figure(lens), {**state, "lens": lens}
+    lenses = [trace(model, ids, attention_layers=None, lens=positions, entropy=False)
+              for model in models]
+    state = {**state, "lens": lenses[0]}
+    if len(lenses) == 1:
+        return logit_lens_figure(lenses[0]), state
+    state["pinned_lens"] = lenses[1]
+    return logit_lens_pair_figure(*lenses, pinning.names(state)), state
+
+
+# ---------------------------------------------------------------------------------------------
+# A pinned model beside the session's: both generate from the same prompt in lockstep (one
+# token of A, then one of B, each with its own KV cache and random generator, so each text is
+# exactly what that model generates alone), their bars side by side at every step.
+PAIR_HEADERS = ["step", "A: token", "A: probability", "B: token", "B: probability", "part"]
+
+
+def _pair_row(index, step_a, step_b):
+    def cells(step):
+        return ([visible_token(step.text, 16), f"{100 * step.prob:.3g} %"] if step is not None
+                else ["", ""])
+    differ = (step_a is None or step_b is None or step_a.token_id != step_b.token_id)
+    return [index + 1, *cells(step_a), *cells(step_b), "≠" if differ else ""]
+
+
+def _runs(ids, flags):
+    """Generated ids as runs of (text, parted): consecutive tokens with the same flag are
+    decoded together (so a character made of several byte tokens stays whole)."""
+    tokenizer = get_tokenizer()
+    runs, start = [], 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or flags[i] != flags[start]:
+            text = tokenizer.decode([x for x in ids[start:i] if x < tokenizer.n_vocab])
+            runs.append((text, flags[start]))
+            start = i
+    return runs
+
+
+def _pair_table(state, live=False):
+    """Both texts with the tokens where they part marked, over the lockstep step table."""
+    start = state.get("gen_start", 0)
+    new_a, new_b = state["gen_ids"][start:], state["pinned_gen_ids"][start:]
+    flags = parted(new_a, new_b)
+    names = pinning.names(state)
+    texts = pair_texts_html(state.get("gen_prompt", ""), _runs(new_a, flags[:len(new_a)]),
+                            _runs(new_b, flags[:len(new_b)]), names, first_parting(new_a, new_b))
+    rows = state.get("gen_rows", [])
+    if live and len(rows) > LIVE_TABLE_ROWS:
+        more = len(rows) - LIVE_TABLE_ROWS
+        rows = rows[:LIVE_TABLE_ROWS] + [["…", t("{n} earlier steps", n=more), "", "", "", ""]]
+    return texts + lockstep_table_html([t(h) for h in PAIR_HEADERS], rows,
+                                       caption=t("Steps of A and B (newest first)"))
+
+
+def _side(name, step, ids, flags, stopped):
+    """One model's bars: its candidates at its latest step, its last tokens."""
+    tokenizer = get_tokenizer()
+    tail = [(tokenizer.token_text(i) if i < tokenizer.n_vocab else f"<id {i}>", flag)
+            for i, flag in zip(ids[-4:], flags[len(ids) - len(ids[-4:]):len(ids)])]
+    texts, probs, chosen = _bars_of(step)
+    return dict(name=name, texts=texts, probs=probs, chosen=chosen, tail=tail,
+                note=t("stopped at <|endoftext|>") if stopped else "")
+
+
+def _pair_speed_of(n, rate, steps, models):
+    cfg_a, cfg_b = (model.cfg for model in models)
+    return dict(n=n, rate=rate, path=native.decoding_label(steps[0].fast_step),
+                cached=[bool(s.cached) for s in steps], contexts=[cfg_a.context_length,
+                                                                  cfg_b.context_length],
+                vocabs=[cfg_a.vocab_size, cfg_b.vocab_size])
+
+
+def _pair_speed(speed):
+    text = t("{n} steps of A and B · <b>{rate:.1f} steps/s</b> (a step: one token of each) · "
+             "{path}", n=speed["n"], rate=speed["rate"], path=i18n.translate(speed["path"]))
+    for name, cached in zip("AB", speed["cached"]):
+        if not cached:
+            text += t(" · {name}'s window is full: it recomputes its last context_length tokens",
+                      name=name)
+    if speed["contexts"][0] != speed["contexts"][1]:
+        text += t(" · context: A {a:,} tokens, B {b:,}", a=speed["contexts"][0],
+                  b=speed["contexts"][1])
+    if speed["vocabs"][0] != speed["vocabs"][1]:
+        text += t(" · vocabularies of {a:,} and {b:,} entries: the bars compare token texts",
+                  a=speed["vocabs"][0], b=speed["vocabs"][1])
+    return text
+
+
+def _pair_state(state, prompt, start, ids_a, ids_b, text, rows, sides, speed, streaming):
+    return {**state, "gen_ids": ids_a, "gen_text": text, "gen_rows": list(rows),
+            "gen_bars": sides, "gen_speed": speed, "streaming": streaming,
+            "gen_prompt": prompt, "gen_start": start, "pinned_gen_ids": ids_b,
+            "pinned_gen_text": prompt + get_tokenizer().decode(
+                [i for i in ids_b[start:] if i < get_tokenizer().n_vocab])}
+
+
+def _generate_pair(models, prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot,
+                   state):
+    ids = pair_prompt_ids(prompt, models)
+    max_new, temperature, top_k, seed = _generation_args(max_new_tokens, mode, temperature,
+                                                         top_k, seed)
+    stop = as_flag(stop_at_eot, "stop at <|endoftext|>")
+    for model in models:
+        check_generation_args(max_new, temperature, top_k, seed, model.cfg.vocab_size)
+    tokenizer = get_tokenizer()
+    # Both checked and ready before the first token of either.
+    steps_a, steps_b = (generate_steps(model, ids, max_new, temperature=temperature,
+                                       top_k=top_k, seed=seed, stop_at_eot=stop,
+                                       show_top=SHOW_TOP, **FAST_DECODING) for model in models)
+    names = pinning.names(state)
+    new = ([], [])
+    last = [None, None]
+    rows = []
+    started = time.perf_counter()
+
+    def update(with_table, final=False):
+        n = max(len(new[0]), len(new[1]))
+        rate = n / max(time.perf_counter() - started, 1e-9)
+        text = prompt + tokenizer.decode([i for i in new[0] if i < tokenizer.n_vocab])
+        flags = parted(*new)
+        sides = [_side(name, step, ids_new, flags, done)
+                 for name, step, ids_new, done in zip(
+                     names, last, new, (len(new[0]) < n, len(new[1]) < n))]
+        speed = _pair_speed_of(n, rate, last, models)
+        state_now = _pair_state(state, prompt, len(ids), ids + new[0], ids + new[1], text, rows,
+                                sides, speed, not final)
+        return (text, pair_bars_html(*sides),
+                _pair_table(state_now, live=not final) if with_table else gr.skip(),
+                _pair_speed(speed), state_now)
+
+    for pair, send, with_table in _paced(lockstep(steps_a, steps_b)):
+        for side, step in enumerate(pair):
+            if step is not None:
+                new[side].append(step.token_id)
+                last[side] = step
+        rows.insert(0, _pair_row(len(rows), *pair))
+        if send:
+            yield update(with_table)
+    if rows:
+        yield update(True, final=True)
+
+
+def _next_token_pair(models, prompt, output, mode, temperature, top_k, seed, state):
+    """One more token of each model, continuing the lockstep generation on the page."""
+    continuing = (state.get("pinned_gen_ids") and output == state.get("gen_text"))
+    if continuing:
+        start, prompt = state["gen_start"], state["gen_prompt"]
+        all_ids = [list(state["gen_ids"]), list(state["pinned_gen_ids"])]
+        rows = list(state.get("gen_rows", []))
+    else:
+        ids = pair_prompt_ids(prompt, models)
+        start, all_ids, rows = len(ids), [list(ids), list(ids)], []
+    _, temperature, top_k, seed = _generation_args(1, mode, temperature, top_k, seed)
+    steps = []
+    for model, ids in zip(models, all_ids):
+        step = next(iter(generate_steps(
+            model, ids, 1, temperature=temperature, top_k=top_k,
+            seed=None if seed is None else seed + len(ids),   # as next_token: repeatable
+            show_top=SHOW_TOP, **FAST_DECODING)))
+        ids.append(step.token_id)
+        steps.append(step)
+    rows.insert(0, _pair_row(len(rows), *steps))
+    tokenizer = get_tokenizer()
+    text = prompt + tokenizer.decode([i for i in all_ids[0][start:] if i < tokenizer.n_vocab])
+    new = [ids[start:] for ids in all_ids]
+    flags = parted(*new)
+    sides = [_side(name, step, ids_new, flags, False)
+             for name, step, ids_new in zip(pinning.names(state), steps, new)]
+    speed = _pair_speed_of(len(rows), 1 / max(max(s.seconds for s in steps), 1e-9), steps,
+                           models)
+    state = _pair_state(state, prompt, start, *all_ids, text, rows, sides, speed, False)
+    return text, pair_bars_html(*sides), _pair_table(state), _pair_speed(speed), state
+
+
+def _lens_figure(state):
+    if pinning.comparing(state) and state.get("pinned_lens") is not None:
+        return logit_lens_pair_figure(state["lens"], state["pinned_lens"], pinning.names(state))
+    return logit_lens_figure(state["lens"])
 
 
 @friendly
@@ -205,9 +407,12 @@ def redraw(state):
     state = state or {}
     bars = state.get("gen_bars")
     lens = state.get("lens")
-    return (next_token_bars_html(*bars) if bars else bars_hint(), full_table(state),
-            _speed(state["gen_speed"]) if state.get("gen_speed") else "",
-            logit_lens_figure(lens) if lens is not None else gr.skip(),
+    pair = pinning.comparing(state) and state.get("pinned_gen_ids")
+    return ((pair_bars_html(*bars) if pair else next_token_bars_html(*bars)) if bars
+            else bars_hint(), full_table(state),
+            (_pair_speed(state["gen_speed"]) if pair else _speed(state["gen_speed"]))
+            if state.get("gen_speed") else "",
+            _lens_figure(state) if lens is not None else gr.skip(),
             gr.update(choices=mode_choices()))
 
 

@@ -13,9 +13,11 @@ import gradio as gr
 from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES, trace
-from .. import gpu, i18n
+from .. import gpu, i18n, pinning
 from ..exports import csv_text, json_default, write_export
 from ..i18n import label, t
+from ..plots.compare_stats import (histogram_pair_figure, layer_stats_pair_figure,
+                                   token_heatmap_pair_figure)
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
 from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, NO_MODEL_NOTE, as_choice, caption,
@@ -116,6 +118,9 @@ def cleared():
 @friendly
 @gpu.gpu_work(duration=gpu.forward_seconds)
 def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
+    if pinning.comparing(state):
+        return _trace_pair(pinning.pair_of(state), prompt, state, layer, pair, heat_point,
+                           heat_stat)
     model = model_of(state)
     ids = prompt_ids(prompt, model)
     if len(ids) <= model.cfg.context_length:  # longer: trace() says to shorten it
@@ -126,15 +131,65 @@ def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
         tr, layer, pair, heat_point, heat_stat), state)
 
 
+def pair_prompt_ids(prompt, models):
+    """The prompt's ids for both models of a comparison: within both vocabularies and both
+    context windows (a message names the model that cannot take it)."""
+    ids = prompt_ids(prompt, models[0])
+    for name, model in zip("AB", models):
+        prompt_ids(prompt, model)                 # B's vocabulary too
+        if len(ids) > model.cfg.context_length:
+            raise gr.Error(t("The prompt has {n} tokens but model {name}'s context_length is "
+                             "{most}: shorten it to at most {most} tokens to compare the two.",
+                             n=len(ids), name=name, most=model.cfg.context_length))
+        check_trace_size(model.cfg, len(ids))
+    return ids
+
+
+def _trace_pair(models, prompt, state, layer, pair, heat_point, heat_stat):
+    """Both models trace the same prompt, one after the other (one trace's memory at a
+    time); every view shows both."""
+    ids = pair_prompt_ids(prompt, models)
+    tr_a, tr_b = (trace(model, ids) for model in models)
+    state = {**state, "trace": tr_a, "pinned_trace": tr_b, "prompt": prompt}
+    return (_chips(tr_a), summary_of(state), *_all_views(state, layer, pair, heat_point,
+                                                         heat_stat), state)
+
+
 def summary_of(state):
     """The line under the chips: the trace's size, time and weights, and its notes."""
     tr = state["trace"]
+    if pinning.comparing(state) and state.get("pinned_trace") is not None:
+        tr_b = state["pinned_trace"]
+        return (t("{n} tokens · traced in {ms_a:.0f} ms (A) and {ms_b:.0f} ms (B) · A: {a} · "
+                  "B: {b}", n=len(tr.token_ids), ms_a=tr.seconds * 1000, ms_b=tr_b.seconds * 1000,
+                  a=caption(state["key"].source), b=caption(state["pinned_key"].source))
+                + "".join(f" · {i18n.translate(n)}" for n in dict.fromkeys(tr.notes
+                                                                            + tr_b.notes)))
     return (t("{n} tokens · traced in {ms:.0f} ms · weights: {weights}", n=len(tr.token_ids),
               ms=tr.seconds * 1000, weights=caption(state["key"].source))
             + "".join(f" · {i18n.translate(n)}" for n in tr.notes))
 
 
-def _views(tr, layer, pair, heat_point, heat_stat):
+def has_views(state) -> bool:
+    """Whether there are traces for the tab's views: the session's, and with a pinned model
+    the pinned one's too."""
+    if pinning.comparing(state):
+        return has_trace(state) and state.get("pinned_trace") is not None
+    return has_trace(state)
+
+
+def _all_views(state, layer, pair, heat_point, heat_stat):
+    """The statistics across layers, the distribution and the heatmap of the session's
+    trace; with a pinned model, of both traces."""
+    tr = trace_of(state)
+    if not pinning.comparing(state):
+        return (layer_stats_figure(tr), *_views(tr, layer, pair, heat_point, heat_stat))
+    return (layer_stats_pair_figure(tr, state["pinned_trace"], pinning.names(state)),
+            *_views(tr, layer, pair, heat_point, heat_stat, state))
+
+
+def _views(tr, layer, pair, heat_point, heat_stat, state=None):
+    """The distribution and the heatmap; with ``state`` of a comparison, of both models."""
     layer = layer_of(tr, layer)
     points = HIST_PAIRS[as_choice(pair, "distribution", HIST_PAIRS)]
     available = set(tr.points) | set(tr.final)
@@ -146,6 +201,10 @@ def _views(tr, layer, pair, heat_point, heat_stat):
         raise gr.Error(t("Probe point {point!r} is not in this trace; choose one of {points}.",
                          point=heat_point, points=", ".join(tr.points)))
     as_choice(heat_stat, "heatmap: statistic", STAT_NAMES)
+    if state is not None:
+        tr_b, names = state["pinned_trace"], pinning.names(state)
+        return (histogram_pair_figure(tr, tr_b, layer, names, points),
+                token_heatmap_pair_figure(tr, tr_b, names, heat_point, heat_stat))
     return histogram_figure(tr, layer, points), token_heatmap_figure(tr, heat_point, heat_stat)
 
 
@@ -155,25 +214,33 @@ def redraw(state, layer, pair, heat_point, heat_stat):
     the distribution's names."""
     cfg = state["key"].config if state and "key" in state else DEFAULT_CONFIG
     pairs = probe_choices(cfg, pair)[0]
-    if not has_trace(state):
+    if not has_views(state):
         return (gr.skip(), gr.skip(), *hints(), pairs)
+    return (_chips(trace_of(state)), summary_of(state),
+            *_all_views(state, layer, pair, heat_point, heat_stat), pairs)
+
+
+def _choice_views(state, layer, pair, heat_point, heat_stat):
     tr = trace_of(state)
-    return (_chips(tr), summary_of(state), layer_stats_figure(tr),
-            *_views(tr, layer, pair, heat_point, heat_stat), pairs)
+    if not pinning.comparing(state):
+        return _views(tr, layer, pair, heat_point, heat_stat)
+    if state.get("pinned_trace") is None:
+        raise gr.Error(t("Trace a prompt first (Inside the forward pass → Trace)."))
+    return _views(tr, layer, pair, heat_point, heat_stat, state)
 
 
 @friendly
 def inside_views(state, layer, pair, heat_point, heat_stat):
-    return _views(trace_of(state), layer, pair, heat_point, heat_stat)
+    return _choice_views(state, layer, pair, heat_point, heat_stat)
 
 
 @friendly
 def inside_views_if_traced(state, layer, pair, heat_point, heat_stat):
     """A choice changed (by the user, or by a build resetting it): redraw, or stay quiet
     when there is no trace to show."""
-    if not has_trace(state):
+    if not has_views(state):
         return gr.skip(), gr.skip()
-    return _views(trace_of(state), layer, pair, heat_point, heat_stat)
+    return _choice_views(state, layer, pair, heat_point, heat_stat)
 
 
 @friendly
@@ -191,14 +258,20 @@ def download_button(path):
 def export_stats(state, fmt):
     tr = trace_of(state)
     fmt = as_choice(fmt, "export format", EXPORT_FORMATS)
+    # With a pinned model (and its trace), B's rows follow A's, each row naming its model.
+    traces = [("A", tr)]
+    if pinning.comparing(state) and state.get("pinned_trace") is not None:
+        traces.append(("B", state["pinned_trace"]))
     rows = []
-    for group in (tr.points, tr.final):
-        for point, s in group.items():
-            for layer in range(s.overall["mean"].shape[0]):
-                row = {"point": point, "where": POINT_LABELS[point],
-                       "layer": layer if group is tr.points else "final"}
-                row.update({k: float(v[layer]) for k, v in s.overall.items()})
-                rows.append(row)
+    for name, traced in traces:
+        for group in (traced.points, traced.final):
+            for point, s in group.items():
+                for layer in range(s.overall["mean"].shape[0]):
+                    row = {"model": name} if len(traces) > 1 else {}
+                    row.update({"point": point, "where": POINT_LABELS[point],
+                                "layer": layer if group is traced.points else "final"})
+                    row.update({k: float(v[layer]) for k, v in s.overall.items()})
+                    rows.append(row)
     if fmt == "JSON":
         return write_export("activation_stats.json", json.dumps(
             {"tokens": tr.tokens, "token_ids": tr.token_ids, "config": tr.config,

@@ -21,7 +21,7 @@ from ...runtime.training import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
                                  corpus_from_file, corpus_from_text, default_corpus,
                                  default_settings, make_variants)
 from ...runtime.weights import export_model
-from .. import gpu, i18n
+from .. import gpu, i18n, pinning
 from ..i18n import label, t
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows)
@@ -178,9 +178,11 @@ def train_use(choice, state, request: gr.Request):
     cfg = trained.model.cfg
     source = WeightsSource.trained(trained_caption(trained, LAB.job(session).corpus.name))
     key = CACHE.key(cfg, device="cpu", dtype="float32", source=source)
+    pinning.check_pair(state, key)        # beside a pinned model: both must fit
     CACHE.hold(session, key, trained.model)
-    state = {"key": key, "status": dict(kind="trained", variant=trained.label,
-                                        source=trained.weights_source)}
+    state = {**pinning.carried(state), "key": key,
+             "status": dict(kind="trained", variant=trained.label,
+                            source=trained.weights_source)}
     layers = layer_picker_update(cfg)
     heads = gr.update(choices=head_choices(cfg.n_heads), value="mean")
     return (status_line(state), state, layers, layers, layers, heads, *probe_choices(cfg))

@@ -1,0 +1,310 @@
+"""Comparing two models (issue 19): a model pinned as B beside the session's model A, shown
+together in every view. The handlers are called as the page calls them (plain functions off
+ZeroGPU); one test goes through the API (gradio_client)."""
+import re
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.app import gpu, pinning, prefs
+from explorer.app.i18n import translate
+from explorer.app.plots.compare_generation import _side
+from explorer.app.shared import CACHE
+from explorer.app.tabs import activations, attention, build, generate, inside, pin
+from explorer.book.config import PRESETS
+from explorer.book.generate import generate_steps
+from explorer.book.tokenizer import get_tokenizer
+from explorer.probes import trace
+from explorer.probes.compare import (attention_input, compare_configs, first_parting,
+                                     lockstep, parted, series_pair)
+from explorer.runtime.cache import ModelCache, ModelKey, model_bytes
+
+PROMPT = "Every effort moves you"
+PAIR = "norm1: before vs after LayerNorm"
+REQUEST = types.SimpleNamespace(session_hash="test-compare")
+
+
+def no_progress(*args, **kwargs):
+    return None
+
+
+def built(preset="teach-tiny", state=None, seed=123, **changes):
+    """The state after building ``preset`` (with ``changes``) in a session whose state was
+    ``state``."""
+    cfg = {**PRESETS[preset].to_dict(), **changes}
+    return build.build(preset, *cfg.values(), seed, "cpu", "float32", state=state,
+                       progress=no_progress)[5]
+
+
+def pinned(state):
+    return pin.pin_model(state, REQUEST)[-1]
+
+
+def traced(state, layer=0):
+    return inside.run_trace(PROMPT, state, layer, PAIR, "resid_pre", "std")
+
+
+def generated(state, n=8, mode="greedy", **kwargs):
+    args = {**dict(temperature=1.0, top_k=50, seed=123, stop_at_eot=False), **kwargs}
+    return list(generate.generate(PROMPT, n, mode, args["temperature"], args["top_k"],
+                                  args["seed"], args["stop_at_eot"], state))
+
+
+# ---------------------------------------------------------------------------------------------
+def test_comparing_a_model_with_itself_shows_zero_differences_everywhere():
+    state = pinned(built("teach-tiny"))      # A and B: the same model
+    assert pinning.comparing(state) and state["key"] == state["pinned_key"]
+    # Build: nothing differs
+    arch, table, params, _ = build.model_views(state)
+    assert "the same model: nothing differs" in arch and "outline:" not in arch
+    assert {row[3] for row in table["data"]} == {"same"}
+    # Inside: every statistic at every probe point and layer, and the figures' notes
+    *_, state = out = traced(state)
+    tr_a, tr_b = state["trace"], state["pinned_trace"]
+    for point in [*tr_a.points, *tr_a.final]:
+        for stat in ("mean", "std", "rms", "min", "max", "abs_mean", "zero_frac"):
+            assert np.all(series_pair(tr_a, tr_b, point, stat)[2] == 0), (point, stat)
+    assert "zero at every layer" in str(out[2].layout.title.subtitle.text)
+    # Attention: the difference map is zero (one head and the mean), both entropy maps equal
+    for head in ("mean", "0", "3"):
+        att, grid, entropy, state = attention.attention_views(state, 1, head)
+        difference = [d for d in att.data if d.coloraxis == "coloraxis2"][0]
+        assert np.nanmax(np.abs(difference.z)) == 0
+        assert "zero everywhere" in att.layout.title.subtitle.text
+    assert "zero for every head" in entropy.layout.title.subtitle.text
+    # Generate: the two never part; the logit lens agrees everywhere
+    final = generated(state, 10)[-1]
+    assert "agree on every token so far" in final[2] and "≠" not in final[2]
+    lens, state = generate.logit_lens(PROMPT, final[-1])
+    assert "agree at 4 of 4 positions" in lens.layout.title.subtitle.text
+    a, b = lens.data
+    assert np.array_equal(a.z, b.z) and a.text == b.text
+
+
+def test_pre_ln_and_post_ln_differ_where_expected_computed_independently():
+    """Same seed, same weights; only norm1's place differs. At layer 0 pre-LN's norm1 input
+    is the block input (the embeddings), post-LN's the embeddings plus attention's output of
+    them; attention reads the normalised input in pre-LN and the raw block input in post-LN."""
+    state = built("teach-tiny", state=pinned(built("teach-tiny")), norm_placement="post")
+    post, pre = pinning.pair_of(state)                              # A: post-LN, B: pre-LN
+    assert torch.equal(post.tok_emb.weight, pre.tok_emb.weight)
+    *_, state = traced(state)
+    tr_post, tr_pre = state["trace"], state["pinned_trace"]
+
+    ids = torch.tensor([get_tokenizer().encode(PROMPT)])
+    with torch.no_grad():
+        emb = pre.tok_emb(ids) + pre.pos_emb(torch.arange(ids.shape[1]))   # (1, T, emb)
+        post_sum = emb + post.trf_blocks[0].att(emb)                      # before post's norm1
+    stats = {stat: [float(getattr(x, stat)()) if stat == "mean" else
+                    float(x.std(unbiased=False)) for x in (post_sum, emb)]
+             for stat in ("mean", "std")}
+    for stat, (a, b) in stats.items():
+        series_a, series_b, diff = series_pair(tr_post, tr_pre, "ln1_in", stat)
+        assert series_a[0] == pytest.approx(a, abs=1e-5)
+        assert series_b[0] == pytest.approx(b, abs=1e-5)
+        assert diff[0] == pytest.approx(a - b, abs=1e-5) and abs(diff[0]) > 1e-3
+    # the block input, the same in both, is not normalised: what post-LN's attention reads
+    token_std = emb[0].std(dim=-1, unbiased=False).numpy()
+    np.testing.assert_allclose(attention_input(tr_post).per_token["std"][0], token_std,
+                               rtol=1e-5)
+    assert token_std.min() > 1.2
+    np.testing.assert_allclose(attention_input(tr_pre).per_token["std"][0], 1.0, atol=1e-3)
+    # the figure says it, and draws it
+    stats_figure = traced(state)[2]
+    notes = stats_figure.layout.title.subtitle.text
+    assert "post-LN, attention reads the block input (not normalised)" in notes
+    assert "pre-LN, norm1 normalises the block input" in notes
+    before_means = [d for d in stats_figure.data if d.xaxis == "x" and d.mode == "lines+markers"
+                    and d.line.dash is None]
+    assert [float(d.y[0]) for d in before_means] == pytest.approx(
+        [stats["mean"][0], stats["mean"][1]], abs=1e-5)
+    assert "norm_placement" in build.model_views(state)[0]
+
+
+@pytest.mark.parametrize("mode", ["greedy", "sample"])
+def test_a_lockstep_generation_equals_two_separate_generations(mode):
+    state = built("teach-small", state=pinned(built("teach-tiny")))
+    model_a, model_b = pinning.pair_of(state)
+    ids = get_tokenizer().encode(PROMPT)
+    kwargs = dict(temperature=0.8 if mode == "sample" else 0.0,
+                  top_k=40 if mode == "sample" else None, seed=7 if mode == "sample" else None,
+                  show_top=10, **generate.FAST_DECODING)
+    alone = [[s.token_id for s in generate_steps(m, ids, 15, **kwargs)]
+             for m in (model_a, model_b)]
+    final = generated(state, 15, mode, temperature=0.8, top_k=40, seed=7)[-1]
+    after = final[-1]
+    assert after["gen_ids"] == ids + alone[0] and after["pinned_gen_ids"] == ids + alone[1]
+    tokenizer = get_tokenizer()
+    assert final[0] == PROMPT + tokenizer.decode(alone[0])
+    assert after["pinned_gen_text"] == PROMPT + tokenizer.decode(alone[1])
+    assert f"part at step {first_parting(*alone) + 1}" in final[2]
+    assert len(re.findall(r"<tr", final[2])) == 15 + 1          # header + one row per step
+    # Next token continues both, as two separate generations of one more token would
+    text, bars, table, speed, after = generate.next_token(PROMPT, final[0], mode, 0.8, 40, 7,
+                                                          after)
+    for model, got, before in ((model_a, after["gen_ids"], alone[0]),
+                               (model_b, after["pinned_gen_ids"], alone[1])):
+        step = next(iter(generate_steps(model, ids + before, 1,
+                                        **{**kwargs, "seed": None if mode == "greedy" else
+                                           7 + len(ids) + len(before)})))
+        assert got == ids + before + [step.token_id]
+    assert "16 steps of A and B" in speed and bars.count('class="s"') == 2
+
+
+def test_lockstep_pairs_a_stopped_model_with_none_and_parted_counts_it():
+    pairs = list(lockstep(iter([1, 2, 3]), iter([1, 5])))
+    assert pairs == [(1, 1), (2, 5), (3, None)]
+    assert parted([1, 2, 3], [1, 5]) == [False, True, True]
+    assert first_parting([1, 2], [1, 2]) is None
+
+
+def test_a_pair_that_does_not_fit_is_refused_before_anything_is_built(monkeypatch):
+    small, big = PRESETS["teach-tiny"], PRESETS["teach-small"]
+    need = model_bytes(small) + model_bytes(big)
+    cache = ModelCache(budget_bytes=need - 1)
+    keys = [cache.key(small), cache.key(big)]
+    with pytest.raises(ValueError, match=r"together need \d[\d,]* MB .* but [\d,]+ MB are "
+                                         r"allowed"):
+        cache.check_together(keys)
+    assert len(cache) == 0
+    # exactly enough: both are built, and building the second never evicts the first
+    cache = ModelCache(budget_bytes=need)
+    a, b = cache.get_together(keys)
+    assert keys[0] in cache and keys[1] in cache and a is not b
+    # through the Build tab: B pinned, A alone fits, the pair does not; nothing is built
+    state = pinned(built("teach-small"))
+    monkeypatch.setattr(CACHE, "budget_bytes", need - 1)
+    seed = 98765   # a model no other test built
+    with pytest.raises(Exception, match=r"together need .* MB"):
+        built("teach-tiny", state=state, seed=seed)
+    assert CACHE.key(small, seed=seed, device="cpu") not in CACHE
+
+
+def test_views_say_what_is_compared_when_layers_contexts_and_vocabularies_differ():
+    # A: teach-tiny (2 layers, context 64), B: teach-small (4 layers, context 128, more vocab)
+    state = built("teach-tiny", state=pinned(built("teach-small", vocab_size=50304)))
+    assert [d[0] for d in compare_configs(state["key"].config,
+                                          state["pinned_key"].config).differences] == [
+        "vocab_size", "context_length", "emb_dim", "n_layers"]
+    assert pinning.names(state) == ("A · 2 layers, emb_dim 64…", "B · 4 layers, emb_dim 128…")
+    with pytest.raises(Exception, match="model A's context_length is 64"):
+        inside.run_trace("word " * 100, state, 0, PAIR, "resid_pre", "std")
+    chips, info, stats_figure, hist, heat, state = traced(state)
+    assert "only B has layers 2–3 (not compared)" in stats_figure.layout.title.subtitle.text
+    speed = generated(state, 3)[-1][3]
+    assert "context: A 64 tokens, B 128" in speed
+    assert "vocabularies of 50,257 and 50,304 entries" in speed
+    att, grid, entropy, state = attention.attention_views(state, 1, "mean")
+    assert "A has 2 layers × 4 heads, B 4 × 4" in entropy.layout.title.subtitle.text
+    figure = activations.activation_view(-4, 4, ["gelu"], False, 1, state)
+    assert sum(d.type == "bar" for d in figure.data) == 2
+
+
+def test_bar_updates_stay_within_2_kb_per_model():
+    state = built("teach-small", state=pinned(built("teach-tiny")))
+    for update in generated(state, 12):
+        for side in update[-1]["gen_bars"]:
+            assert len(_side(side, "#000000").encode()) <= 2000
+        assert len(update[1].encode()) <= 2 * 2000
+
+
+def test_compare_handlers_ask_zero_gpu_for_both_models():
+    state = {"key": ModelKey(PRESETS["gpt2-small"], 1, "cpu", "float32")}
+    both = {**state, "pinned_key": ModelKey(PRESETS["gpt2-medium"], 1, "cpu", "float32")}
+    for estimate in (gpu.forward_seconds, gpu.generate_seconds):
+        arguments = {"prompt": PROMPT, "max_new_tokens": 20}
+        assert estimate({**arguments, "state": both}) > estimate({**arguments, "state": state})
+
+
+def test_unpinning_keeps_model_a_and_forgets_b_and_its_results():
+    state = built("teach-small", state=pinned(built("teach-tiny")))
+    *_, state = traced(state)
+    status, *_, note, state = pin.unpin_model(state, REQUEST)
+    assert not pinning.comparing(state) and "Compared with" not in status
+    assert state["key"].config == PRESETS["teach-small"] and "trace" not in state
+    assert traced(state)[2].layout.title.text == "<b>Statistics across layers</b>"
+
+
+def test_a_pinned_trained_model_is_held_for_the_session_until_unpinned():
+    from explorer.runtime.cache import WeightsSource
+    from explorer.runtime.build import build_model
+    model = build_model(PRESETS["teach-tiny"], seed=5, device="cpu")
+    key = ModelKey(PRESETS["teach-tiny"], None, "cpu", "float32",
+                   WeightsSource.trained("trained 1 step on test"))
+    CACHE.hold("test-compare", key, model)
+    try:
+        state = pinned({"key": key, "status": {"kind": "trained", "variant": "pre-LN (book)",
+                                               "source": "x"}})
+        CACHE.release("test-compare")           # "Use this model" of another variant, say
+        assert pinning.pair_of(state)[1] is model
+        pin.unpin_model(state, REQUEST)
+        assert key not in CACHE
+    finally:
+        CACHE.release("test-compare")
+        pin.release("test-compare")
+
+
+# ---------------------------------------------------------------------------------------------
+# (Every compare text has its Chinese: tests/test_i18n.py, with ZH_COMPARE.)
+def test_the_pair_budget_message_reads_in_chinese():
+    cache = ModelCache(budget_bytes=1024 ** 2)
+    with pytest.raises(ValueError) as refused:
+        cache.check_together([ModelKey(PRESETS["teach-tiny"], 1, "cpu", "float32"),
+                              ModelKey(PRESETS["teach-small"], 1, "cpu", "float32")])
+    with prefs.using(prefs.Prefs(lang="zh")):
+        chinese = translate(str(refused.value))
+    assert chinese != str(refused.value) and "MB" in chinese
+
+
+# ---------------------------------------------------------------------------------------------
+def test_the_same_endpoints_serve_a_comparison_through_the_api():
+    import html
+    import json
+
+    from gradio_client import Client
+
+    from explorer.app.server import create_demo
+    from explorer.app.plots.labels import visible_token
+    from test_app import build_args
+
+    demo = create_demo()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
+                            server_port=None)
+    try:
+        c = Client(url, verbose=False)
+        c.predict(**build_args("teach-small"))
+        status, arch, *_ = c.predict(api_name="/pin_model")
+        assert "Compared with **B (pinned)**" in status and "the same model" in arch
+        status, arch = c.predict(**build_args("teach-tiny"))[:2]
+        assert "Compared with **B (pinned)**: teach-small" in status and "n_layers" in arch
+        chips, info, stats, hist, heat = c.predict(PROMPT, 1, PAIR, "resid_pre", "std",
+                                                   api_name="/trace")
+        assert "(A) and" in info
+        for figure in (stats, hist, heat):
+            assert "A and B" in json.loads(figure["plot"])["layout"]["title"]["text"]
+        att, grid, entropy = c.predict(1, "mean", api_name="/attention")
+        assert "A, B and A − B" in json.loads(att["plot"])["layout"]["title"]["text"]
+        text, bars, history, speed = c.predict(PROMPT, 6, "greedy", 1.0, 50, 123, False,
+                                               api_name="/generate")
+        model_a, model_b = (CACHE.get(CACHE.key(PRESETS[p], device="cpu"))[0]
+                            for p in ("teach-tiny", "teach-small"))
+        ids = get_tokenizer().encode(PROMPT)
+        alone_a, alone_b = ([s.token_id for s in generate_steps(m, ids, 6)]
+                            for m in (model_a, model_b))
+        assert text == PROMPT + get_tokenizer().decode(alone_a)
+        # B's tokens, step by step, in the lockstep table (newest first)
+        rows = re.findall(r"<tr[^>]*><td>\d+</td>(?:<td>[^<]*</td>){2}<td>([^<]*)</td>", history)
+        assert [html.unescape(r) for r in rows[::-1]] == [
+            visible_token(get_tokenizer().token_text(i), 16) for i in alone_b]
+        assert "6 steps of A and B" in speed and bars.count('class="s"') == 2
+        text, *_ = c.predict(PROMPT, text, "greedy", 1.0, 50, 123, api_name="/next_token")
+        lens = c.predict(PROMPT, api_name="/logit_lens")
+        assert "Logit lens: A and B" in json.loads(lens["plot"])["layout"]["title"]["text"]
+        status, *_ = c.predict(api_name="/unpin_model")
+        assert "Compared with" not in status
+        stats = c.predict(PROMPT, 1, PAIR, "resid_pre", "std", api_name="/trace")[2]
+        assert "A and B" not in json.loads(stats["plot"])["layout"]["title"]["text"]
+    finally:
+        demo.close()
