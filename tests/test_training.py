@@ -9,12 +9,14 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from explorer.book.config import GPTConfig
+from explorer.book.fast import fuse
 from explorer.book.model import GPTModel
 from explorer.book.tokenizer import get_tokenizer
-from explorer.book.training import check_training_text, generate_sample, split_text
+from explorer.book.training import (calc_loss_loader, check_training_text, generate_sample,
+                                    split_text)
 from explorer.runtime.training import (
-    Corpus, TrainingJob, TrainingLab, TrainingSettings, Variant, corpus_from_file,
-    corpus_from_text, default_corpus, make_variants, param_steps)
+    Corpus, TrainingJob, TrainingLab, TrainingSettings, Variant, _first_batches, _mean_loss,
+    corpus_from_file, corpus_from_text, default_corpus, make_variants, param_steps)
 
 # Small enough that a step takes milliseconds; the book's dropout (0.1) and no qkv bias.
 TINY = GPTConfig(context_length=32, emb_dim=16, n_heads=2, n_layers=2, drop_rate=0.1)
@@ -120,6 +122,32 @@ def test_book_settings_reproduce_the_books_training_loop(book_run):
     assert run.eval_tokens[:4] == tokens
     for ours, book in [(run.train_losses[:4], train), (run.val_losses[:4], val)]:
         assert max(abs(a - b) for a, b in zip(ours, book)) < 1e-3, (ours, book)
+
+
+def test_the_labs_evaluation_is_the_books_calc_loss_loader_with_a_short_last_batch():
+    # 9 windows of 32 tokens: batches of 2, 2, 2, 2 and 1. The book averages the batches' mean
+    # losses, so the short batch weighs as much as a full one (a mean over tokens would not).
+    loader = book_loader(STORY[:1300], 2, 32, 32, shuffle=False, drop_last=False)
+    assert [len(x) for x, _ in loader] == [2, 2, 2, 2, 1]
+    torch.manual_seed(123)
+    model = fuse(GPTModel(TINY)).eval()
+    with torch.no_grad():
+        lab = _mean_loss(_first_batches(loader, 5), model, "cpu")
+        book = calc_loss_loader(loader, model, "cpu", num_batches=5)
+        by_tokens = torch.nn.functional.cross_entropy(
+            torch.cat([model(x) for x, _ in loader]).flatten(0, 1),
+            torch.cat([y for _, y in loader]).flatten()).item()
+    assert abs(lab - book) < 1e-5, (lab, book)
+    assert abs(by_tokens - book) > 1e-5   # the check can tell the two means apart
+
+
+def test_gradient_norms_are_each_blocks_l2_norm():
+    job = TrainingJob([Variant("book", TINY)], short_corpus(), TrainingSettings(steps=2))
+    job.advance(1)
+    blocks = job.runs[0].model.trf_blocks     # its gradients are still those of step 0
+    expected = [math.sqrt(sum(p.grad.double().pow(2).sum().item() for p in b.parameters()))
+                for b in blocks]
+    assert job.view().runs[0].grad_norms[0] == pytest.approx(expected, rel=1e-5)
 
 
 def test_another_seed_gives_other_losses_so_the_check_can_fail(book_run):

@@ -15,7 +15,9 @@ steps take turns rather than overlap; on a 2-core machine they would compete any
 
 Where the lab is faster than the book's loop (same numbers within float rounding): fused
 LayerNorm, GELU and attention (``explorer.book.fast``; attention falls back to the book's
-explicit steps while dropout is active) and PyTorch's fused AdamW.
+explicit steps while dropout is active), PyTorch's fused AdamW, and an evaluation that runs the
+blocks once over all its batches and the output head a slice of positions at a time
+(``_mean_loss``).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from ..book.config import GPTConfig, count_parameters, get_preset
 from ..book.fast import fuse
@@ -52,6 +55,10 @@ CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
 DEFAULT_CORPUS_FILE = "the_clockmakers_daughter.txt"
 DEFAULT_CORPUS_NAME = "The Clockmaker's Daughter"
 GRAD_NORM_POINTS = 200            # at most this many steps of gradient norms per variant
+# Positions per output-head product when evaluating: (32, 50,257) logits (6.4 MB) reuse the
+# memory of the slice before; a whole batch's (B*T, 50,257) logits (25.7 MB by default) are
+# fresh pages, which the OS maps and zeroes for every batch.
+EVAL_HEAD_POSITIONS = 32
 
 # The variants the lab offers: a label and the knobs it changes from the base preset.
 VARIANT_CHOICES: dict[str, dict] = {
@@ -381,11 +388,11 @@ def _adamw(model, settings):
 
 
 def _block_grad_norms(model) -> list[float]:
-    norms = []
-    for block in model.trf_blocks:
-        grads = [p.grad.detach().norm() for p in block.parameters() if p.grad is not None]
-        norms.append(torch.linalg.vector_norm(torch.stack(grads)).item() if grads else 0.0)
-    return norms
+    """Each block's gradient norm: the L2 norm of all its parameters' gradients as one
+    vector (0.0 for a block without gradients)."""
+    return [float(torch.nn.utils.get_total_norm([p.grad for p in block.parameters()
+                                                  if p.grad is not None]))
+            for block in model.trf_blocks]
 
 
 class TrainingJob:
@@ -701,12 +708,22 @@ def _first_batches(loader, n):
 
 
 def _mean_loss(batches, model, device):
+    """The book's ``calc_loss_loader`` over ``batches``: the mean of each batch's
+    ``calc_loss_batch``, the same numbers within float rounding. Faster: ``GPTModel.forward``
+    runs in two parts, its blocks once for all batches stacked, then its final norm and output
+    head (with the loss) ``EVAL_HEAD_POSITIONS`` positions at a time. Call it under
+    ``torch.no_grad()``."""
     if not batches:
         return float("nan")
-    total = 0.0
-    for input_batch, target_batch in batches:
-        total += calc_loss_batch(input_batch, target_batch, model, device).item()
-    return total / len(batches)
+    n = EVAL_HEAD_POSITIONS
+    inputs = torch.cat([x for x, _ in batches]).to(device)               # (sequences, T)
+    targets = torch.cat([y for _, y in batches]).to(device).flatten()     # (positions,)
+    hidden = model.final_norm(model(inputs, stop_at_layer=model.cfg.n_layers)).flatten(0, 1)
+    losses = torch.cat([F.cross_entropy(model.out_head(hidden[i:i + n]), targets[i:i + n],
+                                        reduction="none")
+                        for i in range(0, len(targets), n)])              # (positions,)
+    per_batch = [part.mean() for part in losses.split([y.numel() for _, y in batches])]
+    return sum(torch.stack(per_batch).tolist()) / len(batches)
 
 
 # ---------------------------------------------------------------------------------------------
