@@ -128,13 +128,15 @@ def build_app() -> gr.Blocks:
             generate_tab = generate.create_ui()
             train_tab = train.create_ui()
 
+        # Each tab's note of the weights it shows
+        weights_notes = [tab.weights_note for tab in (inside_tab, attention_tab,
+                                                      activations_tab, generate_tab)]
         built = build.create_event_handlers(
             build_tab, state, status, view, redrawn,
             layer_pickers=[inside_tab.layer, attention_tab.layer, activations_tab.layer],
             head_picker=attention_tab.head,
             probe_pickers=[inside_tab.pair, inside_tab.heat_point],
-            weights_notes=[tab.weights_note for tab in (inside_tab, attention_tab,
-                                                         activations_tab, generate_tab)])
+            weights_notes=weights_notes)
         # A new model: the old one's results (trace views, gradient charts, export files,
         # generation) go, each view back to its hint.
         # A trained variant put into the session ("Use this model") is a new model too.
@@ -143,11 +145,16 @@ def build_app() -> gr.Blocks:
             layer_pickers=[inside_tab.layer, attention_tab.layer, activations_tab.layer],
             head_picker=attention_tab.head,
             probe_pickers=[inside_tab.pair, inside_tab.heat_point])
+        # The Build tab and every tab's weights note follow a trained model put into the
+        # session, as they follow a build (with the pinned model beside it, if any).
+        used.success(build.redraw, [state, build_tab.preset, *view],
+                     [status, build_tab.arch, build_tab.params_table, build_tab.params_plot,
+                      build_tab.memory, *weights_notes], api_visibility="private",
+                     show_progress="hidden")
         # Pinning a model (or unpinning it) for a comparison: every view is drawn anew too.
         pinned = pin.create_event_handlers(
             build_tab, state, status, view, redrawn,
-            weights_notes=[tab.weights_note for tab in (inside_tab, attention_tab,
-                                                         activations_tab, generate_tab)])
+            weights_notes=weights_notes)
         lesson = inside_tab.shortcut_lesson
         for new_model in (built, used, *pinned):
             new_model.success(

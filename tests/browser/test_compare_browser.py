@@ -50,7 +50,8 @@ def plot(page, elem_id):
 def test_a_pinned_model_is_shown_beside_the_next_one_in_every_tab(page, shots):
     build(page, "teach-small")
     page.locator("#pin_btn").click()
-    expect(page.locator("#pin_note")).to_contain_text("B (pinned)")
+    # the pin waits in the builds' queue behind the build's follow-ups
+    expect(page.locator("#pin_note")).to_contain_text("B (pinned)", timeout=20_000)
     build(page, "teach-tiny")
     expect(status(page)).to_contain_text("Compared with B (pinned): teach-small")
     # Build: both diagrams, what differs, both parameter breakdowns

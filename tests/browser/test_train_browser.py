@@ -72,6 +72,8 @@ def test_a_trained_variant_becomes_the_sessions_model(page, shots):
         re.compile(rf"trained {STEPS} steps on {re.escape(DEFAULT_CORPUS_NAME)}"))
     trace(page, "Every effort moves you")
     tab(page, "3 · Attention")
+    # every tab's note, and the Build tab, name the trained weights
+    expect(page.locator("#attention_weights")).to_contain_text(f"trained {STEPS} steps")
     page.locator("#att_btn").click()
     expect(page.locator("#att_plot g.hm image").first).to_be_attached()
     expect(page.locator("[data-testid=toast-body]")).to_have_count(0)
