@@ -51,7 +51,7 @@ def test_an_expected_refusal_logs_one_line(app_url, capfd, caplog, changes, mess
 
 
 def test_an_unexpected_error_logs_its_traceback_once(app_url, capfd, caplog, monkeypatch):
-    def broken(key, progress=None):
+    def broken(key, progress=None, keep=()):
         raise RuntimeError("a bug")
     monkeypatch.setattr(shared.CACHE, "get", broken)
     capfd.readouterr()

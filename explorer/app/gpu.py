@@ -83,14 +83,7 @@ def gpu_work(duration, signature: inspect.Signature | None = None):
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
             def task(settings, *args, **kwargs):
-                steps = fn(*args, **kwargs)
-                while True:
-                    with prefs.using(settings):
-                        try:
-                            value = next(steps)
-                        except StopIteration:
-                            return
-                    yield value
+                yield from prefs.each_step_using(settings, fn(*args, **kwargs))
 
             on_gpu = spaces.GPU(task, duration=seconds)
 

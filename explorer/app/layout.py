@@ -79,12 +79,9 @@ CSS = """
 #bars, #history, #speed {contain: layout paint;}
 """ + NEXT_TOKEN_CSS + COMPARE_MODEL_CSS + COMPARE_GENERATION_CSS + LECTURE_CSS + STAGE_CSS \
     + share_view.SHARE_CSS
-# Run by the page when it loads: hands Gradio's streamed updates on one per painted frame, so
-# that no generation step is applied and overwritten between two paints (paced_stream.js); and
-# the page's language and lecture mode (page.js).
+# Run by the page when it loads: the page's language and lecture mode (page.js).
 _STATIC = Path(__file__).parent / "static"
-JS = ("() => { (" + (_STATIC / "paced_stream.js").read_text() + ")(); ("
-      + (_STATIC / "page.js").read_text() + ")(); }")
+JS = "() => { (" + (_STATIC / "page.js").read_text() + ")(); }"
 
 
 def header(extras=()):

@@ -40,6 +40,18 @@ def using(prefs: Prefs):
         _CURRENT.reset(token)
 
 
+def each_step_using(prefs: Prefs, steps):
+    """The values of the generator ``steps``, each step computed under ``prefs``: Gradio (and
+    ZeroGPU's worker) run each step of a generator in a context of their own."""
+    while True:
+        with using(prefs):
+            try:
+                value = next(steps)
+            except StopIteration:
+                return
+        yield value
+
+
 def parse(lang, lecture) -> Prefs:
     """The two inputs as an API call may send them (checked: any JSON value can arrive)."""
     if lang is None:

@@ -107,13 +107,7 @@ def friendly(fn):
             # are put in place again for every step.
             steps = fn(*args, **kwargs)   # a generator: nothing runs yet
             try:
-                while True:
-                    with prefs.using(settings):
-                        try:
-                            value = next(steps)
-                        except StopIteration:
-                            return
-                    yield value
+                yield from prefs.each_step_using(settings, steps)
             except Exception as exc:  # noqa: BLE001 - translated for the user
                 with prefs.using(settings):
                     raise translate(exc) from None

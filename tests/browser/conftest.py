@@ -64,7 +64,7 @@ def page(browser, app_url):
     context = browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(20_000)
     pg = context.new_page()
-    errors = []   # uncaught exceptions in the page (its own scripts, e.g. paced_stream.js)
+    errors = []   # uncaught exceptions in the page (its own scripts, e.g. page.js)
     pg.on("pageerror", lambda error: errors.append(str(error)))
     pg.goto(app_url, wait_until="domcontentloaded")  # never "networkidle": SSE heartbeat
     yield pg
