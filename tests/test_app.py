@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 import torch
-from gradio_client import Client
+from local_client import local_client
 
 from explorer.book.config import PRESETS
 from explorer.book.generate import generate_text_simple
@@ -29,7 +29,7 @@ def app_url():
 
 
 def client(url):
-    return Client(url, verbose=False)
+    return local_client(url)
 
 
 def build_args(preset="teach-tiny", seed=123, **changes):

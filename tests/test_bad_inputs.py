@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from gradio_client import Client
+from local_client import local_client
 
 from explorer.runtime.cache import ModelCache
 from explorer.book.config import PRESETS
@@ -319,7 +319,7 @@ def app_outcomes(app_url, env):
 
     def run(group):
         if not hasattr(local, "client"):  # one client per worker, a new session per group
-            local.client = Client(app_url, verbose=False)
+            local.client = local_client(app_url)
             clients.append(local.client)
         return run_session(local.client, app_url, *group, env)
 
@@ -364,7 +364,7 @@ def test_no_bad_input_reached_the_unexpected_error_path(app_outcomes):
 
 
 def test_server_still_serves_a_new_session_after_the_catalogue(app_url, app_outcomes, env):
-    client = Client(app_url, verbose=False)
+    client = local_client(app_url)
     try:
         assert follow_up(client, "/generate", env)
         assert follow_up(client, "/attention", env)

@@ -263,7 +263,7 @@ def test_the_same_endpoints_serve_a_comparison_through_the_api():
     import html
     import json
 
-    from gradio_client import Client
+    from local_client import local_client
 
     from explorer.app.server import create_demo
     from explorer.app.plots.labels import visible_token
@@ -273,7 +273,7 @@ def test_the_same_endpoints_serve_a_comparison_through_the_api():
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
                             server_port=None)
     try:
-        c = Client(url, verbose=False)
+        c = local_client(url)
         c.predict(**build_args("teach-small"))
         status, arch, *_ = c.predict(api_name="/pin_model")
         assert "Compared with **B (pinned)**" in status and "the same model" in arch

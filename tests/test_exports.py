@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from gradio_client import Client
+from local_client import local_client
 
 from explorer.app.server import create_demo, launch_options
 
@@ -31,7 +31,7 @@ def app_url():
 def traced(app_url):
     """A client whose session built teach-tiny and traced the hostile prompt, and the trace's
     tokens (from the JSON export, which JSON quotes correctly)."""
-    client = Client(app_url, verbose=False)
+    client = local_client(app_url)
     client.predict(*build_args(), api_name="/build")
     info = client.predict(HOSTILE_PROMPT, 0, *TRACE_VIEW, api_name="/trace")[1]
     assert "11 tokens" in info

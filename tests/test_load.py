@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from gradio_client import Client
+from local_client import local_client
 
 import explorer.runtime.cache as cache_module
 from explorer.app import shared
@@ -264,7 +264,7 @@ def test_sixteen_sessions_get_correct_answers_within_the_memory_budget(app, load
     refs = References()
     rec = Recorder()
     with ThreadPoolExecutor(SESSIONS) as pool:
-        clients = list(pool.map(lambda _: Client(app_url, verbose=False), range(SESSIONS)))
+        clients = list(pool.map(lambda _: local_client(app_url), range(SESSIONS)))
     try:
         gc.collect()
         baseline = rss_bytes()
@@ -436,7 +436,7 @@ def test_the_trace_size_guard_covers_a_traces_real_peak():
 def test_session_state_is_released_when_the_client_disconnects(app, monkeypatch):
     # Gradio notices a closed client at its next heartbeat (every 15 s by default).
     monkeypatch.setenv("GRADIO_HEARTBEAT_INTERVAL", "0.2")
-    client = Client(app.local_url, verbose=False)
+    client = local_client(app.local_url)
     session = client.session_hash
     client.predict(*build_args("teach-tiny", 123), api_name="/build")
     client.predict(PROMPTS[0], 0, *TRACE_VIEW, api_name="/trace")

@@ -277,10 +277,10 @@ def app_url():
 
 
 def speed_line(url):
-    from gradio_client import Client
+    from local_client import local_client
     from test_app import build_args
     from explorer.app.shared import DEFAULT_PROMPT
-    c = Client(url, verbose=False)
+    c = local_client(url)
     c.predict(**build_args("teach-tiny"))
     return c.predict(DEFAULT_PROMPT, 6, "greedy", 1.0, 50, 123, False, api_name="/generate")[3]
 

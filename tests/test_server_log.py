@@ -4,7 +4,7 @@ server prints, on stderr or through logging, is captured here)."""
 import logging
 
 import pytest
-from gradio_client import Client
+from local_client import local_client
 
 from explorer.app import shared
 from explorer.app.server import create_demo, launch_options, show_app_log
@@ -23,7 +23,7 @@ def app_url():
 
 
 def refused(url, args):
-    client = Client(url, verbose=False)
+    client = local_client(url)
     try:
         with pytest.raises(Exception) as error:
             client.predict(*args, api_name="/build")

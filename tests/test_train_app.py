@@ -7,7 +7,8 @@ import time
 import urllib.request
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
+from local_client import local_client
 
 from explorer.app.server import create_demo
 from explorer.app.shared import CACHE
@@ -62,7 +63,7 @@ def loss_traces(figure_value):
 
 
 def test_two_variants_train_and_their_curves_and_table_fill(app_url, lab):
-    c = Client(app_url, verbose=False)
+    c = local_client(app_url)
     job = c.submit(**start_args())
     updates = list(job)
     progress, loss, table, grads, samples, choice = job.result()
@@ -80,7 +81,7 @@ def test_two_variants_train_and_their_curves_and_table_fill(app_url, lab):
 
 
 def test_stop_then_continue_finishes_the_same_job(app_url, lab):
-    c = Client(app_url, verbose=False)
+    c = local_client(app_url)
     job = c.submit(**start_args(steps=400))
     for update in job:                    # stop as soon as the first steps are shown
         if "Training" in update[0] and "step 0 of" not in update[0]:
@@ -103,14 +104,14 @@ def test_stop_then_continue_finishes_the_same_job(app_url, lab):
 
 
 def test_a_job_beyond_the_servers_limits_is_refused_with_a_message(app_url, lab, monkeypatch):
-    c = Client(app_url, verbose=False)
+    c = local_client(app_url)
     monkeypatch.setattr(lab, "max_param_steps", 1000)
     with pytest.raises(Exception, match="too large for this server"):
         c.predict(**start_args())
     monkeypatch.setattr(lab, "max_param_steps", 1e12)
     first = c.submit(**start_args(steps=400))
     next(iter(first))
-    other = Client(app_url, verbose=False)
+    other = local_client(app_url)
     with pytest.raises(Exception, match="the most it runs at once"):
         other.predict(**start_args())
     c.predict(api_name="/train_stop")
@@ -129,7 +130,7 @@ def test_a_job_beyond_the_servers_limits_is_refused_with_a_message(app_url, lab,
     (dict(context=1), "context_length"),
 ])
 def test_bad_data_and_settings_get_clear_messages(app_url, lab, args, message):
-    c = Client(app_url, verbose=False)
+    c = local_client(app_url)
     with pytest.raises(Exception, match=message):
         c.predict(**start_args(**args))
     assert lab.job(c.session_hash) is None
@@ -138,7 +139,7 @@ def test_bad_data_and_settings_get_clear_messages(app_url, lab, args, message):
 def test_a_binary_upload_is_refused_with_a_message(app_url, lab, tmp_path):
     binary = tmp_path / "notes.txt"
     binary.write_bytes(b"PK\x03\x04\x00\x00binary")
-    c = Client(app_url, verbose=False)
+    c = local_client(app_url)
     with pytest.raises(Exception, match="binary"):
         c.predict(**start_args(data="an uploaded .txt", upload=handle_file(str(binary))))
 
@@ -146,14 +147,14 @@ def test_a_binary_upload_is_refused_with_a_message(app_url, lab, tmp_path):
 def test_an_uploaded_text_is_trained_on_and_named(app_url, lab, tmp_path):
     story = tmp_path / "my_story.txt"
     story.write_text(train_tab.default_corpus().text[:6000], encoding="utf-8")
-    c = Client(app_url, verbose=False)
+    c = local_client(app_url)
     progress = c.predict(**start_args(data="an uploaded .txt", upload=handle_file(str(story)),
                                       steps=2))[0]
     assert "Finished" in progress and "my_story.txt" in progress
 
 
 def test_a_second_session_sees_nothing_of_the_firsts_training(app_url, lab):
-    first, second = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    first, second = local_client(app_url), local_client(app_url)
     first.predict(**start_args(steps=2))
     progress, loss, table, grads, samples, choice = second.predict(api_name="/train_view")
     assert "No training yet" in progress and table["data"] in ([], [[""] * 7]) and not samples
@@ -167,7 +168,7 @@ def test_a_second_session_sees_nothing_of_the_firsts_training(app_url, lab):
 
 
 def test_closing_the_session_cancels_its_job(app_url, lab):
-    c = Client(app_url, verbose=False)
+    c = local_client(app_url)
     job = c.submit(**start_args(steps=1000))
     next(iter(job))
     training = lab.job(c.session_hash)
@@ -182,7 +183,7 @@ def test_closing_the_session_cancels_its_job(app_url, lab):
 
 
 def test_a_trained_model_is_traced_and_generates_and_exports(app_url, lab):
-    c = Client(app_url, verbose=False)
+    c = local_client(app_url)
     c.predict(**start_args(steps=4))
     status = c.predict("no shortcut", api_name="/train_use")[0]
     assert "trained 4 steps on " + DEFAULT_CORPUS_NAME in status

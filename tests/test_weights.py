@@ -538,10 +538,16 @@ def test_offline_the_hub_cache_is_used_and_without_it_the_message_says_what_to_d
         assert needed in text
 
 
-def test_an_unreachable_hub_gets_the_same_advice(tiny_gpt2, tmp_path):
+def test_an_unreachable_hub_gets_the_same_advice(tiny_gpt2, tmp_path, monkeypatch):
+    # huggingface_hub retries a refused connection with back-off (~23 s of waiting): the waits
+    # are recorded, not slept, since what is tested is what the user is told afterwards.
+    from huggingface_hub.utils import _http
+    waits = []
+    monkeypatch.setattr(_http.time, "sleep", waits.append)
     with pytest.raises(ValueError, match="cannot be reached.*hf download"):
         weights.pretrained_source("small", cache_dir=tmp_path / "empty",
                                   endpoint="http://127.0.0.1:9")   # nothing listens there
+    assert waits, "the hub's client was expected to retry before giving up"
 
 
 def test_the_budget_refuses_a_pretrained_size_before_any_download(tmp_path):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
+from local_client import local_client
 
 transformers = pytest.importorskip("transformers")
 
@@ -54,7 +55,7 @@ def app_url():
 
 @pytest.fixture
 def client(app_url):
-    c = Client(app_url, verbose=False)
+    c = local_client(app_url)
     yield c
     c.close()
 
@@ -125,7 +126,7 @@ def test_an_upload_with_its_config_loads_and_a_second_session_shares_the_copy(ap
     _, folder = checkpoint
     files = [handle_file(str(folder / "model.safetensors")),
              handle_file(str(folder / "config.json"))]
-    first, second = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    first, second = local_client(app_url), local_client(app_url)
     try:
         result = first.predict(**load_args(weights_upload=files))
         assert "from file model.safetensors" in result[0]

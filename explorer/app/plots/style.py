@@ -111,56 +111,70 @@ def title_layout(title: str, notes=(), wrap: int = 68) -> tuple[dict, int]:
 AXIS_DEFAULTS = dict(showgrid=True, gridcolor=GRID_COLOR, zeroline=False, showline=True,
                      linecolor=AXIS_COLOR, ticks="outside", tickcolor=AXIS_COLOR,
                      automargin=True)
+_NUMBERED_AXIS = re.compile(r"[xy]axis\d+$")
 
 
-def _axis_defaults(axis) -> None:
+def _merge(into: dict, changes: dict) -> dict:
+    """``changes`` merged into ``into``, dicts key by key (as plotly's ``update`` does)."""
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def _axis_defaults(axis: dict) -> None:
     for key, value in AXIS_DEFAULTS.items():
-        if axis[key] is None:
-            axis[key] = value
-    if axis.tickfont.size is None:
-        axis.tickfont.size = _size(TICK_SIZE)
-    if axis.title.font.size is None:
-        axis.title.font.size = _size(FONT_SIZE)
+        axis.setdefault(key, value)
+    axis.setdefault("tickfont", {}).setdefault("size", _size(TICK_SIZE))
+    axis.setdefault("title", {}).setdefault("font", {}).setdefault("size", _size(FONT_SIZE))
     if current().lecture:
-        axis.update(linecolor=LECTURE_INK, tickcolor=LECTURE_INK, linewidth=2,
-                    gridcolor=LECTURE_GRID, tickfont_color=LECTURE_INK)
-    if axis.title.standoff is None:
-        axis.title.standoff = 12   # with automargin: the title never overlaps tick labels
+        _merge(axis, dict(linecolor=LECTURE_INK, tickcolor=LECTURE_INK, linewidth=2,
+                          gridcolor=LECTURE_GRID, tickfont=dict(color=LECTURE_INK)))
+    axis["title"].setdefault("standoff", 12)   # with automargin: never over the tick labels
 
 
 def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y_title=None,
            legend: bool = False, margin=None, axes=True, wrap: int = 68) -> go.Figure:
     """Apply the shared lean layout: no template, our font, white background, light grid,
     explicit height, title (with notes) that fits, axis titles and readable ticks. ``wrap``:
-    the longest note line; a figure as wide as the page takes longer lines."""
+    the longest note line; a figure as wide as the page takes longer lines.
+
+    The layout is put together as a plain dict and set once: plotly validates each property
+    it is given, and setting them one by one costs tens of milliseconds a figure."""
     title_dict, top = title_layout(title, notes, wrap)
-    m = dict(l=80, r=30, t=top, b=40)
-    m.update(margin or {})
     lecture = current().lecture
     if lecture:
         _lecture_traces(fig)
         height = min(height, max(LECTURE_MAX_HEIGHT, top + 220))
-    fig.update_layout(
-        template="none", height=int(height), title=title_dict, margin=m,
+    layout = fig.layout.to_plotly_json()
+    _merge(layout, dict(
+        height=int(height), title=title_dict, margin={**dict(l=80, r=30, t=top, b=40), **(margin or {})},
         font=dict(family=FONT_FAMILY, size=_size(FONT_SIZE),
                   color=LECTURE_INK if lecture else TEXT_COLOR),
-        paper_bgcolor="#ffffff", plot_bgcolor=fig.layout.plot_bgcolor or "#ffffff",
+        paper_bgcolor="#ffffff", plot_bgcolor=layout.get("plot_bgcolor") or "#ffffff",
         hoverlabel=dict(font=dict(size=_size(FONT_SIZE))),
         # plotly shrinks bar labels that do not fit (to ~9 px): keep them readable instead
         uniformtext=dict(minsize=_size(TICK_SIZE), mode="show"),
-        showlegend=legend)
+        showlegend=legend))
+    layout["template"] = "none"
     if legend:
         # below the x axis title; plotly pushes the bottom margin to fit it
-        fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=0,
-                                      yref="container", yanchor="bottom",
-                                      font=dict(size=_size(FONT_SIZE))))
+        _merge(layout, dict(legend=dict(orientation="h", x=0, xanchor="left", y=0,
+                                        yref="container", yanchor="bottom",
+                                        font=dict(size=_size(FONT_SIZE)))))
     if axes:
-        for axis in (*fig.select_xaxes(), *fig.select_yaxes()):
-            _axis_defaults(axis)
+        names = [name for prefix in "xy" for name in
+                 [f"{prefix}axis"] + [k for k in layout if k[0] == prefix and
+                                      _NUMBERED_AXIS.match(k)]]
+        for name in names:
+            _axis_defaults(layout.setdefault(name, {}))
         if x_title:
-            fig.layout.xaxis.title.text = x_title
+            layout["xaxis"]["title"]["text"] = x_title
         if y_title:
-            fig.layout.yaxis.title.text = y_title
+            layout["yaxis"]["title"]["text"] = y_title
+    fig.layout = layout
     return fig
 
 

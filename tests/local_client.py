@@ -1,0 +1,13 @@
+"""A ``gradio_client.Client`` for the test servers (plain HTTP on the loopback).
+
+gradio_client opens a fresh ``httpx`` client for every call, and each one loads the CA bundle
+into a new TLS context unless verification is off: tens of milliseconds of CPU a call, spent in
+the same process as the server under test. No request here uses TLS, so there is nothing to
+verify."""
+from gradio_client import Client
+
+
+def local_client(url: str, **kwargs) -> Client:
+    if not url.startswith("http://127.0.0.1:"):
+        raise ValueError(f"local_client is for the test servers on the loopback, not {url}")
+    return Client(url, verbose=False, ssl_verify=False, **kwargs)
