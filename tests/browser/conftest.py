@@ -1,6 +1,7 @@
 """Fixtures for the browser tests: the app launched in-process, Debian's Chromium, one page.
 
-The tests share one app, one browser and one page (module scope) and run in file order, like
+All the browser tests share one app and one browser (what a server sees: many tabs, one
+process); each module has its own page (a session of its own), and its tests run in file order, like
 a lecturer clicking through the tabs. Without /usr/bin/chromium they are skipped, except in CI
 (CI=true), where a missing browser is a broken environment and fails loudly."""
 import os
@@ -23,7 +24,7 @@ def _chromium_or_skip():
     pytest.skip(message)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def app_url():
     from explorer.app.server import create_demo, launch_options
 
@@ -48,7 +49,7 @@ def _patient_expectations():
     expect.set_options(timeout=30_000)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
     executable = _chromium_or_skip()
     from playwright.sync_api import sync_playwright  # the test module checked the import
