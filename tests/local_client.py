@@ -4,6 +4,8 @@ gradio_client opens a fresh ``httpx`` client for every call, and each one loads 
 into a new TLS context unless verification is off: tens of milliseconds of CPU a call, spent in
 the same process as the server under test. No request here uses TLS, so there is nothing to
 verify."""
+import threading
+
 from gradio_client import Client
 
 
@@ -11,3 +13,10 @@ def local_client(url: str, **kwargs) -> Client:
     if not url.startswith("http://127.0.0.1:"):
         raise ValueError(f"local_client is for the test servers on the loopback, not {url}")
     return Client(url, verbose=False, ssl_verify=False, **kwargs)
+
+
+def close_soon(client: Client) -> None:
+    """``client.close()`` without waiting for it: it waits up to a second for the client's
+    heartbeat thread, which is blocked reading its stream and leaves at the next heartbeat
+    either way (the server ends the session when that stream closes)."""
+    threading.Thread(target=client.close, daemon=True, name="close-gradio-client").start()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from local_client import local_client
+from local_client import close_soon, local_client
 
 from explorer.runtime.cache import ModelCache
 from explorer.book.config import PRESETS
@@ -331,7 +331,7 @@ def app_outcomes(app_url, env):
     finally:
         logging.getLogger("gpt_explorer").removeHandler(unexpected)
         for client in clients:
-            client.close()
+            close_soon(client)
     outcomes["_unexpected"] = [r.getMessage() for r in unexpected.records]
     return outcomes
 

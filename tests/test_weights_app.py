@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from gradio_client import handle_file
-from local_client import local_client
+from local_client import close_soon, local_client
 
 transformers = pytest.importorskip("transformers")
 
@@ -57,7 +57,7 @@ def app_url():
 def client(app_url):
     c = local_client(app_url)
     yield c
-    c.close()
+    close_soon(c)
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +138,8 @@ def test_an_upload_with_its_config_loads_and_a_second_session_shares_the_copy(ap
         info = second.predict(PROMPT, 0, *VIEW, api_name="/trace")[1]
         assert "from file model.safetensors" in info
     finally:
-        first.close()
-        second.close()
+        close_soon(first)
+        close_soon(second)
 
 
 def test_an_upload_without_its_config_says_what_it_assumed(client, checkpoint):
