@@ -15,19 +15,28 @@ with ``args`` (a tuple, or ``args(env)``). ``raw`` sends the call as plain JSON,
 from __future__ import annotations
 
 import atexit
+import copy
+import json
+import os
+import re
 import shutil
+import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from safetensors.torch import save_file
 
 from explorer.book.config import PRESETS, GPTConfig, get_preset
 from explorer.book.generate import generate_steps, generate_text_simple
 from explorer.runtime.build import build_model
 from explorer.probes import trace
 from explorer.runtime import weights
+from explorer.app.shared import SERVER_PATH_REFUSED as _REFUSED
+
+SERVER_PATH_REFUSED = "^" + re.escape(_REFUSED) + "$"   # the same words for every server path
 
 PROMPT = "Every effort moves you"
 TRACE_VIEW = ("norm1: before vs after LayerNorm", "resid_pre", "std")
@@ -517,7 +526,8 @@ CASES: list[Case] = [
          args=train_args(data="pasted text", text="word " * 500 + "\x00"),
          app_expect=r"NUL characters"),
     Case("train-text-over-a-megabyte", "training", None, api="/train_start",
-         args=train_args(data="pasted text", text=MEGABYTE), app_expect=r"at most 1.0 MB",
+         args=train_args(data="pasted text", text=MEGABYTE),
+         app_expect=r"1,048,576 bytes; the lab trains on at most 1,000,000 bytes",
          max_seconds=10),
     Case("train-text-not-text", "training", None, api="/train_start",
          args=train_args(data="pasted text", text=12345), raw=True,
@@ -574,16 +584,15 @@ CASES: list[Case] = [
     Case("weights-app-path-empty", "weights", None, api="/build", args=weights_args(path=""),
          app_expect=r"give the path of a model.safetensors .*or upload the file"),
     Case("weights-app-path-missing", "weights", None, api="/build",
-         args=weights_args(path="/no/such/model.safetensors"),
-         app_expect=r"There is no file at .*upload it"),
+         args=weights_args(path="/no/such/model.safetensors"), app_expect=SERVER_PATH_REFUSED),
     Case("weights-app-path-a-folder", "weights", None, api="/build",
-         args=weights_args(path=tempfile.gettempdir()), app_expect=r"There is no file at"),
+         args=weights_args(path=tempfile.gettempdir()), app_expect=SERVER_PATH_REFUSED),
     Case("weights-app-path-text-file", "weights", None, api="/build",
          args=lambda env: weights_args(path=str(a_file(b"hello, I am not a model"))),
-         app_expect=r"not a safetensors file"),
+         app_expect=SERVER_PATH_REFUSED),
     Case("weights-app-path-pth-garbage", "weights", None, api="/build",
          args=lambda env: weights_args(path=str(a_file(b"PK\x03\x04 no zip", "model.pth"))),
-         app_expect=r"could not be read as a PyTorch checkpoint"),
+         app_expect=SERVER_PATH_REFUSED),
     Case("weights-app-upload-wrong-type", "weights", None, api="/build",
          args=lambda env: weights_args(upload=upload_of(a_file(b"x", "notes.txt"))),
          app_expect=r"Invalid file type"),
@@ -824,6 +833,7 @@ HEAVY = ("trace", "build", "generate", "next_token", "logit_lens", "attention", 
          "gradients", "export_stats", "export_attention", "export_model", "stage_details")
 EMPTY_SESSION = r"session_hash is empty"
 UPLOAD_BOUNDARY = "gptexplorerboundary"
+NESTED_JSON = "[" * 100_000 + "]" * 100_000
 
 HTTP_CASES: list[HttpCase] = [
     # 6: the REST route skips the queue and its concurrency limits
@@ -904,8 +914,227 @@ HTTP_CASES: list[HttpCase] = [
       for method, path, body in (("GET", "/config", None), ("GET", "/", None),
                                  ("POST", "/gradio_api/call/trace",
                                   {"data": [PROMPT, 0, *TRACE_VIEW]}))],
+    # 12: JSON that Python's own parser cannot take, answered with a message
+    HttpCase("join-nested-100000-arrays", "POST", "/gradio_api/queue/join",
+             ('{"data": ' + NESTED_JSON + ', "fn_index": 0, "session_hash": "hostile1"}'
+              ).encode(), headers=(("Content-Type", "application/json"),),
+             expect=r"nested too deeply"),
+    HttpCase("call-nested-100000-arrays", "POST", "/gradio_api/call/trace",
+             ('{"data": ' + NESTED_JSON + '}').encode(),
+             headers=(("Content-Type", "application/json"),), expect=r"nested too deeply"),
+    HttpCase("cancel-nested-100000-arrays", "POST", "/gradio_api/cancel",
+             ('{"event_id": ' + NESTED_JSON + '}').encode(),
+             headers=(("Content-Type", "application/json"),), expect=r"nested too deeply"),
+    HttpCase("call-5000-digit-seed", "POST", "/gradio_api/call/build",
+             ('{"data": ["teach-tiny", 50257, 64, 64, 4, 2, 0.1, false, "pre", true, "gelu", 4,'
+              ' false, "learned", ' + "7" * 5000 + ', "cpu", "float32"]}').encode(),
+             headers=(("Content-Type", "application/json"),),
+             expect=r"more than 4,300 digits"),
     # 9: monitoring, open to everyone
     HttpCase("monitoring-summary", "GET", "/monitoring/summary", status=(403, 404),
              expect=r"not enabled"),
     HttpCase("monitoring-page", "GET", "/monitoring", status=(403, 404), expect=r"not enabled"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile requests against loading weights, training and links (the issue "Hostile requests
+# against the new surfaces"). Each case failed on the code before it.
+def _header_and_data(path):
+    raw = Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def _write_safetensors(header, data, name="model.safetensors"):
+    head = json.dumps(header).encode()
+    return a_file(struct.pack("<Q", len(head)) + head + data, name)
+
+
+def lying(how):
+    """teach-tiny's export with a safetensors header that lies about its tensors' bytes."""
+    def make(env):
+        header, data = _header_and_data(exported(env))
+        tensors = sorted((k for k in header if k != "__metadata__"),
+                         key=lambda k: header[k]["data_offsets"][0])
+        first, second = header[tensors[0]], header[tensors[1]]
+        if how == "tok_emb-covers-16-bytes":
+            start = header["tok_emb.weight"]["data_offsets"][0]
+            header["tok_emb.weight"]["data_offsets"] = [start, start + 16]
+        elif how == "overlap":
+            second["data_offsets"] = list(first["data_offsets"])
+        elif how == "f16-over-f32":
+            header["tok_emb.weight"]["dtype"] = "F16"
+        elif how == "trailing-4kb":
+            data += b"\0" * 4096
+        return _write_safetensors(header, data)
+    return make
+
+
+def padded(size=2 * 1024 ** 3):
+    """A valid export followed by zeros to ``size`` bytes (a sparse file: cheap to make)."""
+    def make(env):
+        path = a_file(exported(env).read_bytes())
+        os.truncate(path, size)
+        return path
+    return make
+
+
+def hashing_forbidden(fn):
+    """fn(env) with the file hash made to fail: a refusal must come before any hashing."""
+    def run(env):
+        before = weights.sha256_file
+        weights.sha256_file = lambda *a, **k: (_ for _ in ()).throw(
+            AssertionError("the file was hashed before it was checked"))
+        try:
+            return fn(env)
+        finally:
+            weights.sha256_file = before
+    return run
+
+
+def broken_model(value):
+    """A copy of teach-tiny whose weights are all ``value`` (NaN or infinite)."""
+    def make(env):
+        model = copy.deepcopy(env.model)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.fill_(value)
+        return model
+    return make
+
+
+def broken_checkpoint(value):
+    def make(env):
+        folder = Path(tempfile.mkdtemp(dir=_FILES))
+        return weights.export_model(broken_model(value)(env), folder)[0]
+    return make
+
+
+def bare(env, config_text: str, hf_layout=False):
+    """teach-tiny's weights without the explorer's metadata, and ``config_text`` as the
+    config.json beside them (a checkpoint made by another tool)."""
+    folder = Path(tempfile.mkdtemp(dir=_FILES))
+    written = weights.export_model(env.model, folder, hf_layout=hf_layout)[0]
+    header, data = _header_and_data(written)
+    header.pop("__metadata__", None)
+    head = json.dumps(header).encode()
+    written.write_bytes(struct.pack("<Q", len(head)) + head + data)
+    (folder / "config.json").write_text(config_text)
+    return written
+
+
+def with_config(config_text, hf_layout=False):
+    return lambda env: bare(env, config_text, hf_layout)
+
+
+def config_file(config_text):
+    return lambda env: bare(env, config_text).with_name("config.json")
+
+
+def upload_with_config(config_text, hf_layout=False):
+    def args(env):
+        path = bare(env, config_text, hf_layout)
+        return weights_args(upload=upload_of(path, path.with_name("config.json")))
+    return args
+
+
+HF_TINY = json.dumps({"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2,
+                      "n_positions": 64, "vocab_size": 50257})
+
+
+def hf_config(**changes):
+    return json.dumps({**json.loads(HF_TINY), **changes})
+
+
+BIG_CONFIG = json.dumps({"n_heads": 4}) + " " * (2 * 1024 ** 2)   # valid JSON, 2 MB
+LIES = ("tok_emb-covers-16-bytes", "overlap", "f16-over-f32", "trailing-4kb")
+# (20,000 nested lists: within the size limit of a config, beyond Python's recursion limit)
+NOT_A_TABLE = {"list": "[1, 2]", "text": '"x"', "number": "4",
+               "nested": "[" * 20_000 + "]" * 20_000}
+WRONG_HF_TYPES = {"n_embd-object": hf_config(n_embd={}), "n_embd-zero": hf_config(n_embd=0),
+                  "n_inner-text": hf_config(n_inner="x"),
+                  "activation-list": hf_config(activation_function=["gelu"])}
+HOSTILE_PATHS = {"etc-passwd": "/etc/passwd", "proc-environ": "/proc/self/environ",
+                 "proc-mem": "/proc/self/mem", "app-source": str(Path("app.py").resolve()),
+                 "dot-dot": "/proc/self/cwd/../../../../../../etc/passwd",
+                 "cwd-app": "/proc/self/cwd/app.py", "long": "/" + "a" * 10_011,
+                 "folder": "/", "missing": "/no/such/model.safetensors"}
+
+
+def symlink_to(target, name="model.safetensors"):
+    def path(env):
+        folder = Path(tempfile.mkdtemp(dir=_FILES))
+        (folder / name).symlink_to(target)
+        return str(folder / name)
+    return path
+
+
+CASES += [
+    # 1, 2: a path on the server: the same words whatever is there, never the file's bytes
+    *[Case(f"weights-hostile-path-{name}", "weights", None, api="/build", raw=True,
+           args=weights_args(path=path), app_expect=SERVER_PATH_REFUSED)
+      for name, path in HOSTILE_PATHS.items()],
+    *[Case(f"weights-hostile-symlink-to-{name}", "weights", None, api="/build", raw=True,
+           args=lambda env, target=target: weights_args(path=symlink_to(target)(env)),
+           app_expect=SERVER_PATH_REFUSED)
+      for name, target in (("passwd", "/etc/passwd"), ("environ", "/proc/self/environ"))],
+    Case("weights-file-proc-mem", "weights", load(lambda env: "/proc/self/mem"),
+         r"could not be read|not a safetensors file|There is no file"),
+    Case("weights-file-path-too-long", "weights", load(lambda env: "/" + "a" * 10_011),
+         r"There is no file at"),
+    Case("weights-file-no-content-in-messages", "weights",
+         load(symlink_to("/etc/passwd")), r"^(?!.*\d[\d,]{5,}\d).*not a safetensors file"),
+    # 3: safetensors whose offsets lie, refused by the header check, before any hashing
+    *[Case(f"weights-lying-offsets-{how}", "weights",
+           hashing_forbidden(load(lying(how))), r"not a valid safetensors file",
+           api="/build", args=lambda env, how=how: weights_args(
+               upload=upload_of(lying(how)(env))),
+           app_expect=r"not a valid safetensors file")
+      for how in LIES],
+    Case("weights-padded-2gb-refused-before-hashing", "weights",
+         hashing_forbidden(load(padded())), r"not a valid safetensors file.*after its last",
+         max_seconds=5),
+    # 4: weights that are not numbers: refused at load; sampling a broken model: a message
+    *[Case(f"weights-{name}-checkpoint", "weights", load(broken_checkpoint(value)),
+           r"not numbers \(NaN or infinite\)", api="/build",
+           args=lambda env, value=value: weights_args(
+               upload=upload_of(broken_checkpoint(value)(env))),
+           app_expect=r"not numbers \(NaN or infinite\)")
+      for name, value in (("nan", float("nan")), ("inf", float("inf")))],
+    *[Case(f"gen-{name}-model-{mode}", "generation",
+           lambda env, value=value, mode=mode: list(generate_steps(
+               broken_model(value)(env), env.tok.encode(PROMPT), 3, seed=1,
+               temperature=1.0 if mode == "sample" else 0.0)),
+           r"logits\) are not numbers")
+      for name, value in (("nan", float("nan")), ("inf", float("inf")))
+      for mode in ("sample", "greedy")],
+    # 5: a config.json that is not a table
+    *[Case(f"weights-config-{name}", "weights", load(with_config(text)),
+           r"not a table of settings|not valid JSON", api="/build",
+           args=upload_with_config(text), app_expect=r"not a table of settings|not valid JSON")
+      for name, text in NOT_A_TABLE.items()],
+    *[Case(f"weights-config-given-{name}", "weights",
+           lambda env, text=text: weights.load_file(exported(env), config_file(text)(env),
+                                                    cache=env.cache),
+           r"not a table of settings|not valid JSON")
+      for name, text in NOT_A_TABLE.items()],
+    # 6: Hugging Face's config keys with values of the wrong kind
+    *[Case(f"weights-hf-config-{name}", "weights", load(with_config(text, hf_layout=True)),
+           r"config.json's \w+ must be", api="/build",
+           args=upload_with_config(text, hf_layout=True), app_expect=r"config.json's \w+ must be")
+      for name, text in WRONG_HF_TYPES.items()],
+    # 7: every config is small, uploaded or not
+    Case("weights-config-upload-2mb", "weights", None, api="/build",
+         args=upload_with_config(BIG_CONFIG), app_expect=r"over 64 KB: not a model config"),
+    Case("weights-config-given-2mb", "weights",
+         lambda env: weights.load_file(exported(env), config_file(BIG_CONFIG)(env),
+                                       cache=env.cache), r"over 64 KB: not a model config"),
+    # smaller things
+    Case("train-text-just-over-the-limit", "training", None, api="/train_start",
+         args=train_args(data="pasted text", text="a" * 1_000_001),
+         app_expect=r"1,000,001 bytes; the lab trains on at most 1,000,000 bytes"),
+    Case("train-variant-twice", "training", None, api="/train_start",
+         args=train_args(variants=["post-LN", "post-LN"]),
+         app_expect=r"'post-LN' is chosen 2 times"),
 ]

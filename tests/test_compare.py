@@ -308,3 +308,11 @@ def test_the_same_endpoints_serve_a_comparison_through_the_api():
         assert "A and B" not in json.loads(stats["plot"])["layout"]["title"]["text"]
     finally:
         demo.close()
+
+
+def test_a_prompt_beyond_bs_vocabulary_names_model_b():
+    state = built("teach-tiny", state=pinned(built("teach-tiny", vocab_size=1000)))
+    for call in (lambda: traced(state), lambda: generated(state, 2),
+                 lambda: generate.logit_lens(PROMPT, state)):
+        with pytest.raises(Exception, match=r"model B's vocab_size is 1,000"):
+            call()

@@ -359,3 +359,60 @@ def test_monitoring_is_off_unless_the_operator_asks(monkeypatch, value, enabled)
     assert demo.options["enable_monitoring"] is enabled
     names = [m.cls.__name__ for m in demo.options["app_kwargs"]["middleware"]]
     assert names == ["HostCheck", "RequestCheck"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A path on the server ("from a file"): only where the server listens on the loopback alone,
+# unless the operator turns it on
+@pytest.mark.parametrize("options, env, allowed", [
+    ({"server_name": "127.0.0.1"}, {}, True),
+    ({"server_name": "localhost"}, {}, True),
+    ({"server_name": "0.0.0.0"}, {}, False),                       # --host 0.0.0.0
+    ({}, {"GRADIO_SERVER_NAME": "0.0.0.0"}, False),                # the Docker image
+    ({"server_name": "10.1.2.3"}, {}, False),
+    ({"server_name": "127.0.0.1", "share": True}, {}, False),      # --share
+    ({"server_name": "127.0.0.1"}, {"GRADIO_SHARE": "True"}, False),
+    ({"server_name": "0.0.0.0"}, {"GPT_EXPLORER_SERVER_PATHS": "1"}, True),   # the operator's
+    ({"server_name": "127.0.0.1"}, {"GPT_EXPLORER_SERVER_PATHS": "0"}, False),
+    ({"server_name": "127.0.0.1"}, {"SPACE_ID": "someone/gpt-explorer"}, False),
+])
+def test_server_paths_only_on_the_loopback_unless_the_operator_says(monkeypatch, options, env,
+                                                                    allowed):
+    from explorer.app import guard, shared
+
+    for name in ("GRADIO_SERVER_NAME", "GRADIO_SHARE", "GPT_EXPLORER_SERVER_PATHS", "SPACE_ID",
+                 "SYSTEM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(guard, "_reach", {"beyond_this_machine": False})
+    fake = _FakeDemo()
+    guard.protect_launch(fake)
+    fake.launch(**options)
+    assert shared.server_paths_allowed() is allowed
+
+
+def test_the_docker_image_listens_beyond_the_loopback_so_server_paths_are_off():
+    """The Dockerfile binds 0.0.0.0 and does not turn server paths on."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "GRADIO_SERVER_NAME=0.0.0.0" in dockerfile
+    assert "GPT_EXPLORER_SERVER_PATHS" not in dockerfile
+
+
+def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeypatch):
+    """Missing, a folder, unreadable, another kind of file, a lying header: one message."""
+    from explorer.app.shared import SERVER_PATH_REFUSED
+    from explorer.app.tabs import build
+
+    (tmp_path / "text.safetensors").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (tmp_path / "folder.safetensors").mkdir()
+    (tmp_path / "empty.pth").write_bytes(b"")
+    paths = [tmp_path / "missing.safetensors", tmp_path / "text.safetensors",
+             tmp_path / "folder.safetensors", tmp_path / "empty.pth", "/etc/passwd",
+             "/proc/self/mem", "/" + "a" * 5000 + ".safetensors"]
+    messages = set()
+    for path in paths:
+        with pytest.raises(gr.Error) as refused:
+            build._server_checkpoint(str(path), "float32")
+        messages.add(refused.value.message)
+    assert messages == {SERVER_PATH_REFUSED}

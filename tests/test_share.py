@@ -234,3 +234,32 @@ def test_the_walks_refusals_and_card_in_chinese():
             "块 7 不存在：此模型的块编号为 0 到 1。"
         assert t("block {block} of {n} (trf_blocks[{block}])", block=1, n=4) == \
             "第 1 块，共 4 块（trf_blocks[1]）"
+
+
+# ---------------------------------------------------------------------------------------------
+# A link whose model the server cannot hold: the default, and a warning
+def test_a_link_to_a_preset_over_the_budget_opens_the_default_with_a_warning():
+    def no_xl(cfg):
+        if cfg == PRESETS["gpt2-xl"]:
+            over_budget(cfg.replace(n_layers=49))
+    rules = Rules(default=DEFAULT, tabs=TABS, sizes=SIZES, check_config=no_xl)
+    reading = read_query("?preset=gpt2-xl&tab=inside", rules)
+    assert reading.page.preset == DEFAULT.preset and reading.page.config == DEFAULT.config
+    assert reading.page.tab == "inside"
+    [problem] = reading.problems
+    assert "gpt2-xl" in t(problem.text, **problem.values)
+    assert "memory budget is 100 MB" in t(problem.text, **problem.values)
+
+
+def test_a_link_to_a_pretrained_size_over_the_budget_opens_random_weights_with_a_warning():
+    def no_xl(size):
+        if size == "xl":
+            raise ValueError("This pretrained GPT-2 xl needs 6,248 MB for its weights "
+                             "(float32), but the memory budget is 1,500 MB.")
+    rules = Rules(default=DEFAULT, tabs=TABS, sizes=SIZES, check_config=over_budget,
+                  check_size=no_xl)
+    reading = read_query("?weights=pretrained&size=xl", rules)
+    assert reading.page.weights == "random"
+    [problem] = reading.problems
+    assert "6,248 MB" in t(problem.text, **problem.values)
+    assert read_query("?weights=pretrained&size=medium", rules).problems == ()

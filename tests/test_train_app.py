@@ -227,3 +227,19 @@ def test_a_held_model_counts_in_the_budget_is_never_evicted_and_goes_with_its_se
     with pytest.raises(ValueError, match="no longer held"):
         cache.get(trained)
     assert trained.source.caption == "trained 4 steps on x"
+
+
+def test_a_diverged_variant_is_refused_by_use_and_export(app_url, lab):
+    """A student trains with lr 1e3 ("Diverged" is shown) and presses Use this model: a
+    message, not a model whose sampling then fails."""
+    client = local_client(app_url)
+    try:
+        view = client.predict(**start_args(steps=3, lr=1e3))
+        assert "Diverged" in view[0], view[0]
+        diverged = [row[0] for row in view[2]["data"] if row[-1].startswith("yes")]
+        assert diverged, view[2]
+        for api in ("/train_use", "/train_export"):
+            with pytest.raises(Exception, match=r"diverged at step \d+"):
+                client.predict(diverged[0], api_name=api)
+    finally:
+        client.close()

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from explorer.book.config import GPTConfig
+from explorer.book.config import GPTConfig, count_parameters
 from explorer.book.fast import fuse
 from explorer.book.model import GPTModel
 from explorer.book.tokenizer import get_tokenizer
@@ -16,7 +16,7 @@ from explorer.book.training import (calc_loss_loader, check_training_text, gener
                                     split_text)
 from explorer.runtime.training import (
     Corpus, TrainingJob, TrainingLab, TrainingSettings, Variant, _first_batches, _mean_loss,
-    corpus_from_file, corpus_from_text, default_corpus, make_variants, param_steps)
+    corpus_from_file, corpus_from_text, default_corpus, job_bytes, make_variants, param_steps)
 
 # Small enough that a step takes milliseconds; the book's dropout (0.1) and no qkv bias.
 TINY = GPTConfig(context_length=32, emb_dim=16, n_heads=2, n_layers=2, drop_rate=0.1)
@@ -365,3 +365,88 @@ def test_the_job_limits_refuse_with_messages():
     assert lab.job("a") is None and len(lab) == 0 and not lab.cancel("a")
     with pytest.raises(ValueError, match="no training job"):
         lab.stop("a")
+
+
+def test_a_variant_named_twice_is_refused():
+    with pytest.raises(ValueError, match="'post-LN' is chosen 2 times"):
+        make_variants(["post-LN", "post-LN"])
+
+
+# ---------------------------------------------------------------------------------------------
+# What a job holds once it has ended, and a diverged variant
+def test_an_ended_job_frees_its_optimizer_and_gradients():
+    settings = TrainingSettings(steps=2, eval_freq=1, eval_iter=1, sample_tokens=2)
+    job = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).start()
+    while job.view().step < 1 and job.running:
+        threading.Event().wait(0.005)
+    job.stop()
+    assert job.view().status == "stopped" and job.view().step == 1
+    assert all(r.optimizer is not None for r in job.runs)          # stopped: Continue works
+    assert all(p.grad is None for r in job.runs for p in r.model.parameters())
+    stopped = job.held_bytes()
+    job.advance(1)
+    assert job.view().status == "finished"
+    assert all(r.optimizer is None for r in job.runs)
+    weights = sum(4 * p.numel() for r in job.runs for p in r.model.parameters())
+    assert job.held_bytes() == weights < stopped < job_bytes(SIDE_BY_SIDE, settings)
+
+
+@pytest.mark.parametrize("room", ["for both", "for the new job only"])
+def test_finished_jobs_never_block_another_sessions_job(room):
+    """One session finished its job; another's identical job must start although the two would
+    not both fit while training. A finished job holds its models' weights only; where even
+    those leave too little room, it gives them up (its curves stay, Use says to train
+    again)."""
+    settings = TrainingSettings(steps=1, batch_size=8, context_length=64, eval_freq=1,
+                                eval_iter=1, sample_tokens=2)
+    need = job_bytes(SIDE_BY_SIDE, settings)
+    weights = 4 * sum(count_parameters(v.config.replace(context_length=64)).total
+                      for v in SIDE_BY_SIDE)
+    lab = TrainingLab(budget_bytes=need + (2 * weights if room == "for both" else weights // 2))
+    first = lab.start("a", SIDE_BY_SIDE, short_corpus(8000), settings)
+    assert first.wait(120) and first.view().status == "finished"
+    kept = first.view()
+    second = lab.start("b", SIDE_BY_SIDE, short_corpus(8000), settings)   # no refusal
+    try:
+        assert second.wait(120) and second.view().status == "finished"
+        assert first.view().runs[0].train_losses == kept.runs[0].train_losses   # curves stay
+        if room == "for both":
+            assert first.trained_model(0).steps == 1
+        else:
+            with pytest.raises(ValueError, match="let go to make room"):
+                first.trained_model(0)
+        assert second.trained_model(0).steps == 1
+    finally:
+        lab.cancel("a")
+        lab.cancel("b")
+
+
+def test_a_stopped_job_keeps_what_continue_needs_and_counts_it():
+    settings = TrainingSettings(steps=3, batch_size=8, context_length=64, eval_freq=1,
+                                eval_iter=1, sample_tokens=2)
+    need = job_bytes(SIDE_BY_SIDE, settings)
+    weights = 4 * sum(count_parameters(v.config.replace(context_length=64)).total
+                      for v in SIDE_BY_SIDE)
+    lab = TrainingLab(budget_bytes=need + weights)
+    first = lab.start("a", SIDE_BY_SIDE, short_corpus(8000), settings, run=False)
+    first.advance(1)
+    assert first.view().status == "stopped"
+    try:
+        assert first.held_bytes() > weights            # AdamW's moments, for Continue
+        with pytest.raises(ValueError, match="training memory free"):
+            lab.start("b", SIDE_BY_SIDE, short_corpus(8000), settings)
+        first.advance(2)
+        assert first.view().status == "finished" and first.held_bytes() == weights
+        lab.start("b", SIDE_BY_SIDE, short_corpus(8000), settings, run=False)
+    finally:
+        lab.cancel("a")
+        lab.cancel("b")
+
+
+def test_a_diverged_variant_cannot_be_used():
+    settings = TrainingSettings(steps=3, lr=1e3, eval_freq=1, eval_iter=1, sample_tokens=2)
+    job = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).advance(3)
+    diverged = [i for i, r in enumerate(job.view().runs) if r.diverged]
+    assert diverged, "lr 1e3 should make a variant diverge"
+    with pytest.raises(ValueError, match="diverged at step"):
+        job.trained_model(diverged[0])

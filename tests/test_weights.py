@@ -571,3 +571,60 @@ def test_book_shapes_list_every_weight_once():
     shapes = book_shapes(cfg)
     assert "out_head.weight" not in shapes
     assert sum(torch.Size(s).numel() for s in shapes.values()) == count_parameters(cfg).total
+
+
+# ---------------------------------------------------------------------------------------------
+# The store is bounded: least recently used checkpoints out
+def _distinct_checkpoints(folder, n):
+    """``n`` checkpoints of one small GPT-2 shape, each with other weights (another sha256)."""
+    paths = []
+    for i in range(n):
+        make_hf_checkpoint(folder / str(i), seed=i, **HF_SHAPES["tied, 4 heads"])
+        paths.append(folder / str(i) / "model.safetensors")
+    return paths
+
+
+def test_the_store_stays_within_its_limit_least_recently_used_out(tmp_path, monkeypatch,
+                                                                   weights_store):
+    paths = _distinct_checkpoints(tmp_path / "uploads", 10)
+    one = weights.file_source(paths[0])[1]
+    cfg = weights.inspect_file(paths[0]).config
+    weights.load_file(paths[0], cache=ModelCache(budget_bytes=512 * MB))
+    each = weights.store_bytes()
+    assert each > 0
+    monkeypatch.setenv(weights.STORE_LIMIT_ENV, str(3.5 * each / MB))   # room for three
+    kept_in_use = None
+    for i, path in enumerate(paths[1:], start=1):
+        cache = ModelCache(budget_bytes=512 * MB)
+        weights.load_file(path, cache=cache)
+        if i == 5:   # used again: the most recently used stays
+            kept_in_use = weights.stored_path(one, cfg)
+            weights.load_file(paths[0], cache=cache)
+        assert weights.store_bytes() <= 3.5 * each
+    stored = sorted(p.name for p in weights_store.glob(weights.STORED))
+    assert len(stored) == 3
+    assert kept_in_use.name not in stored          # five loads ago: out
+    newest = weights.stored_path(weights.file_source(paths[-1])[1], cfg)
+    assert newest.name in stored
+
+
+def test_a_checkpoint_removed_from_the_store_is_converted_again_identically(tmp_path,
+                                                                            monkeypatch):
+    paths = _distinct_checkpoints(tmp_path / "uploads", 2)
+    cache = ModelCache(budget_bytes=512 * MB)
+    first, key = weights.load_file(paths[0], cache=cache)
+    ids = prompt(key.config.vocab_size)
+    expected = first(ids)
+    monkeypatch.setenv(weights.STORE_LIMIT_ENV, "0.001")          # room for the newest only
+    weights.load_file(paths[1], cache=cache)
+    assert not weights.stored_path(key.source, key.config).exists()
+    cache.clear()
+    again, cached = cache.get(key)
+    assert not cached and torch.equal(again(ids), expected)
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "nan"])
+def test_a_bad_store_limit_is_refused_clearly(monkeypatch, value):
+    monkeypatch.setenv(weights.STORE_LIMIT_ENV, value)
+    with pytest.raises(ValueError, match=weights.STORE_LIMIT_ENV):
+        weights.store_limit_bytes()

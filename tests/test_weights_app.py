@@ -152,7 +152,8 @@ def test_an_upload_without_its_config_says_what_it_assumed(client, checkpoint):
 
 @pytest.mark.parametrize("given, message", [
     (dict(weights_path=""), r"give the path of a model.safetensors .* or upload"),
-    (dict(weights_path="/no/such/model.safetensors"), r"There is no file at"),
+    (dict(weights_path="/no/such/model.safetensors"), r"No checkpoint could be loaded from "
+                                                      r"that path on the server"),
     (dict(weights="trained"), r"'trained' .* not in the list of choices: \['random', "
                               r"'pretrained', 'file'\]"),
     (dict(weights="pretrained", size="huge"), r"huge is not in the list of choices: \[.small."),

@@ -129,7 +129,9 @@ class RequestCheck:
             return
         named = _NAMED_ROUTE.match(path)
         route = named.group(1) if named else path.rstrip("/")[len(API) + 1:]
-        if not named and route not in ("queue/join", "component_server"):
+        headers = dict(scope.get("headers") or [])
+        is_json = b"json" in headers.get(b"content-type", b"")
+        if not named and route not in ("queue/join", "component_server") and not is_json:
             await self.app(scope, receive, send)
             return
         body, more = b"", True
@@ -142,7 +144,8 @@ class RequestCheck:
             if len(body) > MAX_JSON_BODY:
                 await self._refuse(scope, receive, send, 413, "The request is too large.")
                 return
-        problem = self._problem(route, named.group(2) if named else None, body)
+        problem = (self._problem(route, named.group(2) if named else None, body)
+                   if named or route in ("queue/join", "component_server") else _parse(body)[1])
         if problem is not None:
             await self._refuse(scope, receive, send, *problem)
             return
@@ -166,12 +169,9 @@ class RequestCheck:
             if fn is None:
                 return 404, (f"There is no endpoint /{api_name}. The endpoints are listed at "
                              f"{API}/info.")
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            return None                                # Gradio answers 422 itself
-        if not isinstance(payload, dict):
-            return None
+        payload, problem = _parse(body)
+        if problem is not None or not isinstance(payload, dict):
+            return problem
         session = payload.get("session_hash")
         if isinstance(session, str) and not session.strip():
             return 422, "session_hash is empty: leave it out, or send a non-empty string."
@@ -223,10 +223,7 @@ class RequestCheck:
         English and no lecture mode."""
         if route not in ("call", "queue/join"):
             return body
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            return body
+        payload, _ = _parse(body)
         data = payload.get("data") if isinstance(payload, dict) else None
         fn = self._fn(route, api_name, payload) if isinstance(data, list) else None
         if fn is None or len(data) + 2 not in _input_counts(fn, route) \
@@ -315,6 +312,22 @@ class RequestCheck:
         await _json_answer(status, message)(scope, receive, send)
 
 
+def _parse(body: bytes):
+    """(the JSON of a request, None), or (None, (status, message)) for JSON that Gradio's own
+    parser would fail on with a bare 500: nested too deeply for Python's recursion, or holding
+    an integer too long for Python to convert. Other malformed JSON: (None, None), and Gradio
+    answers it with a 422 itself."""
+    try:
+        return json.loads(body), None
+    except RecursionError:
+        return None, (422, "The request's JSON is nested too deeply to be a call of this app.")
+    except ValueError as exc:      # JSONDecodeError, UnicodeDecodeError, the digit limit
+        if "digits" in str(exc) and "integer" in str(exc):
+            return None, (422, "A number in the request has more than 4,300 digits: no input "
+                               "of this app takes one that long.")
+        return None, None
+
+
 VIEW_ELEM_IDS = ("lang", "lecture")   # the page's view settings (layout.header)
 
 
@@ -351,6 +364,27 @@ def _ends_with_view(fn) -> bool:
     return tuple(getattr(b, "elem_id", None) for b in list(fn.inputs)[-2:]) == VIEW_ELEM_IDS
 
 
+# Whether the running server can be reached from beyond this machine: it listens on more than
+# the loopback, or through a share link. Set by every launch (``protect_launch``).
+_reach = {"beyond_this_machine": False}
+
+
+def is_loopback(host: str | None) -> bool:
+    host = _host_name(host or "")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def reachable_from_outside() -> bool:
+    """Whether the server was launched on more than the loopback (``--host 0.0.0.0``, the
+    Docker image, a Space) or with a share link (``--share``)."""
+    return _reach["beyond_this_machine"]
+
+
 def protect_launch(demo) -> None:
     """Make every ``demo.launch(...)`` (``python app.py``, the tests, a Space) carry the
     middlewares above and keep monitoring off unless ``GPT_EXPLORER_MONITORING=1``."""
@@ -360,10 +394,14 @@ def protect_launch(demo) -> None:
     def protected_launch(*args, **options):
         server_name = (options.get("server_name") or os.environ.get("GRADIO_SERVER_NAME")
                        or "127.0.0.1")
+        share = options.get("share")
+        if share is None:       # Gradio's own default: GRADIO_SHARE
+            share = os.environ.get("GRADIO_SHARE", "").strip().lower() in ("1", "true")
+        _reach["beyond_this_machine"] = bool(share) or not is_loopback(server_name)
         app_kwargs = dict(options.get("app_kwargs") or {})
         app_kwargs["middleware"] = [
             *app_kwargs.get("middleware", []),
-            Middleware(HostCheck, hosts=allowed_hosts(server_name, bool(options.get("share")))),
+            Middleware(HostCheck, hosts=allowed_hosts(server_name, bool(share))),
             Middleware(RequestCheck, blocks=demo),
         ]
         options["app_kwargs"] = app_kwargs

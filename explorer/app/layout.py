@@ -174,6 +174,8 @@ def build_app() -> gr.Blocks:
         activations.create_event_handlers(activations_tab, state, view, redrawn, demo,
                                           [*traced, built])
         generate.create_event_handlers(generate_tab, state, view, redrawn)
+        demo.load(build.path_box, None, build_tab.weights_path, api_visibility="private",
+                  show_progress="hidden")
         # The page's first language: the link's ?lang=, else the browser's.
         demo.load(None, None, view[0], js="() => gptExplorer.initialLang()")
         # A shared link (?preset=...&tab=...): its widgets, tab and model; the copy button.

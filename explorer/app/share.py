@@ -80,6 +80,8 @@ class Rules:
     # Refuses (ValueError) a config the server cannot build, such as one over the memory
     # budget; None: GPTConfig's own checks only.
     check_config: Callable[[GPTConfig], None] | None = None
+    # Refuses (ValueError) a pretrained GPT-2 size the server cannot hold; None: any size.
+    check_size: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -231,15 +233,24 @@ def read_query(query, rules: Rules) -> Reading:
         else:
             prompt = text
 
-    config = _config(preset, value, rules, problems)
+    if weights == "pretrained" and rules.check_size is not None:
+        try:
+            rules.check_size(size)
+        except ValueError as refused:
+            problems.append(Problem("The link's pretrained GPT-2 {size} is refused: {message} "
+                                    "The page uses random weights.",
+                                    {"size": size, "message": str(refused)}))
+            weights = d.weights
+    preset, config = _config(preset, value, rules, problems)
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
                 prompt=prompt, tab=tab, lang=lang)
     return Reading(page, tuple(problems), any(name != "lang" for name in given))
 
 
-def _config(preset, value, rules, problems) -> GPTConfig:
-    """The preset's config with the link's knobs; the preset alone if the model or the server
-    refuses that."""
+def _config(preset, value, rules, problems) -> tuple[str, GPTConfig]:
+    """The preset and its config with the link's knobs; the preset alone if the model or the
+    server refuses that; the page's default if the preset alone is refused too (a preset over
+    the memory budget)."""
     base = PRESETS[preset]
     changes = {}
     for name in KNOBS:
@@ -255,15 +266,23 @@ def _config(preset, value, rules, problems) -> GPTConfig:
                                      "default": _text(getattr(base, name))}))
             continue
         changes[name] = (text in ("true", "1") if kind is bool else kind(text))
-    if not changes:
-        return base
+    if changes:
+        try:
+            config = base.replace(**changes)
+            if rules.check_config is not None:
+                rules.check_config(config)
+            return preset, config
+        except ValueError as refused:
+            problems.append(Problem("The link's config is refused: {message} The page uses "
+                                    "the preset {preset} as it is.",
+                                    {"message": str(refused), "preset": preset}))
     try:
-        config = base.replace(**changes)
         if rules.check_config is not None:
-            rules.check_config(config)
+            rules.check_config(base)
+        return preset, base
     except ValueError as refused:
-        problems.append(Problem("The link's config is refused: {message} The page uses the "
-                                "preset {preset} as it is.",
-                                {"message": str(refused), "preset": preset}))
-        return base
-    return config
+        d = rules.default
+        problems.append(Problem("The link's preset {preset} is refused: {message} The page "
+                                "uses {default}.", {"message": str(refused), "preset": preset,
+                                                    "default": d.preset}))
+        return d.preset, d.config

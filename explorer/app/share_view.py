@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..book.config import PRESETS, GPTConfig
+from ..book.load_weights import gpt2_config
 from ..runtime.build import check_seed
 from . import i18n, prefs
 from .i18n import label, t
@@ -105,7 +106,9 @@ def create_event_handlers(ui, demo, tabs, build_tab, prompts, state, view):
                    seed=int(build_tab.seed.value), prompt=prompts[0].value, tab=ids[0],
                    lang=view[0].value)
     rules = Rules(default=default, tabs=ids, sizes=GPT2_SIZES,
-                  check_config=lambda cfg: CACHE.check_budget(cfg))
+                  check_config=lambda cfg: CACHE.check_budget(cfg),
+                  check_size=lambda size: CACHE.check_budget(
+                      gpt2_config(f"gpt2-{size}"), what=f"pretrained GPT-2 {size}"))
 
     # The tab in view, for the link: each tab says so when it is chosen (no server call).
     for tab in pages:

@@ -15,7 +15,7 @@ from ..book.tokenizer import get_tokenizer
 from ..probes import longest_trace, trace_peak_bytes
 from ..runtime import heap
 from ..runtime.cache import ModelCache
-from . import i18n, prefs
+from . import guard, i18n, prefs
 from .i18n import label, t
 
 log = logging.getLogger("gpt_explorer")
@@ -79,7 +79,10 @@ def friendly(fn):
         if isinstance(exc, gr.Error):
             exc.print_exception = False
             exc.message = i18n.translate(exc.message)
-            log.info("%s refused: %s", fn.__name__, exc.message)
+            # (a reason kept from the page, such as why a server path was refused, is logged)
+            detail = getattr(exc, "log_detail", None)
+            log.info("%s refused: %s%s", fn.__name__, exc.message,
+                     f" ({detail})" if detail else "")
             return exc
         if isinstance(exc, ValueError):
             log.info("%s refused: %s", fn.__name__, exc)
@@ -212,16 +215,24 @@ def _model_status(state) -> str:
               dtype=key.dtype, weights=caption(key.source), how=how)
             + "".join(t(" Note: assumed {what}.", what=i18n.translate(a)) for a in info["notes"]))
 
-# Loading a checkpoint by its path on the server: on by default, except on a Hugging Face
-# Space, where visitors upload instead (a path would let them probe the server's files).
+# Loading a checkpoint by its path on the server: only where the server listens on the loopback
+# alone (its visitors are on this machine), unless the operator says otherwise. Reachable from
+# outside (--host 0.0.0.0, the Docker image, --share, a Space), a path would let any visitor
+# probe the server's files.
 SERVER_PATHS_ENV = "GPT_EXPLORER_SERVER_PATHS"
+MAX_PATH_CHARS = 1024
+SERVER_PATH_REFUSED = ("No checkpoint could be loaded from that path on the server: there is "
+                       "no file there that the explorer can read as a model.safetensors or "
+                       "the book's model.pth. Check the path, or upload the file (an upload "
+                       "says what is wrong with it).")
 
 
 def server_paths_allowed(environ=os.environ) -> bool:
     value = environ.get(SERVER_PATHS_ENV, "").strip().lower()
     if value:
         return value in ("1", "true", "yes", "on")
-    return not (environ.get("SYSTEM") == "spaces" or environ.get("SPACE_ID"))
+    on_a_space = environ.get("SYSTEM") == "spaces" or bool(environ.get("SPACE_ID"))
+    return not on_a_space and not guard.reachable_from_outside()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,7 +300,9 @@ def as_flag(value, name):
     return value
 
 
-def prompt_ids(prompt, model=None):
+def prompt_ids(prompt, model=None, name=None):
+    """The prompt's token ids, within ``model``'s vocabulary (``name``: which model of a
+    comparison, "A" or "B", for the message)."""
     if not isinstance(prompt, str):
         raise gr.Error(t("The prompt must be text."))
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -300,6 +313,12 @@ def prompt_ids(prompt, model=None):
     ids = get_tokenizer().encode(prompt)
     if model is not None and max(ids) >= model.cfg.vocab_size:
         vocab = model.cfg.vocab_size
+        if name is not None:
+            raise gr.Error(t("The GPT-2 tokenizer gives this prompt token ids up to {top:,}, "
+                             "but model {name}'s vocab_size is {vocab:,} (ids 0 to {last:,}). "
+                             "Rebuild it with vocab_size {n_vocab:,}, the tokenizer's.",
+                             top=max(ids), name=name, vocab=vocab, last=vocab - 1,
+                             n_vocab=get_tokenizer().n_vocab))
         raise gr.Error(t("The GPT-2 tokenizer gives this prompt token ids up to {top:,}, but "
                          "this model's vocab_size is {vocab:,} (ids 0 to {last:,}). Rebuild "
                          "with vocab_size {n_vocab:,}, the tokenizer's.", top=max(ids),

@@ -148,6 +148,11 @@ def _generate(model, token_ids, max_new_tokens, temperature, top_k, seed, stop_a
 
 def _choose(logits, temperature, top_k, generator, show_top, summarize=None):
     """Pick the next token; return it with what the views show, in one device->host copy."""
+    if not torch.isfinite(logits).all():
+        # (sampling would fail inside torch.multinomial, greedy decoding draw "nan %" bars)
+        raise ValueError("The model's scores for the next token (its logits) are not numbers "
+                         "(NaN or infinite): its weights are broken, as after a training run "
+                         "that diverged. Build, load or train another model.")
     if temperature > 0:
         # Shifted so the largest logit is 0 first: a tiny temperature then sends the others to
         # -inf (a greedy choice) instead of overflowing every logit to inf (NaN probabilities).

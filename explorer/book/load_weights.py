@@ -18,6 +18,8 @@ Pure torch: files, the hub and budgets live in ``explorer.runtime.weights``.
 from __future__ import annotations
 
 import functools
+import json
+import math
 
 import torch
 import torch.nn as nn
@@ -175,8 +177,41 @@ def gpt2_hf_config(cfg) -> dict:
             "tie_word_embeddings": cfg.tie_weights, "bos_token_id": None, "eos_token_id": None}
 
 
+# The kind of value each GPT2Config key the explorer reads must hold.
+HF_KEY_KINDS = {"vocab_size": "count", "n_positions": "count", "n_embd": "count",
+                "n_layer": "count", "n_head": "count", "n_inner": "count",
+                "activation_function": "name", "resid_pdrop": "number", "embd_pdrop": "number",
+                "attn_pdrop": "number", "layer_norm_epsilon": "number",
+                "tie_word_embeddings": "flag", "model_type": "name"}
+_KIND_WORDS = {"count": "a whole number ≥ 1", "name": "a name (text)", "number": "a number",
+               "flag": "true or false"}
+
+
+def _is_kind(value, kind) -> bool:
+    if kind == "flag":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == "count":
+        return isinstance(value, int) and value >= 1
+    if kind == "number":
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, str)
+
+
+def check_hf_config(hf: dict) -> None:
+    """Refuse a config.json whose GPT-2 keys hold the wrong kind of value (``n_embd: {}``,
+    ``n_inner: "x"``) before any of them is computed with. ``None`` means "the default"."""
+    for key, kind in HF_KEY_KINDS.items():
+        value = hf.get(key)
+        if value is not None and not _is_kind(value, kind):
+            raise ValueError(f"config.json's {key} must be {_KIND_WORDS[kind]} "
+                             f"(got {json.dumps(value)[:40]}).")
+
+
 def config_from_hf(hf: dict, **book_keys) -> GPTConfig:
     """A ``GPT2Config``'s keys (``config.json`` of a Hugging Face GPT-2) -> ``GPTConfig``."""
+    check_hf_config(hf)
     if hf.get("model_type", "gpt2") != "gpt2":
         raise ValueError(f"config.json describes a {hf.get('model_type')!r} model; the explorer "
                          f"loads GPT-2 models only (model_type 'gpt2').")

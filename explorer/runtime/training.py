@@ -113,8 +113,8 @@ def corpus_from_text(text, name: str = "pasted text",
         raise ValueError(f"The training text must be a string, got {type(text).__name__}.")
     size = len(text.encode("utf-8", errors="surrogatepass"))
     if size > max_bytes:
-        raise ValueError(f"The text is {size / 1e6:.1f} MB; the lab trains on at most "
-                         f"{max_bytes / 1e6:.1f} MB. Paste a shorter part of it.")
+        raise ValueError(f"The text is {size:,} bytes; the lab trains on at most "
+                         f"{max_bytes:,} bytes. Paste a shorter part of it.")
     if not text.strip():
         raise ValueError("The training text is empty: paste some text, upload a .txt file, or "
                          "use the default story.")
@@ -135,8 +135,8 @@ def corpus_from_file(path, max_bytes: int = MAX_CORPUS_BYTES) -> Corpus:
     except OSError:
         raise ValueError(f"The file '{path.name}' could not be read; upload it again.") from None
     if size > max_bytes:
-        raise ValueError(f"'{path.name}' is {size / 1e6:.1f} MB; the lab trains on at most "
-                         f"{max_bytes / 1e6:.1f} MB. Upload a shorter text.")
+        raise ValueError(f"'{path.name}' is {size:,} bytes; the lab trains on at most "
+                         f"{max_bytes:,} bytes. Upload a shorter text.")
     raw = path.read_bytes()
     if b"\x00" in raw:
         raise ValueError(f"'{path.name}' looks like a binary file (it contains NUL bytes), "
@@ -161,6 +161,10 @@ def make_variants(names=DEFAULT_VARIANTS, preset: str = DEFAULT_PRESET) -> list[
     """The named variants of ``VARIANT_CHOICES`` built on one preset."""
     base = get_preset(preset) if isinstance(preset, str) else GPTConfig.from_dict(preset)
     names = list(names)
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:   # (their curves would be one curve, and "Use" could not tell them)
+        raise ValueError(f"Each variant can be trained once, but '{twice}' is chosen "
+                         f"{names.count(twice)} times: choose different variants.")
     for name in names:
         if name not in VARIANT_CHOICES:
             raise ValueError(f"Unknown variant '{name}'. Variants: "
@@ -432,6 +436,8 @@ class TrainingJob:
         self.epoch = 0
         self.seconds = 0.0
         self.status, self.message = "ready", ""
+        self.released = False        # the models given up for another job (release_models)
+        self.ended_at = None         # when it finished, for the lab's choice of what to free
         self._view_lock = threading.Lock()   # records <-> view()
         self._step_lock = threading.Lock()   # one step at a time; models whole between steps
         self._stop = threading.Event()
@@ -576,8 +582,9 @@ class TrainingJob:
             if any(r.sample_step != self.global_step for r in self.runs
                    if r.diverged_at is None):
                 self._samples()
+            self._free_training_state(optimizers=True)   # no more steps: models only
             with self._view_lock:
-                self.status = "finished"
+                self.status, self.ended_at = "finished", time.monotonic()
                 diverged = [r.label for r in self.runs if r.diverged_at is not None]
                 self.message = (f"Trained {self.steps_done} steps on {self.corpus.name}."
                                 + (f" Diverged: {', '.join(diverged)}." if diverged else ""))
@@ -612,9 +619,45 @@ class TrainingJob:
         with self._step_lock, self._view_lock:
             if self.status not in ("finished", "failed"):
                 self.status, self.message = "cancelled", "Training was cancelled."
-            for run in self.runs:
-                run.optimizer = None
+                self.ended_at = time.monotonic()
+            self._free_training_state(optimizers=True)
         return self
+
+    def _free_training_state(self, optimizers: bool) -> None:
+        """Between steps: the gradients (the next step makes new ones) and, when no step will
+        follow, the optimizers' state too, so that a job that is not training holds only what
+        it still needs (``held_bytes``)."""
+        for run in self.runs:
+            for p in run.model.parameters() if run.model is not None else ():
+                p.grad = None
+            if optimizers:
+                run.optimizer = None
+
+    def release_models(self) -> None:
+        """Let go of the trained models of a finished job (to make room for another job): its
+        curves, table and samples stay; Use and Export then say to train again."""
+        with self._step_lock, self._view_lock:
+            if self.status in ("running", "ready", "stopped"):
+                raise RuntimeError("Only a job that has ended can give up its models.")
+            for run in self.runs:
+                run.model = None
+            self.released = True
+
+    def held_bytes(self) -> int:
+        """The memory this job holds now: while it trains (or can continue) its whole
+        ``job_bytes``; once ended, its models' weights only (for Use and Export); nothing once
+        its models are released."""
+        if self.released:
+            return 0
+        if self.status in ("ready", "running") or self.running:
+            return job_bytes(self.variants, self.settings)
+        held = 0
+        for run in self.runs:
+            weights = 4 * sum(p.numel() for p in run.model.parameters())
+            grads = any(p.grad is not None for p in run.model.parameters())
+            moments = run.optimizer is not None and bool(run.optimizer.state)   # AdamW's two
+            held += weights * (1 + grads + 2 * moments)
+        return held
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the worker thread to end; True if it has."""
@@ -635,12 +678,13 @@ class TrainingJob:
             if self.done:
                 self._finish()
             else:
+                self._free_training_state(optimizers=False)   # Continue needs AdamW's state
                 with self._view_lock:
                     self.status = "stopped"
                     self.message = f"Stopped after {self.steps_done} steps; Continue resumes."
         except Exception as e:   # noqa: BLE001 - a failed job reports, the server lives on
             with self._view_lock:
-                self.status = "failed"
+                self.status, self.ended_at = "failed", time.monotonic()
                 self.message = (f"Training failed at step {self.steps_done + 1}: "
                                 f"{type(e).__name__}: {e}")
 
@@ -664,6 +708,15 @@ class TrainingJob:
         """A copy of variant ``index`` as it is now (between two steps), in eval mode with
         gradients off: trace it, generate from it, save its state_dict."""
         run = self._run(index)
+        if self.released:
+            raise ValueError("This finished job's models were let go to make room for another "
+                             "session's training; its curves stay. Train again to use or "
+                             "export a variant.")
+        if run.diverged_at is not None:
+            raise ValueError(f"Variant '{run.label}' diverged at step {run.diverged_at}: its "
+                             f"weights give NaN or infinite outputs, so there is nothing to "
+                             f"look at or generate from. Choose another variant, or train "
+                             f"again with a smaller learning rate or a warm-up.")
         with self._step_lock:
             model = copy.deepcopy(run.model)
             source = self.weights_source(index)
@@ -749,7 +802,7 @@ class TrainingLab:
         with self._lock:
             self._check(session_id, _check_variants(variants), settings)
 
-    def _check(self, session_id, variants, settings):
+    def _check(self, session_id, variants, settings, release=False):
         old = self._jobs.get(session_id)
         if old is not None and old.running:
             raise ValueError("This session is already training: stop or cancel that job "
@@ -767,14 +820,24 @@ class TrainingLab:
             raise ValueError(
                 f"{len(running)} training job(s) are running on this server, the most it runs "
                 f"at once ({MAX_JOBS_ENV}). Try again in a minute.")
-        held = sum(job_bytes(j.variants, j.settings) for s, j in self._jobs.items()
-                   if s != session_id)
         need = job_bytes(variants, settings)
-        if held + need > self.budget_bytes:
+        others = [j for s, j in self._jobs.items() if s != session_id]
+        held = sum(j.held_bytes() for j in others)
+        # Ended jobs keep their models only for Use and Export: when a new job needs the room,
+        # the oldest give them up (their curves stay).
+        ended = sorted((j for j in others if j.ended_at is not None and not j.released),
+                       key=lambda j: j.ended_at)
+        kept = held - sum(j.held_bytes() for j in ended)
+        if kept + need > self.budget_bytes:
             raise ValueError(
                 f"This training needs about {need / 2 ** 20:,.0f} MB; the server has "
-                f"{max(0, self.budget_bytes - held) / 2 ** 20:,.0f} MB of its training memory "
+                f"{max(0, self.budget_bytes - kept) / 2 ** 20:,.0f} MB of its training memory "
                 f"free now. Choose a smaller preset, batch or context, or try again later.")
+        for job in ended if release else ():
+            if held + need <= self.budget_bytes:
+                break
+            held -= job.held_bytes()
+            job.release_models()
 
     def start(self, session_id: str, variants, corpus: Corpus,
               settings: TrainingSettings | None = None, run: bool = True) -> TrainingJob:
@@ -791,7 +854,8 @@ class TrainingLab:
             old.cancel()
         job = TrainingJob(variants, corpus, settings, self.device)
         with self._lock:
-            self._check(session_id, variants, settings)   # others may have started meanwhile
+            # others may have started meanwhile; ended jobs give up their models if need be
+            self._check(session_id, variants, settings, release=True)
             self._jobs[session_id] = job
             if run:
                 job.start()

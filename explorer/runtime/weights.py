@@ -20,24 +20,28 @@ import hashlib
 import json
 import math
 import os
+import stat
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ..book.config import GPTConfig
 from ..book.fast import fuse
-from ..book.load_weights import (GPT2_SIZES, book_shapes, book_to_gpt2, config_from_hf,
+from ..book.load_weights import (GPT2_SIZES, book_shapes, book_to_gpt2, check_hf_config,
+                                 config_from_hf,
                                  describe_differences, empty_model, assign_weights,
                                  gpt2_config, gpt2_hf_config, gpt2_shapes, gpt2_to_book,
                                  is_book_buffer, is_gpt2_buffer, is_gpt2_shaped, strip_prefix)
 from ..book.model import GPTModel
 from .build import resolve_device, resolve_dtype
-from .cache import BUDGET_ENV, PRETRAINED_NAMES, ModelCache, WeightsSource, model_bytes
+from .cache import (BUDGET_ENV, PRETRAINED_NAMES, ModelCache, WeightsSource, default_budget_bytes,
+                    model_bytes)
 
 __all__ = ["WeightsSource", "PRETRAINED", "pretrained_source", "file_source", "inspect_file",
            "materialize", "load_pretrained", "load_file", "export_model", "sha256_file",
@@ -156,47 +160,73 @@ class SafetensorsHeader:
 
 
 def read_safetensors_header(path) -> SafetensorsHeader:
-    """The names, shapes and metadata of a safetensors file, from its header alone; refuses a
-    file that is not safetensors or is cut short (every tensor must lie inside the file)."""
+    """The names, shapes and metadata of a safetensors file, from its header alone. The header
+    is read by safetensors' own reader, which checks it whole: every tensor's byte range must
+    match its shape and dtype, the ranges must follow one another without gaps or overlaps,
+    and together cover the file to its end. Messages never quote the file's bytes."""
     path = Path(path)
-    size = path.stat().st_size
     name = path.name
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise ValueError(f"{name} is empty or cut short ({size} bytes): not a safetensors "
-                             f"file. Copy or download it again.")
-        (n,) = struct.unpack("<Q", head)
-        if n > MAX_HEADER_BYTES or n > size - 8:
-            raise ValueError(f"{name} is not a safetensors file, or it is cut short (its header "
-                             f"would be {n:,} bytes long, the file has {size:,}). Copy or "
-                             f"download it again, or choose a model.safetensors file.")
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise ValueError(f"{name} is not a safetensors file (its header is not JSON).") \
-                from None
-    if not isinstance(header, dict):
-        raise ValueError(f"{name} is not a safetensors file (its header is not a table).")
-    metadata = header.pop("__metadata__", None) or {}
-    shapes, dtypes, end = {}, {}, 0
-    for tensor, info in header.items():
-        try:
-            dtype, shape, (start, stop) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
-        except (TypeError, KeyError, ValueError):
-            raise ValueError(f"{name} is not a valid safetensors file (entry {tensor!r}).") \
-                from None
+    size = _size_of(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        raise ValueError(f"{name} could not be read. Copy or download it again.") from None
+    if len(head) < 8:
+        raise ValueError(f"{name} is empty or cut short ({size:,} bytes): not a safetensors "
+                         f"file. Copy or download it again.")
+    (n,) = struct.unpack("<Q", head)
+    if n > MAX_HEADER_BYTES or n > size - 8:
+        raise ValueError(f"{name} is not a safetensors file, or it is cut short (its first "
+                         f"bytes do not give a header that fits in it). Copy or download it "
+                         f"again, or choose a model.safetensors file.")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+            shapes, dtypes = {}, {}
+            for tensor in f.keys():
+                piece = f.get_slice(tensor)
+                shapes[tensor], dtypes[tensor] = tuple(piece.get_shape()), piece.get_dtype()
+    except SafetensorError as exc:
+        raise ValueError(f"{name} is not a valid safetensors file ({_safetensors_problem(exc)})."
+                         f" Copy or download it again, or save it again with "
+                         f"safetensors.torch.save_file.") from None
+    except OSError:
+        raise ValueError(f"{name} could not be read. Copy or download it again.") from None
+    for tensor, dtype in dtypes.items():
         if dtype not in SAFETENSORS_DTYPES:
             raise ValueError(f"{name}: tensor {tensor} is stored as {dtype}; the explorer "
                              f"reads {', '.join(SAFETENSORS_DTYPES)}.")
-        shapes[tensor], dtypes[tensor] = shape, dtype
-        end = max(end, stop)
-    data = size - 8 - n
-    if end > data:
-        raise ValueError(f"{name} is cut short: its tensors need {end:,} bytes but the file "
-                         f"holds only {data:,} after its header (an interrupted download or "
-                         f"upload?). Copy or download it again.")
-    return SafetensorsHeader(shapes, dtypes, metadata, data)
+    return SafetensorsHeader(shapes, dtypes, metadata, size - 8 - n)
+
+
+# What safetensors' reader says of a header it refuses, in a student's words.
+_SAFETENSORS_PROBLEMS = {
+    "invalid JSON": "its header is not JSON",
+    "invalid offset": "a tensor's bytes do not follow the one before it",
+    "invalid shape, data type, or offset": "a tensor's bytes do not match its shape and dtype",
+    "not fully covered": "its tensors do not cover the file exactly: it is cut short, or has "
+                         "bytes after its last tensor",
+}
+
+
+def _safetensors_problem(exc) -> str:
+    text = str(exc)
+    return next((words for phrase, words in _SAFETENSORS_PROBLEMS.items() if phrase in text),
+                "its header does not describe its tensors")
+
+
+def _size_of(path: Path) -> int:
+    """The size of a regular file; a message where there is none (or it cannot be read)."""
+    try:
+        st = path.stat()
+    except (OSError, ValueError):   # ENOENT, ENAMETOOLONG, EACCES, a NUL in the path ...
+        raise ValueError(f"There is no file at {path}. Give the path of a model.safetensors "
+                         f"(or the book's model.pth), or upload it.") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"There is no file at {path}, only a folder or a device. Give the "
+                         f"path of a model.safetensors (or the book's model.pth), or upload it.")
+    return st.st_size
 
 
 @dataclass
@@ -211,16 +241,41 @@ class FileInfo:
     assumptions: list[str] = field(default_factory=list)   # what had to be guessed
 
 
-def _read_config_json(path: Path) -> dict | None:
-    beside = path.with_name(CONFIG_FILE)
-    if not beside.is_file():
-        return None
-    if beside.stat().st_size > 1024 ** 2:
-        raise ValueError(f"{beside} is over 1 MB: not a model config.")
+# A model's config.json is a few hundred bytes (GPT-2's: about 1 KB): more is not a config, and
+# every config (beside a file, or uploaded with it) is read into memory whole.
+MAX_CONFIG_BYTES = 64 * 1024
+
+
+def read_config(path) -> dict:
+    """A config.json: at most ``MAX_CONFIG_BYTES``, JSON, and a table (an object)."""
+    path = Path(path)
+    name = path.name
     try:
-        return json.loads(beside.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{beside} is not valid JSON ({exc}).") from None
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError:
+        raise ValueError(f"The config {name} could not be read; upload it again.") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ValueError(f"The config {name} is over {MAX_CONFIG_BYTES // 1024} KB: not a model "
+                         f"config (GPT-2's config.json is about 1 KB).")
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ValueError(f"The config {name} is not valid JSON.") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"The config {name} is not a table of settings (a JSON object such as "
+                         f"{{\"n_layer\": 12, ...}}), so it cannot describe a model.")
+    return config
+
+
+def _read_config_json(path: Path) -> dict | None:
+    """The config.json beside a checkpoint, if there is one."""
+    beside = path.with_name(CONFIG_FILE)
+    try:
+        there = beside.is_file()
+    except OSError:
+        there = False
+    return read_config(beside) if there else None
 
 
 BOOK_KEYS = [f.name for f in GPTConfig.__dataclass_fields__.values()]
@@ -245,6 +300,7 @@ def _infer_gpt2_config(names: dict, given: dict, assumptions: list) -> GPTConfig
     """The config of a file in Hugging Face's GPT-2 names: from the book's keys if the config
     has them (our exports, or a config passed in), else from Hugging Face's config.json, else
     from the shapes (with GPT-2's head size)."""
+    check_hf_config(given)
     from_shapes = {"vocab_size": names["wte.weight"][0], "n_embd": names["wte.weight"][1],
                    "n_positions": names["wpe.weight"][0] if "wpe.weight" in names else 1024,
                    "n_layer": len({n.split(".")[1] for n in names if n.startswith("h.")}),
@@ -306,9 +362,7 @@ def inspect_file(path, config=None) -> FileInfo:
         raise ValueError(f"Give the path of a model.safetensors (or the book's model.pth) "
                          f"as text (got {path!r}).")
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"There is no file at {path}. Give the path of a model.safetensors "
-                         f"(or the book's model.pth), or upload it.")
+    _size_of(path)
     given = _given_config(config)
     if path.suffix in (".pth", ".pt", ".bin", ".ckpt"):
         kind, metadata = "pth", {}
@@ -349,11 +403,7 @@ def _given_config(config):
     if config is None:
         return None
     if isinstance(config, (str, Path)):
-        p = Path(config)
-        try:
-            return json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"Could not read the config {p}: {exc}") from None
+        return read_config(config)
     if isinstance(config, GPTConfig):
         return config.to_dict()
     if isinstance(config, dict):
@@ -400,8 +450,10 @@ def _load_pth(path: Path, mmap: bool = False) -> dict:
                 from None
         if mmap and ("mmap" in text or "zipfile" in text.lower()):
             return _load_pth(path, mmap=False)
-        raise ValueError(f"{path.name} could not be read as a PyTorch checkpoint (cut short or "
-                         f"not a checkpoint?): {text.splitlines()[0] if text else exc}") from None
+        # (torch's own text may quote the file's bytes: it is not passed on)
+        raise ValueError(f"{path.name} could not be read as a PyTorch checkpoint: it is cut "
+                         f"short, or not a checkpoint. Copy it again, or save it with "
+                         f"torch.save(model.state_dict(), 'model.pth').") from None
     if isinstance(obj, dict) and "model_state_dict" in obj:
         obj = obj["model_state_dict"]   # the book's model_and_optimizer.pth
     if not isinstance(obj, dict) or not all(isinstance(t, torch.Tensor) for t in obj.values()):
@@ -428,9 +480,13 @@ def sha256_file(path, chunk: int = 16 * 1024 ** 2) -> str:
     if version in _digests:
         return _digests[version]
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(chunk):
+                h.update(block)
+    except OSError:
+        raise ValueError(f"{Path(path).name} could not be read to the end. Copy or download it "
+                         f"again.") from None
     _digests[version] = h.hexdigest()
     return _digests[version]
 
@@ -487,7 +543,10 @@ def load_into_model(info: FileInfo, dtype: torch.dtype = torch.float32) -> GPTMo
 
 # The book's layout of every loaded checkpoint, kept on disk: written once, then mapped.
 STORE_ENV = "GPT_EXPLORER_WEIGHTS"
+STORE_LIMIT_ENV = "GPT_EXPLORER_WEIGHTS_MB"   # the store's size on disk; default 2 x the budget
 STORE_VERSION = "book-f32-v1"   # change when the stored layout changes
+STORED = f"*-{STORE_VERSION}.safetensors"
+STALE_PART_SECONDS = 3600       # a conversion's partial file older than this was abandoned
 
 
 def store_dir() -> Path:
@@ -500,6 +559,22 @@ def store_dir() -> Path:
     return Path(base) / "weights"
 
 
+def store_limit_bytes() -> int:
+    """``GPT_EXPLORER_WEIGHTS_MB``, else twice the memory budget: every distinct checkpoint
+    (each upload) is converted once into the store, so without a bound visitors would fill the
+    disk."""
+    value = os.environ.get(STORE_LIMIT_ENV, "").strip()
+    if not value:
+        return 2 * default_budget_bytes()
+    try:
+        mb = float(value)
+    except ValueError:
+        raise ValueError(f"{STORE_LIMIT_ENV} must be a number of MB (got {value!r}).") from None
+    if not (math.isfinite(mb) and mb > 0):
+        raise ValueError(f"{STORE_LIMIT_ENV} must be a positive number of MB (got {value!r}).")
+    return int(mb * 1024 ** 2)
+
+
 def stored_path(source: WeightsSource, cfg) -> Path:
     """The file's digest and the config it is read with (a tied head is dropped, say)."""
     config = json.dumps(GPTConfig.from_dict(cfg).to_dict(), sort_keys=True)
@@ -507,7 +582,54 @@ def stored_path(source: WeightsSource, cfg) -> Path:
     return store_dir() / f"{source.digest}-{read_as}-{STORE_VERSION}.safetensors"
 
 
+def store_bytes() -> int:
+    """What the store holds on disk now."""
+    return sum(size for _, _, size in _stored_files())
+
+
+def _stored_files() -> list[tuple[float, Path, int]]:
+    """(last use, path, size) of every stored checkpoint."""
+    found = []
+    for path in store_dir().glob(STORED):
+        try:
+            st = path.stat()
+        except OSError:        # removed meanwhile by another process
+            continue
+        found.append((st.st_mtime, path, st.st_size))
+    return found
+
+
+def _trim_store(keep: Path) -> None:
+    """Remove the least recently used checkpoints (never ``keep``) until the store is within
+    its limit; and partial files a crashed conversion left. A model mapped from a removed
+    file keeps its pages (the mapping outlives the name); a later build converts it again."""
+    limit = store_limit_bytes()
+    files = sorted(_stored_files())
+    total = sum(size for _, _, size in files)
+    for _, path, size in files:
+        if total <= limit:
+            break
+        if path != keep:
+            path.unlink(missing_ok=True)
+            total -= size
+    for part in store_dir().glob("*.part"):
+        try:
+            if time.time() - part.stat().st_mtime > STALE_PART_SECONDS:
+                part.unlink(missing_ok=True)
+        except OSError:
+            continue
+
+
 _store_lock = threading.Lock()
+
+
+def _stored_model(source: WeightsSource, cfg: GPTConfig, progress=None) -> GPTModel:
+    """The checkpoint's model, mapped from the store (converted into it the first time). Under
+    the store's lock, so that no other conversion trims the file away before it is mapped."""
+    with _store_lock:
+        target = _store(source, cfg, progress)
+        os.utime(target)                    # its last use, for the store's trimming
+        return _map_stored(target, cfg)
 
 
 def _store(source: WeightsSource, cfg: GPTConfig, progress=None) -> Path:
@@ -515,39 +637,52 @@ def _store(source: WeightsSource, cfg: GPTConfig, progress=None) -> Path:
     ``nn.Linear`` wants (GPT-2's Conv1D weights transposed once, here): then loading is a
     memory map, as ``from_pretrained``'s, and the C decode step can read every weight."""
     target = stored_path(source, cfg)
-    with _store_lock:
-        if target.is_file():
-            return target
-        path = Path(source.path or "")
-        if not path.is_file():
-            raise ValueError(f"The weights file {source.filename} is no longer at "
-                             f"{source.path}. Load it again (or upload it again).")
-        info = inspect_file(path, cfg)
-        if info.config != cfg:
-            raise ValueError(f"{path.name} no longer matches the model it was chosen for; "
-                             f"load it again.")
-        if _stamp(path) != source.stamp and sha256_file(path) != source.digest:
-            raise ValueError(f"{path.name} has changed since it was chosen (its sha256 "
-                             f"differs). Load it again.")
-        if progress is not None:
-            progress(0.0, f"Converting {source.filename} into the book's layout (the first "
-                          f"time only)")
-        model = load_into_model(info, torch.float32)
-        state = {n: t.detach().contiguous() for n, t in model.state_dict().items()}
-        if cfg.tie_weights:
-            state.pop("out_head.weight")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
-        try:
-            save_file(state, str(partial), metadata={METADATA_KEY: json.dumps(cfg.to_dict()),
-                                                     "source_sha256": source.digest})
-            os.replace(partial, target)     # whole or not at all
-        except OSError as exc:
-            partial.unlink(missing_ok=True)
-            raise ValueError(f"Could not write the converted weights to {target.parent} "
-                             f"({exc}). Free some disk space or set {STORE_ENV} to a folder "
-                             f"with room.") from None
+    if target.is_file():
         return target
+    path = Path(source.path or "")
+    if not path.is_file():
+        raise ValueError(f"The weights file {source.filename} is no longer at "
+                         f"{source.path}. Load it again (or upload it again).")
+    info = inspect_file(path, cfg)
+    if info.config != cfg:
+        raise ValueError(f"{path.name} no longer matches the model it was chosen for; "
+                         f"load it again.")
+    if _stamp(path) != source.stamp and sha256_file(path) != source.digest:
+        raise ValueError(f"{path.name} has changed since it was chosen (its sha256 "
+                         f"differs). Load it again.")
+    if progress is not None:
+        progress(0.0, f"Converting {source.filename} into the book's layout (the first "
+                      f"time only)")
+    model = load_into_model(info, torch.float32)
+    state = {n: t.detach().contiguous() for n, t in model.state_dict().items()}
+    if cfg.tie_weights:
+        state.pop("out_head.weight")
+    _check_finite(state, source.filename)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
+    try:
+        save_file(state, str(partial), metadata={METADATA_KEY: json.dumps(cfg.to_dict()),
+                                                 "source_sha256": source.digest})
+        os.replace(partial, target)     # whole or not at all
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise ValueError(f"Could not write the converted weights to {target.parent} "
+                         f"({exc.strerror or exc}). Free some disk space or set {STORE_ENV} to "
+                         f"a folder with room.") from None
+    _trim_store(keep=target)
+    return target
+
+
+def _check_finite(state: dict, name: str) -> None:
+    """A weight that is NaN or infinite makes every output NaN: refuse the checkpoint at load,
+    not at the first sampled token."""
+    broken = [n for n, t in state.items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    if broken:
+        raise ValueError(f"{name} holds weights that are not numbers (NaN or infinite) in "
+                         f"{len(broken)} tensor(s): {', '.join(broken[:3])}"
+                         f"{' ...' if len(broken) > 3 else ''}. A model with them computes "
+                         f"nothing but NaN (a training run that diverged?). Load another "
+                         f"checkpoint.")
 
 
 def _map_stored(stored: Path, cfg: GPTConfig) -> GPTModel:
@@ -569,7 +704,7 @@ def materialize(source: WeightsSource, cfg, device: str = "cpu",
     cfg = GPTConfig.from_dict(cfg)
     target = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, target)
-    model = _map_stored(_store(source, cfg, progress), cfg)
+    model = _stored_model(source, cfg, progress)
     fuse(model)
     model.eval()
     model.requires_grad_(False)

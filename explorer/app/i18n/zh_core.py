@@ -78,6 +78,24 @@ FILLED_IN: dict[str, str] = {
     "finished": "完成",        # "This job is {self.status}; start a new one."
     "cancelled": "取消",
     "failed": "失败",
+    # --- runtime/weights.py, book/load_weights.py: the words of a field ----------------
+    "a tensor's bytes do not follow the one before it":
+        "某个张量的字节没有紧接着前一个张量",
+    "a tensor's bytes do not match its shape and dtype":
+        "某个张量的字节与它的形状和 dtype 不符",
+    "its tensors do not cover the file exactly: it is cut short, or has bytes "
+        "after its last tensor":
+        "它的张量没有恰好覆盖整个文件：文件不完整，或者最后一个张量之后还有多余的字节",
+    "its header is not JSON":
+        "它的文件头不是 JSON",
+    "its header does not describe its tensors":
+        "它的文件头没有正确描述其中的张量",
+    "a whole number ≥ 1":
+        "≥ 1 的整数",
+    "a name (text)":
+        "名称（文本）",
+    "a number":
+        "数",
 }
 
 ZH_CORE: dict[str, str] = {
@@ -307,10 +325,6 @@ ZH_CORE: dict[str, str] = {
     "{name} must be a positive number (got {value!r}).": "“{name}”必须是正数（收到 {value!r}）。",
     "The training text must be a string, got {type(text).__name__}.":
         "训练文本必须是字符串，收到的是 {type(text).__name__}。",
-    "The text is {size / 1000000.0:.1f} MB; the lab trains on at most "
-    "{max_bytes / 1000000.0:.1f} MB. Paste a shorter part of it.":
-        "这段文本有 {size / 1000000.0:.1f} MB；训练实验室最多接受 {max_bytes / 1000000.0:.1f} MB。"
-        "请粘贴其中较短的一部分。",
     "The training text is empty: paste some text, upload a .txt file, or use the default story.":
         "训练文本为空：请粘贴一些文本、上传一个 .txt 文件，或使用默认故事。",
     "The text contains NUL characters, which plain text never has: is it a binary file? Give "
@@ -318,10 +332,6 @@ ZH_CORE: dict[str, str] = {
         "文本中含有 NUL 字符，而纯文本里从不会有：它是二进制文件吗？请提供纯文本（.txt，UTF-8）。",
     "The lab trains on plain-text files ending in .txt; '{path.name}' is not one.":
         "训练实验室只接受以 .txt 结尾的纯文本文件；'{path.name}' 不是。",
-    "'{path.name}' is {size / 1000000.0:.1f} MB; the lab trains on at most "
-    "{max_bytes / 1000000.0:.1f} MB. Upload a shorter text.":
-        "'{path.name}' 有 {size / 1000000.0:.1f} MB；训练实验室最多接受 "
-        "{max_bytes / 1000000.0:.1f} MB。请上传更短的文本。",
     "'{path.name}' looks like a binary file (it contains NUL bytes), not plain text. Save it as "
     "a .txt file (UTF-8) and upload that.":
         "'{path.name}' 看起来是二进制文件（含有 NUL 字节），不是纯文本。请把它另存为 .txt 文件"
@@ -372,12 +382,6 @@ ZH_CORE: dict[str, str] = {
     "({MAX_JOBS_ENV}). Try again in a minute.":
         "本服务器上正在运行 {len(running)} 个训练任务，已达同时运行的上限（{MAX_JOBS_ENV}）。"
         "请过一分钟再试。",
-    "This training needs about {need / 2 ** 20:,.0f} MB; the server has "
-    "{max(0, self.budget_bytes - held) / 2 ** 20:,.0f} MB of its training memory free now. "
-    "Choose a smaller preset, batch or context, or try again later.":
-        "这次训练大约需要 {need / 2 ** 20:,.0f} MB；服务器目前只有 "
-        "{max(0, self.budget_bytes - held) / 2 ** 20:,.0f} MB 的训练内存可用。"
-        "请选择更小的预设、批次或上下文，或稍后再试。",
     "This session has no training job: press Train first.":
         "此会话没有训练任务：请先点击“训练”。",
     "{name} must be a positive number; the book uses {BOOK_SETTINGS[name]} (got {value!r}).":
@@ -420,13 +424,6 @@ ZH_CORE: dict[str, str] = {
         "GPT-2 规模必须是 small、medium、large、xl 之一（收到 {size!r}）。",
     "OpenAI's GPT-2 comes in sizes small, medium, large and xl (got {size!r}).":
         "OpenAI 的 GPT-2 有 small、medium、large 和 xl 四种规模（收到 {size!r}）。",
-    "{name} is not a safetensors file (its header is not a table).":
-        "{name} 不是 safetensors 文件（它的文件头不是一张表）。",
-    "{name} is cut short: its tensors need {end:,} bytes but the file holds only {data:,} after "
-    "its header (an interrupted download or upload?). Copy or download it again.":
-        "{name} 不完整：它的张量需要 {end:,} 字节，但文件在文件头之后只有 {data:,} 字节"
-        "（下载或上传中断了？）。请重新复制或下载。",
-    "{beside} is over 1 MB: not a model config.": "{beside} 超过 1 MB：不是模型配置。",
     "The file does not say how many attention heads the model has, and emb_dim={emb_dim} is "
     "not a multiple of GPT-2's head size 64. Put a config.json with n_heads beside it, or pass "
     "the config.":
@@ -452,22 +449,9 @@ ZH_CORE: dict[str, str] = {
         "{folder} 是一个文件；请选择一个文件夹来导出。",
     "Could not download {WEIGHTS_FILE} of {repo_id}: {type(exc).__name__}: {exc}":
         "无法下载 {repo_id} 的 {WEIGHTS_FILE}：{type(exc).__name__}: {exc}",
-    "{name} is empty or cut short ({size} bytes): not a safetensors file. Copy or download it "
-    "again.":
-        "{name} 为空或不完整（{size} 字节）：不是 safetensors 文件。请重新复制或下载。",
-    "{name} is not a safetensors file, or it is cut short (its header would be {n:,} bytes "
-    "long, the file has {size:,}). Copy or download it again, or choose a model.safetensors "
-    "file.":
-        "{name} 不是 safetensors 文件，或者不完整（它的文件头应有 {n:,} 字节，而文件只有 {size:,} "
-        "字节）。请重新复制或下载，或选择一个 model.safetensors 文件。",
     "{name}: tensor {tensor} is stored as {dtype}; the explorer reads "
     "{', '.join(SAFETENSORS_DTYPES)}.":
         "{name}：张量 {tensor} 以 {dtype} 存储；本工具能读取 {', '.join(SAFETENSORS_DTYPES)}。",
-    "{beside} is not valid JSON ({exc}).": "{beside} 不是有效的 JSON（{exc}）。",
-    "{path.name} could not be read as a PyTorch checkpoint (cut short or not a checkpoint?): "
-    "{text.splitlines()[0] if text else exc}":
-        "{path.name} 无法作为 PyTorch 检查点读取（不完整，或者不是检查点？）："
-        "{text.splitlines()[0] if text else exc}",
     "The weights file {source.filename} is no longer at {source.path}. Load it again (or "
     "upload it again).":
         "权重文件 {source.filename} 已不在 {source.path}。请重新加载（或重新上传）。",
@@ -480,22 +464,13 @@ ZH_CORE: dict[str, str] = {
     "Could not write into {folder}: {exc.strerror or exc}. Free some disk space or choose "
     "another folder.":
         "无法写入 {folder}：{exc.strerror or exc}。请释放一些磁盘空间，或选择另一个文件夹。",
-    "{name} is not a safetensors file (its header is not JSON).":
-        "{name} 不是 safetensors 文件（它的文件头不是 JSON）。",
-    "{name} is not a valid safetensors file (entry {tensor!r}).":
-        "{name} 不是有效的 safetensors 文件（条目 {tensor!r}）。",
     "{n} is {s}, but the model's context_length is {cfg.context_length}.":
         "{n} 是 {s}，但模型的 context_length 是 {cfg.context_length}。",
-    "Could not read the config {p}: {exc}": "无法读取配置 {p}：{exc}",
     "{path.name} holds Python objects besides tensors, which could run code when loaded, so it "
     "was not opened. Save the weights alone: torch.save(model.state_dict(), 'model.pth'), or "
     "better, as safetensors.":
         "{path.name} 除了张量还含有 Python 对象，加载时可能会运行代码，所以没有打开它。请只保存权重："
         "torch.save(model.state_dict(), 'model.pth')，更好的做法是保存为 safetensors。",
-    "Could not write the converted weights to {target.parent} ({exc}). Free some disk space or "
-    "set {STORE_ENV} to a folder with room.":
-        "无法把转换后的权重写入 {target.parent}（{exc}）。请释放一些磁盘空间，或把 {STORE_ENV} "
-        "设为一个有空间的文件夹。",
     "Unknown config key '{key}'.{did_you_mean} Known keys: the book's "
     "({', '.join(BOOK_KEYS)}) or Hugging Face's ({', '.join(HF_KEYS)}).":
         "未知的配置键 '{key}'。{did_you_mean} 已知的键：本书的（{', '.join(BOOK_KEYS)}）或 "
@@ -537,4 +512,90 @@ ZH_CORE: dict[str, str] = {
         "直方图为 1 到 255 个区间再加上最大值：最多 256 个槽位",
     "many_point_stats needs what point_stats needs, for each activation":
         "many_point_stats 对每个激活值的要求与 point_stats 相同",
+    # --- the hostile-requests issue: weights, configs, training ------------------------
+    "The model's scores for the next token (its logits) are not numbers (NaN or "
+        "infinite): its weights are broken, as after a training run that diverged. "
+        "Build, load or train another model.":
+        "模型对下一个词元的打分（logits）不是数（NaN 或无穷大）：它的权重已损坏，就像训练发散之后那样。请构建、加载或训练另一个模型。",
+    "config.json's {key} must be {_KIND_WORDS[kind]} (got {json.dumps(value)[:40]}).":
+        "config.json 中的 {key} 必须是{_KIND_WORDS[kind]}（收到 {json.dumps(value)[:40]}）。",
+    "The text is {size:,} bytes; the lab trains on at most {max_bytes:,} bytes. "
+        "Paste a shorter part of it.":
+        "文本有 {size:,} 字节；训练实验室最多训练 {max_bytes:,} 字节的文本。请粘贴其中较短的一部分。",
+    "'{path.name}' is {size:,} bytes; the lab trains on at most {max_bytes:,} "
+        "bytes. Upload a shorter text.":
+        "“{path.name}”有 {size:,} 字节；训练实验室最多训练 {max_bytes:,} 字节的文本。请上传较短的文本。",
+    "Each variant can be trained once, but '{twice}' is chosen "
+        "{names.count(twice)} times: choose different variants.":
+        "每个变体只能训练一次，但“{twice}”被选了 {names.count(twice)} 次：请选择不同的变体。",
+    "This finished job's models were let go to make room for another session's "
+        "training; its curves stay. Train again to use or export a variant.":
+        "为了给另一个会话的训练腾出空间，这个已结束任务的模型已被释放；它的曲线仍然保留。要使用或导出某个变体，请重新训练。",
+    "Variant '{run.label}' diverged at step {run.diverged_at}: its weights give "
+        "NaN or infinite outputs, so there is nothing to look at or generate from. "
+        "Choose another variant, or train again with a smaller learning rate or a "
+        "warm-up.":
+        "变体“{run.label}”在第 {run.diverged_at} 步发散了：它的权重只给出 NaN 或无穷大"
+        "的输出，既没什么可看，也无法生成。请选择另一个变体，或用更小的学习率或预热重新"
+        "训练。",
+    "This training needs about {need / 2 ** 20:,.0f} MB; the server has {max(0, "
+        "self.budget_bytes - kept) / 2 ** 20:,.0f} MB of its training memory free now. "
+        "Choose a smaller preset, batch or context, or try again later.":
+        "这次训练大约需要 {need / 2 ** 20:,.0f} MB；服务器的训练内存现在只剩 {max(0, "
+        "self.budget_bytes - kept) / 2 ** 20:,.0f} MB。请选择更小的预设、批次或上下文，"
+        "或稍后再试。",
+    "{name} is empty or cut short ({size:,} bytes): not a safetensors file. Copy "
+        "or download it again.":
+        "{name} 是空的或不完整（{size:,} 字节）：不是 safetensors 文件。请重新复制或下载。",
+    "{name} is not a safetensors file, or it is cut short (its first bytes do not "
+        "give a header that fits in it). Copy or download it again, or choose a "
+        "model.safetensors file.":
+        "{name} 不是 safetensors 文件，或者不完整（它开头的字节给出的文件头放不进这个文"
+        "件）。请重新复制或下载，或选择一个 model.safetensors 文件。",
+    "There is no file at {path}, only a folder or a device. Give the path of a "
+        "model.safetensors (or the book's model.pth), or upload it.":
+        "{path} 处没有文件，只有文件夹或设备。请给出 model.safetensors（或本书的 model.pth）的路径，或上传它。",
+    "The config {name} is over {MAX_CONFIG_BYTES // 1024} KB: not a model config "
+        "(GPT-2's config.json is about 1 KB).":
+        "配置 {name} 超过 {MAX_CONFIG_BYTES // 1024} KB：不是模型配置（GPT-2 的 config.json 大约 1 KB）。",
+    "The config {name} is not a table of settings (a JSON object such as "
+        "{\"n_layer\": 12, ...}), so it cannot describe a model.":
+        "配置 {name} 不是一张设置表（像 {\"n_layer\": 12, ...} 这样的 JSON 对象），所以描述不了模型。",
+    "{STORE_LIMIT_ENV} must be a positive number of MB (got {value!r}).":
+        "{STORE_LIMIT_ENV} 必须是正的 MB 数（收到 {value!r}）。",
+    "{STORE_LIMIT_ENV} must be a number of MB (got {value!r}).":
+        "{STORE_LIMIT_ENV} 必须是 MB 数（收到 {value!r}）。",
+    "{name} holds weights that are not numbers (NaN or infinite) in {len(broken)} "
+        "tensor(s): {', '.join(broken[:3])} .... A model with them computes nothing "
+        "but NaN (a training run that diverged?). Load another checkpoint.":
+        "{name} 的 {len(broken)} 个张量中有不是数的权重（NaN 或无穷大）：{', "
+        "'.join(broken[:3])} ……带着它们的模型只会算出 NaN（训练发散了？）。请加载另一个"
+        "检查点。",
+    "{name} holds weights that are not numbers (NaN or infinite) in {len(broken)} "
+        "tensor(s): {', '.join(broken[:3])}. A model with them computes nothing but "
+        "NaN (a training run that diverged?). Load another checkpoint.":
+        "{name} 的 {len(broken)} 个张量中有不是数的权重（NaN 或无穷大）：{', "
+        "'.join(broken[:3])}。带着它们的模型只会算出 NaN（训练发散了？）。请加载另一个"
+        "检查点。",
+    "{name} could not be read. Copy or download it again.":
+        "无法读取 {name}。请重新复制或下载。",
+    "{name} is not a valid safetensors file ({_safetensors_problem(exc)}). Copy or "
+        "download it again, or save it again with safetensors.torch.save_file.":
+        "{name} 不是有效的 safetensors 文件（{_safetensors_problem(exc)}）。请重新复制"
+        "或下载，或用 safetensors.torch.save_file 重新保存。",
+    "The config {name} could not be read; upload it again.":
+        "无法读取配置 {name}；请重新上传。",
+    "The config {name} is not valid JSON.":
+        "配置 {name} 不是有效的 JSON。",
+    "{path.name} could not be read as a PyTorch checkpoint: it is cut short, or "
+        "not a checkpoint. Copy it again, or save it with "
+        "torch.save(model.state_dict(), 'model.pth').":
+        "无法把 {path.name} 当作 PyTorch 检查点读取：它不完整，或者不是检查点。请重新复"
+        "制，或用 torch.save(model.state_dict(), 'model.pth') 保存。",
+    "{Path(path).name} could not be read to the end. Copy or download it again.":
+        "{Path(path).name} 无法读到结尾。请重新复制或下载。",
+    "Could not write the converted weights to {target.parent} ({exc.strerror or "
+        "exc}). Free some disk space or set {STORE_ENV} to a folder with room.":
+        "无法把转换后的权重写入 {target.parent}（{exc.strerror or exc}）。请腾出一些磁"
+        "盘空间，或把 {STORE_ENV} 设为有空间的文件夹。",
 }

@@ -113,4 +113,10 @@ ZH_SHARE: dict[str, str] = {
         "GPTModel.forward：final_norm 的输入（= 最后一个块的输出）",
     "GPTModel.forward: the output of final_norm, which out_head turns into logits":
         "GPTModel.forward：final_norm 的输出，out_head 把它变成 logits",
+    # --- a link over the memory budget -------------------------------------------------
+    "The link's preset {preset} is refused: {message} The page uses {default}.":
+        "链接中的预设 {preset} 被拒绝：{message} 页面改用 {default}。",
+    "The link's pretrained GPT-2 {size} is refused: {message} The page uses random "
+        "weights.":
+        "链接中的预训练 GPT-2 {size} 被拒绝：{message} 页面改用随机权重。",
 }

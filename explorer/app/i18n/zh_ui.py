@@ -577,4 +577,18 @@ ZH_UI: dict[str, str] = {
     "variant, on *{corpus}*, {seconds:.0f} s.":
         "**{status}** — 第 {step:,} / {total:,} 步（{share:.0%}），每个变体已见 {seen} / {tokens} "
         "个词元，语料：*{corpus}*，{seconds:.0f} 秒。",
+    # --- the hostile-requests issue ----------------------------------------------------
+    "The GPT-2 tokenizer gives this prompt token ids up to {top:,}, but model "
+        "{name}'s vocab_size is {vocab:,} (ids 0 to {last:,}). Rebuild it with "
+        "vocab_size {n_vocab:,}, the tokenizer's.":
+        "GPT-2 分词器给这段提示词的词元 ID 最大到 {top:,}，但模型 {name} 的 vocab_size "
+        "是 {vocab:,}（ID 0 到 {last:,}）。请用分词器的 vocab_size {n_vocab:,} 重新构建"
+        "它。",
+    "No checkpoint could be loaded from that path on the server: there is no file "
+        "there that the explorer can read as a model.safetensors or the book's "
+        "model.pth. Check the path, or upload the file (an upload says what is wrong "
+        "with it).":
+        "无法从服务器上的这个路径加载检查点：那里没有本工具能当作 model.safetensors 或"
+        "本书的 model.pth 读取的文件。请检查路径，或上传文件（上传时会说明文件哪里有问"
+        "题）。",
 }

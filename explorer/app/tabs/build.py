@@ -31,8 +31,9 @@ from ..i18n import label, t
 from ..plots.compare_model import architecture_pair_html, parameter_pair_figure
 from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
-from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NO_MODEL_NOTE, as_choice, as_int,
-                      caption, friendly, layer_picker_update, model_of, server_paths_allowed,
+from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, MAX_PATH_CHARS, NO_MODEL_NOTE,
+                      SERVER_PATH_REFUSED, as_choice, as_int, caption, friendly,
+                      layer_picker_update, model_of, server_paths_allowed,
                       session_weights_note, status_line)
 from .attention import head_choices
 from . import walk
@@ -100,6 +101,7 @@ WEIGHTS_CHOICES = {"random": "random (seed)", "pretrained": "pretrained GPT-2 (O
                    "file": "from a file"}   # value: what the page shows (translated)
 GPT2_SIZES = tuple(name.removeprefix("gpt2-") for name in PRETRAINED)
 WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
+IGNORED_UPLOADS = ("generation_config.json",)
 CONFIG_SUFFIX = ".json"
 
 # /build's parameters by name (the app is also an API, and Gradio names an endpoint's
@@ -137,6 +139,8 @@ def _checkpoint_of(path, upload):
                  for f in files]
         if not all(isinstance(f, str) and f for f in files):
             raise gr.Error(t("The upload could not be read; upload the file again."))
+        # save_pretrained also writes generation_config.json (decoding defaults): not needed
+        files = [f for f in files if os.path.basename(f).lower() not in IGNORED_UPLOADS]
         weights = [f for f in files if f.lower().endswith(WEIGHTS_SUFFIXES)]
         configs = [f for f in files if f.lower().endswith(CONFIG_SUFFIX)]
         others = [os.path.basename(f) for f in files if f not in weights + configs]
@@ -156,6 +160,21 @@ def _checkpoint_of(path, upload):
         raise gr.Error(t("Loading a path on the server is switched off here; upload the file "
                          "instead."))
     return path.strip(), None
+
+
+def _server_checkpoint(path, dtype):
+    """A checkpoint by its path on the server. Every refusal is the same message, whatever
+    the file is (missing, unreadable, a folder, not a checkpoint): a visitor learns nothing
+    about the server's files from it. The reason goes to the server log."""
+    reason = "not a path to a checkpoint file"
+    if len(path) <= MAX_PATH_CHARS and path.lower().endswith(WEIGHTS_SUFFIXES):
+        try:
+            return file_source(path, None, budget_bytes=CACHE.budget_bytes, dtype=dtype)
+        except ValueError as refused:
+            reason = str(refused)
+    refusal = gr.Error(t(SERVER_PATH_REFUSED))
+    refusal.log_detail = f"server path: {reason}"   # for the server log only
+    raise refusal
 
 
 @friendly
@@ -219,8 +238,11 @@ def build(*args, **kwargs):
     else:
         path, config = _checkpoint_of(inputs["weights_path"], inputs["weights_upload"])
         progress(0.0, desc=t("Checking {name} (shapes, sha256)", name=os.path.basename(path)))
-        cfg, source, info = file_source(path, config, budget_bytes=CACHE.budget_bytes,
-                                        dtype=dtype)
+        if inputs["weights_upload"]:
+            cfg, source, info = file_source(path, config, budget_bytes=CACHE.budget_bytes,
+                                            dtype=dtype)
+        else:
+            cfg, source, info = _server_checkpoint(path, dtype)
         key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
         notes += list(info.assumptions)
     # A pinned model stays beside the new one: both must fit, and building this one never
@@ -368,6 +390,12 @@ def weights_controls(choice):
     return (gr.update(visible=choice == "random"), gr.update(interactive=choice == "random"),
             gr.update(visible=choice == "pretrained"), gr.update(visible=choice == "file"),
             gr.update(value=label(BUILD_BUTTON[choice])))
+
+
+def path_box():
+    """The path box only where a path on the server may be given (``server_paths_allowed``,
+    decided when the server was launched)."""
+    return gr.update(visible=server_paths_allowed())
 
 
 BUILD_BUTTON = {"random": "Build the model", "pretrained": "Load GPT-2 (downloaded once)",

@@ -212,9 +212,10 @@ def next_token(prompt, output, mode, temperature, top_k, seed, state):
 def logit_lens(prompt, state):
     """Final norm + output head on every block's output, at the prompt's last 32 positions."""
     models = pinning.pair_of(state) if pinning.comparing(state) else (model_of(state),)
-    ids = prompt_ids(prompt, models[0])
-    for model in models:
-        prompt_ids(prompt, model)            # (a pinned model's vocabulary too)
+    names = "AB" if len(models) == 2 else (None,)
+    ids = prompt_ids(prompt, models[0], names[0])
+    for model, name in zip(models, names):
+        prompt_ids(prompt, model, name)      # (a pinned model's vocabulary too)
     shortest = min(model.cfg.context_length for model in models)
     if len(ids) > shortest:
         ids = ids[-shortest:]                # the lens reads the last positions anyway

@@ -134,9 +134,9 @@ def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
 def pair_prompt_ids(prompt, models):
     """The prompt's ids for both models of a comparison: within both vocabularies and both
     context windows (a message names the model that cannot take it)."""
-    ids = prompt_ids(prompt, models[0])
+    ids = prompt_ids(prompt, models[0], "A")
     for name, model in zip("AB", models):
-        prompt_ids(prompt, model)                 # B's vocabulary too
+        prompt_ids(prompt, model, name)           # B's vocabulary too
         if len(ids) > model.cfg.context_length:
             raise gr.Error(t("The prompt has {n} tokens but model {name}'s context_length is "
                              "{most}: shorten it to at most {most} tokens to compare the two.",
