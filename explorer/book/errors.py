@@ -1,0 +1,49 @@
+"""Messages for a person, and the error the explorer raises for input it cannot use.
+
+A message is said once in English where it is made, and known everywhere else by its id, so
+that a page in another language can say it too (``explorer/app/i18n``): the id is stable, the
+fields are named, and a field may itself be a message (a reason inside a sentence)::
+
+    raise ExplorerError("config.heads_divide_emb_dim",
+                        "emb_dim ({emb_dim}) must be divisible by n_heads ({n_heads}).",
+                        emb_dim=768, n_heads=5)
+
+``str()`` of either is the English sentence, so a notebook reader sees what the page shows.
+``ExplorerError`` is a ``ValueError``: bad input, never a bug in the explorer.
+"""
+from __future__ import annotations
+
+
+class Message:
+    """A sentence for a person: a stable ``id``, its English ``text`` with ``{fields}``, and
+    the fields' values (numbers, names, or other messages)."""
+
+    __slots__ = ("id", "text", "fields")
+
+    def __init__(self, id: str, text: str, **fields):
+        self.id, self.text, self.fields = id, text, fields
+
+    def __str__(self) -> str:
+        return self.text.format(**self.fields)
+
+    def __format__(self, spec: str) -> str:      # a message inside another one's text
+        return format(str(self), spec)
+
+    def __repr__(self) -> str:
+        return f"Message({self.id!r}, {str(self)!r})"
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Message) and (self.id, self.text, self.fields)
+                == (other.id, other.text, other.fields))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.text))
+
+
+class ExplorerError(ValueError):
+    """Input the explorer cannot use (a config, a prompt, a file, a setting), with a message
+    that says what to do instead. Anything else raised is a bug."""
+
+    def __init__(self, id: str, text: str, **fields):
+        self.message = Message(id, text, **fields)
+        super().__init__(str(self.message))
