@@ -30,6 +30,8 @@ import gradio as gr
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 
+from .gradio_private import api_info, functions, is_session_value
+
 log = logging.getLogger("gpt_explorer.http")
 
 ALLOWED_HOSTS_ENV = "GPT_EXPLORER_ALLOWED_HOSTS"   # extra host names, comma-separated; "*": any
@@ -162,7 +164,7 @@ class RequestCheck:
 
     def _problem(self, route, api_name, body):
         """(status, message) for a request Gradio cannot answer properly, else None."""
-        fns = self.blocks.fns
+        fns = functions(self.blocks)
         fn = None
         if api_name is not None:
             fn = next((f for f in fns.values() if f.api_name == api_name), None)
@@ -202,7 +204,7 @@ class RequestCheck:
                 return problem
             inputs = list(fn.inputs)
             if len(data) != len(inputs):               # /call without the State inputs
-                inputs = [b for b in inputs if not getattr(b, "skip_api", False)]
+                inputs = [b for b in inputs if not is_session_value(b)]
             given = list(zip(inputs, data))
             return (self._texts(fn, [(_label(block), value) for block, value in given
                                      if isinstance(block, gr.Textbox)])
@@ -212,9 +214,9 @@ class RequestCheck:
 
     def _fn(self, route, api_name, payload):
         if api_name is not None:
-            return next((f for f in self.blocks.fns.values() if f.api_name == api_name), None)
+            return next((f for f in functions(self.blocks).values() if f.api_name == api_name), None)
         index = payload.get("fn_index") if route == "queue/join" else None
-        return self.blocks.fns.get(index) if isinstance(index, int) and \
+        return functions(self.blocks).get(index) if isinstance(index, int) and \
             not isinstance(index, bool) else None
 
     def _with_view_settings(self, route, api_name, body):
@@ -236,7 +238,7 @@ class RequestCheck:
         """/call/v2: the (label, value) of each input of this component ("Textbox", "File"),
         found by its parameter name in Gradio's own API description (/gradio_api/info)."""
         if self._api_info is None:
-            self._api_info = self.blocks.get_api_info() or {}
+            self._api_info = api_info(self.blocks)
         endpoint = self._api_info.get("named_endpoints", {}).get(f"/{api_name}", {})
         return [(_english(p.get("label")), payload[p["parameter_name"]])
                 for p in endpoint.get("parameters", [])
@@ -278,7 +280,7 @@ class RequestCheck:
             return None
         names = [_label(block) or type(block).__name__.lower()
                  for block in inputs[:-2 if view else None]
-                 if route == "queue/join" or not getattr(block, "skip_api", False)]
+                 if route == "queue/join" or not is_session_value(block)]
         what = f"/{fn.api_name}" if fn.api_name else f"function {fn._id}"
         then = ", then optionally lang and lecture (the page's language and lecture mode)" \
             if view else ""
@@ -336,7 +338,7 @@ def _input_counts(fn, route) -> set[int]:
     inputs = list(fn.inputs)
     counts = {len(inputs)}
     if route != "queue/join":
-        counts.add(sum(1 for block in inputs if not getattr(block, "skip_api", False)))
+        counts.add(sum(1 for block in inputs if not is_session_value(block)))
     return counts
 
 

@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote_plus
 
 from ..book.config import PRESETS, GPTConfig
 from ..runtime.build import SEED_LIMIT
-from .prefs import LANGS
+from .languages import LANGUAGES as LANGS
 
 # Limits of what a link carries, and of the work reading one may take. Chrome takes URLs up to
 # 2 MB; reading 1 M characters costs milliseconds. A prompt of a few paragraphs fits.
@@ -37,7 +37,9 @@ LINK_WEIGHTS = ("random", "pretrained")   # a file never travels in a link
 # The order of a link's parameters (after them, silently ignored: Gradio's own ``view``, ``ui``
 # and ``deep_link``, and names starting with "__", which Gradio and Hugging Face Spaces add,
 # such as ``__theme`` and a private Space's ``__sign``).
-NAMES = ("preset", *KNOBS, "seed", "weights", "size", "prompt", "tab", "lang")
+NAMES = ("preset", *KNOBS, "seed", "weights", "size", "prompt", "tab", "layer", "head", "lang")
+# The tabs whose views a link's layer and head choose (the Attention tab's pickers).
+VIEW_TABS = ("attention",)
 FOREIGN = ("view", "ui", "deep_link")
 
 # What a knob's value looks like in a link (checked before GPTConfig checks its range): plain
@@ -50,6 +52,8 @@ _SYNTAX = {
 }
 _KNOB_TYPES = {name: type(getattr(GPTConfig(), name)) for name in KNOBS}
 _SEED = re.compile(r"[0-9]{1,19}")
+_LAYER = re.compile(r"[0-9]{1,4}")
+_HEAD = re.compile(r"mean|[0-9]{1,4}")
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ class Page:
     prompt: str
     tab: str
     lang: str
+    layer: int = 0             # the Attention tab's layer and head, for a link to that tab
+    head: str = "mean"
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,13 @@ def link_query(page: Page, rules: Rules) -> str:
             items.append(("size", page.size))
     if page.prompt != d.prompt:
         items.append(("prompt", page.prompt))
-    items += [("tab", page.tab), ("lang", page.lang)]
+    items.append(("tab", page.tab))
+    if page.tab in VIEW_TABS:
+        if page.layer != d.layer:
+            items.append(("layer", str(page.layer)))
+        if page.head != d.head:
+            items.append(("head", page.head))
+    items.append(("lang", page.lang))
     return "?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in items)
 
 
@@ -241,9 +253,24 @@ def read_query(query, rules: Rules) -> Reading:
                                     "The page uses random weights.",
                                     {"size": size, "message": str(refused)}))
             weights = d.weights
+    layer, head = d.layer, d.head
+    if "layer" in value:
+        if _LAYER.fullmatch(value["layer"]):
+            layer = int(value["layer"])
+        else:
+            problems.append(Problem("layer must be a whole number from 0 to 9999 (got "
+                                    "{value}); the page uses {default}.",
+                                    {"value": shown(value["layer"]), "default": d.layer}))
+    if "head" in value:
+        if _HEAD.fullmatch(value["head"]):
+            head = value["head"]
+        else:
+            problems.append(Problem("head must be mean or a whole number (got {value}); the "
+                                    "page uses {default}.",
+                                    {"value": shown(value["head"]), "default": d.head}))
     preset, config = _config(preset, value, rules, problems)
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
-                prompt=prompt, tab=tab, lang=lang)
+                prompt=prompt, tab=tab, lang=lang, layer=layer, head=head)
     return Reading(page, tuple(problems), any(name != "lang" for name in given))
 
 

@@ -1,14 +1,13 @@
-() => {
+(LOCALES) => {
   // The page's language and lecture mode (the header's two toggles; explorer/app/prefs.py).
+  // LOCALES: each language's Gradio locale (explorer/app/i18n: one catalogue file each).
   //
   // Labels are translated by Gradio's own i18n (explorer/app/i18n: gr.I18n, given to launch),
   // which starts from the browser's locale. The language toggle switches Gradio's locale with
   // the call that Gradio's own Settings panel makes (changeLocale, exported by its core module,
   // which the page has loaded already: importing it again gives the same module). The text the
   // server makes follows the toggle's value, an input of every event.
-  // tests/browser/test_i18n_browser.py checks both in a real page.
   const ex = (window.gptExplorer = window.gptExplorer || {});
-  const LOCALES = { en: "en", zh: "zh-CN" };
 
   // The first language: the link's ?lang=, else the browser's (any Chinese: 中文).
   ex.initialLang = () => {
@@ -17,7 +16,12 @@
     if (asked.length === 1 && Object.hasOwn(LOCALES, asked[0])) return asked[0];
     const langs = navigator.languages && navigator.languages.length
       ? navigator.languages : [navigator.language || "en"];
-    return langs.some((l) => /^zh\b/i.test(l)) ? "zh" : "en";
+    for (const l of langs) {
+      const code = Object.keys(LOCALES).find(
+        (c) => c !== "en" && l.toLowerCase().startsWith(c.toLowerCase()));
+      if (code) return code;
+    }
+    return "en";
   };
 
   ex.coreModule = async () => {
@@ -49,15 +53,19 @@
   };
 
   // A shared link opened (explorer/app/share_view.py): once its widgets are set, choose its
-  // tab (the index-th of the page's gr.Tabs) as a click does, and press the Build button, so
-  // that the model is built exactly as the button builds it.
-  ex.openFromLink = (builds, index) => {
-    if (!builds) return [];
-    ex.selectTab(index);
-    const button = document.getElementById("build_btn");
-    if (button) button.click();
+  // tab as a click does (an update of the gr.Tabs would mount every tab again).
+  ex.openTab = (index) => {
+    if (index >= 0) ex.selectTab(index);
     return [];
   };
+
+  // A figure drawn while its tab was hidden was laid out at no width: when a tab shows, its
+  // figures are laid out again at their real size (plotly's responsive resize).
+  ex.relayoutShown = () => requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));
+  document.addEventListener("click", (event) => {
+    const tab = event.target && event.target.closest && event.target.closest("#tabs button");
+    if (tab) setTimeout(ex.relayoutShown, 0);
+  }, true);
 
   // Gradio draws each tab's button twice: in a hidden row that measures them (all of them, in
   // order) and in the visible row, or, where they do not fit, in the "More tabs" menu.
