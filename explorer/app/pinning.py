@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import gradio as gr
 
+from ..book.config import GPT2_SIZES
 from ..probes.compare import compare_configs
-from ..runtime.cache import ModelKey, WeightsSource
-from ..runtime.weights import PRETRAINED
+from ..runtime.sources import ModelKey, WeightsSource
 from . import i18n
 from .i18n import t
 from .shared import CACHE
@@ -69,7 +69,7 @@ def check_pretrained_pair(state, cfg, device, dtype, size_name: str):
     """As ``check_pair``, before a pretrained GPT-2 is downloaded (its key is not known yet):
     the same GPT-2 as the pinned one counts once."""
     pinned = pinned_key(state)
-    repo = PRETRAINED[size_name]
+    repo = GPT2_SIZES[size_name].repo_id
     if pinned is None or (pinned.source.kind == "pretrained" and pinned.source.repo_id == repo
                           and pinned.dtype == dtype):
         return

@@ -26,7 +26,7 @@ from . import i18n, prefs
 from .i18n import label, t
 from .share import MAX_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
 from .shared import CACHE, as_choice, as_int, friendly
-from .tabs.build import _BY_FIELD, GPT2_SIZES, KNOBS, WEIGHTS_CHOICES
+from .tabs.build import _BY_FIELD, GPT2_SIZE_CHOICES, KNOBS, WEIGHTS_CHOICES
 
 # The page's part (static/page.js): the link's query for open_link; after it, press Build if
 # the link names a model; after "Copy link", the full address in the box and the clipboard.
@@ -105,7 +105,7 @@ def create_event_handlers(ui, demo, tabs, build_tab, prompts, state, view):
                    weights=build_tab.weights.value, size=build_tab.size.value,
                    seed=int(build_tab.seed.value), prompt=prompts[0].value, tab=ids[0],
                    lang=view[0].value)
-    rules = Rules(default=default, tabs=ids, sizes=GPT2_SIZES,
+    rules = Rules(default=default, tabs=ids, sizes=GPT2_SIZE_CHOICES,
                   check_config=lambda cfg: CACHE.check_budget(cfg),
                   check_size=lambda size: CACHE.check_budget(
                       gpt2_config(f"gpt2-{size}"), what=f"pretrained GPT-2 {size}"))
@@ -142,7 +142,7 @@ def create_event_handlers(ui, demo, tabs, build_tab, prompts, state, view):
         given = signature.bind(*args).arguments
         preset = as_choice(given["preset"], "preset", PRESETS)
         weights = as_choice(given["weights"], "weights", WEIGHTS_CHOICES)
-        size = as_choice(given["size"], "size", GPT2_SIZES)
+        size = as_choice(given["size"], "size", GPT2_SIZE_CHOICES)
         tab = as_choice(given["tab"], "tab", ids)
         seed = check_seed(as_int(given["seed"], "seed"))   # a link that could never build
         prompt = given["prompt"]

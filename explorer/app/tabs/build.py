@@ -19,12 +19,14 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ...book.config import (ACTIVATIONS, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS, GPTConfig,
-                            count_parameters, get_preset)
-from ...runtime.build import resolve_device
-from ...runtime.cache import model_bytes
+from ...book.config import (ACTIVATIONS, GPT2_SIZES, NORM_PLACEMENTS, POS_ENCODINGS, PRESETS,
+                            GPTConfig, count_parameters, get_preset)
 from ...book.load_weights import gpt2_config
-from ...runtime.weights import PRETRAINED, export_model, file_source, pretrained_source
+from ...runtime.build import resolve_device
+from ...runtime.checkpoints import file_source
+from ...runtime.export import export_model
+from ...runtime.hub import pretrained_source
+from ...runtime.memory import model_bytes
 from .. import gpu, i18n, pinning
 from ..exports import fresh_folder
 from ..i18n import label, t
@@ -99,7 +101,7 @@ _BY_FIELD = {knob.field: knob for knob in KNOB_TABLE}
 # Where the weights come from (the "weights" choice of the page and of /build).
 WEIGHTS_CHOICES = {"random": "random (seed)", "pretrained": "pretrained GPT-2 (OpenAI)",
                    "file": "from a file"}   # value: what the page shows (translated)
-GPT2_SIZES = tuple(name.removeprefix("gpt2-") for name in PRETRAINED)
+GPT2_SIZE_CHOICES = tuple(size.short for size in GPT2_SIZES.values())   # "small" ... "xl"
 WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
 IGNORED_UPLOADS = ("generation_config.json",)
 CONFIG_SUFFIX = ".json"
@@ -217,7 +219,7 @@ def build(*args, **kwargs):
     choice = as_choice(inputs["weights"] or "random", "weights", WEIGHTS_CHOICES)
     device = as_choice(inputs["device"], "device", DEVICES)
     dtype = as_choice(inputs["dtype"], "dtype", DTYPES)
-    size = as_choice(inputs["size"], "size", GPT2_SIZES)
+    size = as_choice(inputs["size"], "size", GPT2_SIZE_CHOICES)
     notes = []
     started = time.perf_counter()
     if choice == "random":
@@ -417,7 +419,7 @@ def create_ui():
                                    info=label("random: a config (preset, knobs) and a seed; "
                                               "pretrained and file: the checkpoint's own config"))
                 with gr.Row(visible=False) as pretrained_row:
-                    size = gr.Dropdown(list(GPT2_SIZES), value="small",
+                    size = gr.Dropdown(list(GPT2_SIZE_CHOICES), value="small",
                                        label=label("GPT-2 size (downloaded once from the Hugging "
                                                    "Face hub)"), elem_id="gpt2_size")
                 with gr.Column(visible=False) as file_row:

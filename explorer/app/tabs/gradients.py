@@ -8,7 +8,7 @@ import gradio as gr
 
 from ...book.gradients import gpt_gradients, shortcut_demo
 from ...book.tokenizer import get_tokenizer
-from ...runtime.cache import model_bytes
+from ...runtime.memory import model_bytes
 from ..i18n import label, t
 from ..plots.curves import gpt_gradient_figure, gradient_figure
 from ..plots.style import empty_figure

@@ -14,13 +14,14 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ...book.config import PRESETS, count_parameters
-from ...runtime.cache import WeightsSource
-from ...runtime.training import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
-                                 DEFAULT_VARIANTS, MAX_CORPUS_BYTES, MAX_VARIANTS,
-                                 VARIANT_CHOICES, TrainingLab, TrainingSettings,
-                                 corpus_from_file, corpus_from_text, default_corpus,
-                                 default_settings, make_variants)
-from ...runtime.weights import export_model
+from ...runtime.export import export_model
+from ...runtime.sources import WeightsSource
+from ...runtime.training_lab import TrainingLab
+from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
+                                       DEFAULT_VARIANTS, MAX_CORPUS_BYTES, MAX_VARIANTS,
+                                       VARIANT_CHOICES, TrainingSettings, corpus_from_file,
+                                       corpus_from_text, default_corpus, default_settings,
+                                       make_variants)
 from .. import gpu, i18n, pinning
 from ..i18n import label, t
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
