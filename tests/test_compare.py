@@ -19,7 +19,9 @@ from explorer.book.tokenizer import get_tokenizer
 from explorer.probes import trace
 from explorer.probes.compare import (attention_input, compare_configs, first_parting,
                                      lockstep, parted, series_pair)
-from explorer.runtime.cache import ModelCache, ModelKey, model_bytes
+from explorer.runtime.cache import ModelCache
+from explorer.runtime.memory import model_bytes
+from explorer.runtime.sources import ModelKey
 
 PROMPT = "Every effort moves you"
 PAIR = "norm1: before vs after LayerNorm"
@@ -228,7 +230,7 @@ def test_unpinning_keeps_model_a_and_forgets_b_and_its_results():
 
 
 def test_a_pinned_trained_model_is_held_for_the_session_until_unpinned():
-    from explorer.runtime.cache import WeightsSource
+    from explorer.runtime.sources import WeightsSource
     from explorer.runtime.build import build_model
     model = build_model(PRESETS["teach-tiny"], seed=5, device="cpu")
     key = ModelKey(PRESETS["teach-tiny"], None, "cpu", "float32",

@@ -127,17 +127,17 @@ MESSAGE_MAKERS = {"_head_message", "_offline_message", "describe_differences"}
 # Functions whose texts the page shows: what they return, the ``message``/``note`` they set,
 # what they append to a list of notes (file -> functions).
 PAGE_TEXTS = {
-    "runtime/cache.py": {"caption"},                    # WeightsSource.caption
+    "runtime/sources.py": {"caption"},                  # WeightsSource.caption
     "native/__init__.py": {"decoding_label"},
     "probes/tracing.py": {"trace"},                     # Trace.notes
-    "runtime/weights.py": {"_guess_heads", "_infer_book_config"},   # FileInfo.assumptions
+    "runtime/file_config.py": {"_guess_heads", "infer_book_config"},   # FileInfo.assumptions
     "book/config.py": {"notes"},                        # ParameterCount.notes()
-    "runtime/training.py": {"_train_step", "_evaluate", "_finish", "cancel", "_work",
+    "runtime/training_job.py": {"_train_step", "_evaluate", "_finish", "cancel", "_work",
                             "weights_source"},          # job.message, run.note, weights source
 }
 # Functions whose plain-text variables are the values of a message's fields ({advice}, {why}):
 # translated by ``translate`` as catalogue entries of their own.
-FIELD_TEXTS = {"runtime/cache.py": {"check_budget"}, "runtime/weights.py": {"_offline_message"}}
+FIELD_TEXTS = {"runtime/memory.py": {"check_budget"}, "runtime/hub.py": {"_offline_message"}}
 # ``progress(fraction, text)``: the core's reports while it downloads, converts or checks a
 # checkpoint (the Build tab's progress bar).
 PROGRESS = "progress"
@@ -283,7 +283,7 @@ def indirect() -> dict[tuple[str, str], list[str]]:
     from explorer.book.config import PRESETS, count_parameters
     from explorer.book.curves import ACTIVATION_LABELS
     from explorer.book.probe_points import POINT_LABELS
-    from explorer.runtime import training
+    from explorer.runtime import training_setup as training
 
     breakdown = list(count_parameters(PRESETS["teach-tiny"]).breakdown())
     variants = list(training.VARIANT_CHOICES)
@@ -561,7 +561,7 @@ def _real_errors():
     from explorer.book.load_weights import describe_differences
     from explorer.book.tokenizer import get_tokenizer
     from explorer.runtime.cache import ModelCache
-    from explorer.runtime.training import TrainingSettings, corpus_from_text, make_variants
+    from explorer.runtime.training_setup import TrainingSettings, corpus_from_text, make_variants
 
     tiny = get_preset("teach-tiny").to_dict()
     return {
@@ -608,7 +608,7 @@ def test_translate_fills_in_field_values_that_are_entries():
 def test_page_texts_of_the_core_in_chinese():
     from explorer import native
     from explorer.book.config import count_parameters, get_preset
-    from explorer.runtime.cache import WeightsSource
+    from explorer.runtime.sources import WeightsSource
     captions = [WeightsSource.random(123).caption,
                 WeightsSource("pretrained", repo_id="openai-community/gpt2").caption,
                 WeightsSource("file", filename="model.safetensors", digest="ab" * 32).caption,
@@ -624,7 +624,8 @@ def test_a_trained_models_texts_in_chinese():
     messages, with the default story's name in Chinese too."""
     from types import SimpleNamespace
     from explorer.app.tabs.train import trained_caption
-    from explorer.runtime.training import DEFAULT_CORPUS_NAME, TrainingJob
+    from explorer.runtime.training_job import TrainingJob
+    from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
     story = DEFAULT_CORPUS_NAME
     for steps in (1, 2):
         caption = _zh(trained_caption(SimpleNamespace(steps=steps, label="no shortcut"), story))

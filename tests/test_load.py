@@ -30,7 +30,8 @@ from local_client import local_client
 import explorer.runtime.cache as cache_module
 from explorer.app import shared
 from explorer.app.tabs.build import KNOBS
-from explorer.runtime.cache import ModelCache, model_bytes
+from explorer.runtime.cache import ModelCache
+from explorer.runtime.memory import model_bytes
 from explorer.book.config import PRESETS
 from explorer.book.generate import generate_steps, generate_text_simple
 from explorer.runtime.build import build_model

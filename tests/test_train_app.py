@@ -13,7 +13,7 @@ from local_client import local_client
 from explorer.app.server import create_demo
 from explorer.app.shared import CACHE
 from explorer.app.tabs import train as train_tab
-from explorer.runtime.training import DEFAULT_CORPUS_NAME
+from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
 
 STEPS = 10
 
@@ -204,7 +204,9 @@ def test_a_trained_model_is_traced_and_generates_and_exports(app_url, lab):
 def test_a_held_model_counts_in_the_budget_is_never_evicted_and_goes_with_its_session():
     from explorer.book.config import PRESETS
     from explorer.runtime.build import build_model
-    from explorer.runtime.cache import ModelCache, WeightsSource, model_bytes
+    from explorer.runtime.cache import ModelCache
+    from explorer.runtime.memory import model_bytes
+    from explorer.runtime.sources import WeightsSource
 
     tiny = PRESETS["teach-tiny"]
     size = model_bytes(tiny)

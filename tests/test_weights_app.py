@@ -18,7 +18,8 @@ from explorer.app.server import create_demo, launch_options  # noqa: E402
 from explorer.app.tabs import build as build_tab  # noqa: E402
 from explorer.book.config import PRESETS, count_parameters  # noqa: E402
 from explorer.book.tokenizer import get_tokenizer  # noqa: E402
-from explorer.runtime import weights  # noqa: E402
+from explorer.runtime import checkpoints  # noqa: E402
+from explorer.runtime import hub as runtime_hub  # noqa: E402
 from explorer.runtime.build import build_model  # noqa: E402
 
 from hub_stand_in import HubStandIn  # noqa: E402
@@ -89,10 +90,10 @@ def test_a_checkpoint_path_loads_and_every_view_runs_on_it_and_says_so(client, c
     hf, folder = checkpoint
     result = client.predict(**load_args(weights_path=str(folder / "model.safetensors")))
     status = result[0]
-    digest = weights.sha256_file(folder / "model.safetensors")
+    digest = checkpoints.sha256_file(folder / "model.safetensors")
     caption = f"from file model.safetensors (sha256 {digest[:8]}…)"
     assert "Model ready" in status and caption in status
-    total = count_parameters(weights.inspect_file(folder / "model.safetensors").config).total
+    total = count_parameters(checkpoints.inspect_file(folder / "model.safetensors").config).total
     assert f"{total:,}" in status
     # The knobs now show the checkpoint's config (4 heads, from config.json beside the file).
     assert result[KNOB_AT["n_heads"]] == 4 and result[KNOB_AT["emb_dim"]] == 64
@@ -201,7 +202,7 @@ def test_export_then_import_gives_identical_logits(client, hf_layout):
     result = client.predict(**load_args(weights_upload=[handle_file(f) for f in files]))
     assert "from file model.safetensors" in result[0]
     weights_file = next(f for f in files if f.endswith(".safetensors"))
-    loaded = cached_model("file", weights.sha256_file(weights_file))
+    loaded = cached_model("file", checkpoints.sha256_file(weights_file))
     original = build_model(PRESETS["teach-tiny"], seed=7, device="cpu")
     ids = torch.tensor([get_tokenizer().encode(PROMPT)])
     assert torch.equal(loaded(ids), original(ids))
@@ -226,9 +227,9 @@ def stand_in_hub(checkpoint, monkeypatch, tmp_path):
     548 MB; "gpt2-small" is made the tiny one's config), into an empty Hugging Face cache."""
     from huggingface_hub import constants
     _, folder = checkpoint
-    cfg = weights.inspect_file(folder / "model.safetensors").config
-    real = weights.gpt2_config
-    monkeypatch.setattr(weights, "gpt2_config",
+    cfg = checkpoints.inspect_file(folder / "model.safetensors").config
+    real = runtime_hub.gpt2_config
+    monkeypatch.setattr(runtime_hub, "gpt2_config",
                         lambda size: cfg if size == "gpt2-small" else real(size))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 64 * 1024)
@@ -243,7 +244,7 @@ def stand_in_hub(checkpoint, monkeypatch, tmp_path):
 
 def test_pretrained_gpt2_downloads_with_progress_in_the_page(client, stand_in_hub,
                                                             monkeypatch):
-    real = weights._progress_class
+    real = runtime_hub._progress_class
 
     def slowed(progress, label):   # ~1 s for the 13 MB file, so a poll sees the download
         class Slowed(real(progress, label)):
@@ -252,7 +253,7 @@ def test_pretrained_gpt2_downloads_with_progress_in_the_page(client, stand_in_hu
                 return super().update(n)
         return Slowed
 
-    monkeypatch.setattr(weights, "_progress_class", slowed)
+    monkeypatch.setattr(runtime_hub, "_progress_class", slowed)
     job = client.submit(**load_args("pretrained", size="small"))
     seen = set()
     while not job.done():

@@ -20,7 +20,7 @@ import pytest
 import explorer.app.server  # noqa: F401
 from explorer.app import gpu
 from explorer.book.config import PRESETS, count_parameters
-from explorer.runtime.cache import ModelKey
+from explorer.runtime.sources import ModelKey
 
 
 class StandInSpaces(types.ModuleType):

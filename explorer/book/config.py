@@ -157,6 +157,38 @@ def _head_message(emb_dim: int, n_heads: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# OpenAI's four GPT-2 sizes (exercise 4.2): the one list of them. The presets, the hub's
+# repositories and the names on the page all come from here.
+@dataclass(frozen=True)
+class GPT2Size:
+    name: str          # the preset's name, "gpt2-small"
+    page_name: str     # what the page calls it, "GPT-2 small"
+    repo_id: str       # its weights on the Hugging Face hub (safetensors, float32)
+    emb_dim: int
+    n_layers: int
+    n_heads: int
+
+    @property
+    def short(self) -> str:
+        """"small", "medium", "large" or "xl"."""
+        return self.name.removeprefix("gpt2-")
+
+    def config(self) -> "GPTConfig":
+        """The book's config of this size (``GPT_CONFIG_124M`` with its widths)."""
+        return GPTConfig.from_dict({**GPT_CONFIG_124M, "emb_dim": self.emb_dim,
+                                    "n_layers": self.n_layers, "n_heads": self.n_heads})
+
+
+GPT2_SIZES: dict[str, GPT2Size] = {size.name: size for size in (
+    GPT2Size("gpt2-small", "GPT-2 small", "openai-community/gpt2", 768, 12, 12),
+    GPT2Size("gpt2-medium", "GPT-2 medium", "openai-community/gpt2-medium", 1024, 24, 16),
+    GPT2Size("gpt2-large", "GPT-2 large", "openai-community/gpt2-large", 1280, 36, 20),
+    GPT2Size("gpt2-xl", "GPT-2 XL", "openai-community/gpt2-xl", 1600, 48, 25),
+)}
+GPT2_BY_REPO: dict[str, GPT2Size] = {size.repo_id: size for size in GPT2_SIZES.values()}
+
+
+# ---------------------------------------------------------------------------------------------
 # Presets: one source of truth for every named size.
 PRESETS: dict[str, GPTConfig] = {
     # Teaching sizes: build and run in well under a second on a laptop CPU.
@@ -164,13 +196,7 @@ PRESETS: dict[str, GPTConfig] = {
     "teach-small": GPTConfig(context_length=128, emb_dim=128, n_heads=4, n_layers=4),
     "teach-deep": GPTConfig(context_length=128, emb_dim=64, n_heads=4, n_layers=12),
     # The book's GPT-2 sizes (exercise 4.2).
-    "gpt2-small": GPTConfig.from_dict(GPT_CONFIG_124M),
-    "gpt2-medium": GPTConfig.from_dict({**GPT_CONFIG_124M, "emb_dim": 1024, "n_layers": 24,
-                                        "n_heads": 16}),
-    "gpt2-large": GPTConfig.from_dict({**GPT_CONFIG_124M, "emb_dim": 1280, "n_layers": 36,
-                                       "n_heads": 20}),
-    "gpt2-xl": GPTConfig.from_dict({**GPT_CONFIG_124M, "emb_dim": 1600, "n_layers": 48,
-                                    "n_heads": 25}),
+    **{name: size.config() for name, size in GPT2_SIZES.items()},
 }
 
 

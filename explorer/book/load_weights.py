@@ -13,7 +13,8 @@ stores its linear layers as ``Conv1D``: weights shaped (in, out), the transpose 
   ``scale``/``shift``;
 - the output head reuses the token embedding (``tie_weights=True``): one matrix in memory.
 
-Pure torch: files, the hub and budgets live in ``explorer.runtime.weights``.
+Pure torch: files, the hub and budgets live in ``explorer.runtime`` (``checkpoints``, ``hub``,
+``store``).
 """
 from __future__ import annotations
 
@@ -25,16 +26,14 @@ import torch
 import torch.nn as nn
 from torch.utils._device import DeviceContext
 
-from .config import PRESETS, GPTConfig
+from .config import GPT2_SIZES, PRESETS, GPTConfig
 from .model import GPTModel, RotaryEmbedding
-
-# The four sizes OpenAI released, as the book's presets plus what GPT-2 has: biases on the
-# query/key/value projections and an output head tied to the token embedding.
-GPT2_SIZES = ("gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl")
 
 
 def gpt2_config(size: str) -> GPTConfig:
-    """The config of OpenAI's GPT-2 ``size`` ("gpt2-small" ... "gpt2-xl") in the book's keys."""
+    """The config of OpenAI's GPT-2 ``size`` ("gpt2-small" ... "gpt2-xl", ``GPT2_SIZES``) in the
+    book's keys: its preset plus what GPT-2 has, biases on the query/key/value projections and
+    an output head tied to the token embedding."""
     if size not in GPT2_SIZES:
         raise ValueError(f"GPT-2 comes in {', '.join(GPT2_SIZES)} (got {size!r}).")
     return PRESETS[size].replace(qkv_bias=True, tie_weights=True)

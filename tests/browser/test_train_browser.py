@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from explorer.runtime.training import DEFAULT_CORPUS_NAME
+from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
 
 pytestmark = pytest.mark.browser
 

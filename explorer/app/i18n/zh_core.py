@@ -292,10 +292,10 @@ ZH_CORE: dict[str, str] = {
     "{BUDGET_ENV} must be a positive number of MB (got {value!r}).":
         "{BUDGET_ENV} 必须是正的 MB 数（收到 {value!r}）。",
     "This {what or 'model'} needs {-(-need // 1024 ** 2):,} MB for its weights ({dtype}), but "
-    "the memory budget is {self.budget_bytes // 1024 ** 2:,} MB (set {BUDGET_ENV} to change "
+    "the memory budget is {budget_bytes // 1024 ** 2:,} MB (set {BUDGET_ENV} to change "
     "it). {advice}":
         "这个{what or 'model'}的权重需要 {-(-need // 1024 ** 2):,} MB（{dtype}），但内存预算只有 "
-        "{self.budget_bytes // 1024 ** 2:,} MB（可设置 {BUDGET_ENV} 来修改）。{advice}",
+        "{budget_bytes // 1024 ** 2:,} MB（可设置 {BUDGET_ENV} 来修改）。{advice}",
     "hold keeps a GPTModel (got {type(model).__name__}).":
         "hold 只保存 GPTModel（收到 {type(model).__name__}）。",
     "{BUDGET_ENV} must be a number of MB (got {value!r}).":
@@ -420,10 +420,10 @@ ZH_CORE: dict[str, str] = {
     "config must be a dict, a GPTConfig or the path of a config.json (got "
     "{type(config).__name__}).":
         "config 必须是 dict、GPTConfig 或 config.json 的路径（收到 {type(config).__name__}）。",
-    "The GPT-2 size must be one of small, medium, large and xl (got {size!r}).":
-        "GPT-2 规模必须是 small、medium、large、xl 之一（收到 {size!r}）。",
-    "OpenAI's GPT-2 comes in sizes small, medium, large and xl (got {size!r}).":
-        "OpenAI 的 GPT-2 有 small、medium、large 和 xl 四种规模（收到 {size!r}）。",
+    "The GPT-2 size must be one of {SIZE_WORDS} (got {size!r}).":
+        "GPT-2 规模必须是 {SIZE_WORDS} 之一（收到 {size!r}）。",
+    "OpenAI's GPT-2 comes in sizes {SIZE_WORDS} (got {size!r}).":
+        "OpenAI 的 GPT-2 有这几种规模：{SIZE_WORDS}（收到 {size!r}）。",
     "The file does not say how many attention heads the model has, and emb_dim={emb_dim} is "
     "not a multiple of GPT-2's head size 64. Put a config.json with n_heads beside it, or pass "
     "the config.":
@@ -475,13 +475,13 @@ ZH_CORE: dict[str, str] = {
     "({', '.join(BOOK_KEYS)}) or Hugging Face's ({', '.join(HF_KEYS)}).":
         "未知的配置键 '{key}'。{did_you_mean} 已知的键：本书的（{', '.join(BOOK_KEYS)}）或 "
         "Hugging Face 的（{', '.join(HF_KEYS)}）。",
-    "The weights of {PRETRAINED_NAMES[repo_id]} are not on this machine and {why}. Either: (1) "
+    "The weights of {GPT2_BY_REPO[repo_id].page_name} are not on this machine and {why}. Either: (1) "
     "on a machine with internet run `hf download {repo_id} {WEIGHTS_FILE}` and copy the folder "
     "models--{repo_id.replace('/', '--')} into this machine's Hugging Face cache "
     "(~/.cache/huggingface/hub, or $HF_HOME/hub); or (2) download "
     "https://huggingface.co/{repo_id}/resolve/main/{WEIGHTS_FILE} and load that file with 'from "
     "file' (give its path, or upload it).":
-        "{PRETRAINED_NAMES[repo_id]} 的权重不在这台机器上，而且{why}。可以：(1) 在能上网的机器上"
+        "{GPT2_BY_REPO[repo_id].page_name} 的权重不在这台机器上，而且{why}。可以：(1) 在能上网的机器上"
         "运行 `hf download {repo_id} {WEIGHTS_FILE}`，把文件夹 models--{repo_id.replace('/', '--')} "
         "复制到这台机器的 Hugging Face 缓存（~/.cache/huggingface/hub，或 $HF_HOME/hub）；或者 "
         "(2) 下载 https://huggingface.co/{repo_id}/resolve/main/{WEIGHTS_FILE}，再用“来自文件”"

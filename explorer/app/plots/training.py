@@ -1,4 +1,4 @@
-"""The training lab's live views, from its plain data (``explorer.runtime.training.JobView``):
+"""The training lab's live views, from its plain data (``explorer.runtime.training_views.JobView``):
 loss curves (train solid, validation dashed, one colour per variant), per-block gradient norms
 as a heatmap per variant, the table of runs, the samples and the progress line."""
 from __future__ import annotations

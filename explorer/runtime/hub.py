@@ -1,0 +1,103 @@
+"""OpenAI's GPT-2 from the Hugging Face hub: its four sizes (``GPT2_SIZES``), the download of
+``model.safetensors`` with progress, and what to do where the hub cannot be reached."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..book.config import GPT2_BY_REPO, GPT2_SIZES, GPTConfig
+from ..book.load_weights import gpt2_config
+from .checkpoints import check_gpt2, read_safetensors_header, sha256_file, file_stamp
+from .file_config import WEIGHTS_FILE
+from .memory import check_budget
+from .sources import WeightsSource
+
+_SHORT = [size.short for size in GPT2_SIZES.values()]
+SIZE_WORDS = ", ".join(_SHORT[:-1]) + " and " + _SHORT[-1]    # "small, medium, large and xl"
+
+
+def _size_name(size: str) -> str:
+    if not isinstance(size, str):
+        raise ValueError(f"The GPT-2 size must be one of {SIZE_WORDS} (got {size!r}).")
+    name = size if size.startswith("gpt2-") else f"gpt2-{size}"
+    if name not in GPT2_SIZES:
+        raise ValueError(f"OpenAI's GPT-2 comes in sizes {SIZE_WORDS} (got {size!r}).")
+    return name
+
+
+def _progress_class(progress, label: str):
+    """A tqdm class for ``hf_hub_download`` that reports bytes to ``progress(fraction, text)``
+    (Gradio's ``gr.Progress`` takes exactly that)."""
+    from huggingface_hub.utils import tqdm as hub_tqdm
+
+    class Reporter(hub_tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = True   # no console bar; the callback shows it
+            super().__init__(*args, **kwargs)
+            self._done = kwargs.get("initial", 0) or 0
+            self._total = kwargs.get("total")
+
+        def update(self, n=1):
+            self._done += n or 0
+            total = self._total or 0
+            fraction = min(self._done / total, 1.0) if total else 0.0
+            progress(fraction, f"Downloading {label}: {self._done / 1e6:,.0f} of "
+                               f"{total / 1e6:,.0f} MB")
+            return super().update(n)
+
+    return Reporter
+
+
+def pretrained_source(size: str = "gpt2-small", progress=None, *, budget_bytes: int | None = None,
+                      dtype: str = "float32", revision: str | None = None,
+                      cache_dir: str | None = None, endpoint: str | None = None,
+                      download=None) -> tuple[GPTConfig, WeightsSource]:
+    """OpenAI's GPT-2 ``size`` ("small", "medium", "large", "xl", or "gpt2-small" ...): checks
+    the budget, then fetches ``model.safetensors`` through ``huggingface_hub`` (from its cache
+    when it is there; ``HF_HUB_OFFLINE=1`` is respected), reporting bytes to
+    ``progress(fraction, text)``. ``download`` replaces ``hf_hub_download`` in tests only."""
+    name = _size_name(size)
+    cfg = gpt2_config(name)
+    repo_id, page_name = GPT2_SIZES[name].repo_id, GPT2_SIZES[name].page_name
+    # Before any download: GPT-2 XL is 5,942 MB at float32.
+    check_budget(cfg, dtype, f"pretrained {page_name}", budget_bytes)
+
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+    download = download or hf_hub_download
+    label = f"{page_name} ({repo_id})"
+    if progress is not None:
+        progress(0.0, f"Looking for {label} in the Hugging Face cache")
+    try:
+        path = download(repo_id, WEIGHTS_FILE, revision=revision, cache_dir=cache_dir,
+                        endpoint=endpoint,
+                        tqdm_class=_progress_class(progress, label) if progress else None)
+    except LocalEntryNotFoundError:
+        raise ValueError(_offline_message(repo_id, constants.is_offline_mode())) from None
+    except Exception as exc:  # noqa: BLE001 - repository gone, disk full, a proxy's error page
+        raise ValueError(f"Could not download {WEIGHTS_FILE} of {repo_id}: "
+                         f"{type(exc).__name__}: {exc}") from None
+    if progress is not None:
+        progress(1.0, f"{label}: {WEIGHTS_FILE} is here")
+    path = Path(path)
+    header = read_safetensors_header(path)
+    check_gpt2(header.shapes, cfg, path.name)
+    # The hub cache keeps files as snapshots/<commit>/<file> -> blobs/<sha256 of the file>.
+    commit = path.parent.name if path.parent.parent.name == "snapshots" else (revision or "main")
+    blob = Path(os.path.realpath(path)).name
+    digest = blob if len(blob) == 64 and all(c in "0123456789abcdef" for c in blob) else None
+    source = WeightsSource("pretrained", repo_id=repo_id, revision=commit,
+                           digest=digest or sha256_file(path), filename=WEIGHTS_FILE,
+                           path=str(path), layout="gpt2", stamp=file_stamp(path))
+    return cfg, source
+
+
+def _offline_message(repo_id: str, offline: bool) -> str:
+    why = ("HF_HUB_OFFLINE is set, so nothing is downloaded" if offline
+           else "the Hugging Face hub cannot be reached from here")
+    return (f"The weights of {GPT2_BY_REPO[repo_id].page_name} are not on this machine and {why}. "
+            f"Either: (1) on a machine with internet run `hf download {repo_id} "
+            f"{WEIGHTS_FILE}` and copy the folder models--{repo_id.replace('/', '--')} into "
+            f"this machine's Hugging Face cache (~/.cache/huggingface/hub, or $HF_HOME/hub); "
+            f"or (2) download https://huggingface.co/{repo_id}/resolve/main/{WEIGHTS_FILE} "
+            f"and load that file with 'from file' (give its path, or upload it).")
