@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ..book.knobs import BY_FIELD, short_name
 from ..probes.compare import compare_configs
-from ..runtime.cache import ModelKey, WeightsSource
-from ..runtime.weights import PRETRAINED
+from ..book.config import GPT2_SIZES
+from ..runtime.sources import ModelKey, WeightsSource
 from .i18n import say, t
 from .shared import CACHE, NAMES
 
@@ -48,7 +48,7 @@ def check_pretrained_beside(session, cfg, device, dtype, size_name: str) -> None
     if not session.comparing:
         return
     b = session.models[1].key
-    repo = PRETRAINED[size_name]
+    repo = GPT2_SIZES[size_name].repo_id
     if b.source.kind == "pretrained" and b.source.repo_id == repo and b.dtype == dtype:
         return
     CACHE.check_together([ModelKey(cfg, None, str(device), dtype,

@@ -43,17 +43,15 @@ BUILD_INPUTS = ["preset", *build.FIELDS, "seed", "device", "dtype", "weights", "
                 "weights_path", "weights_upload", "session"]
 
 
-def _message(problem) -> str:
+def _message(problem: Message) -> str:
     """A problem of ``share`` in the page's language. Its values are HTML-escaped (a link's
-    text is anyone's, and the warning renders HTML); a refusal from the core is translated
-    first, and so is what a value should have been."""
+    text is anyone's, and the warning renders HTML); a refusal from the core, and what a
+    value should have been, are said in the page's language first."""
     values = {}
-    for key, value in problem.values.items():
+    for key, value in problem.fields.items():
         value = say(value) if isinstance(value, (Message, ExplorerError)) else value
-        if key == "what":
-            value = t(value)
         values[key] = inert(value) if isinstance(value, str) else value
-    return t(problem.text, **values)
+    return say(Message(problem.id, problem.text, **values))
 
 
 # HTML's special characters, and those Markdown would read as a link, emphasis or code, as
@@ -74,7 +72,7 @@ def rules_of(page) -> Rules:
                    weights=page["weights"].value, size=page["gpt2_size"].value,
                    seed=int(page["seed"].value), prompt=page["trace_prompt"].value,
                    tab=page.tab_ids[0], lang=page.view[0].value)
-    return Rules(default=default, tabs=page.tab_ids, sizes=build.GPT2_SIZES,
+    return Rules(default=default, tabs=page.tab_ids, sizes=build.GPT2_SIZE_CHOICES,
                  check_config=lambda cfg: CACHE.check_budget(cfg),
                  check_size=lambda size: CACHE.check_budget(
                      gpt2_config(f"gpt2-{size}"), what=f"pretrained GPT-2 {size}"))
@@ -135,7 +133,7 @@ def share_link(*args):
     preset = as_choice(given["preset"], Message("field.preset", "preset"), PRESETS)
     weights = as_choice(given["weights"], Message("field.weights", "weights"),
                         build.WEIGHTS_CHOICES)
-    size = as_choice(given["size"], Message("field.size", "size"), build.GPT2_SIZES)
+    size = as_choice(given["size"], Message("field.size", "size"), build.GPT2_SIZE_CHOICES)
     tab = as_choice(given["tab"], Message("field.tab", "tab"), rules.tabs)
     seed = check_seed(as_int(given["seed"], Message("field.seed", "seed")))
     prompt = given["prompt"]

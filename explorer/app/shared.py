@@ -7,7 +7,7 @@ import os
 from ..book.config import PRESETS, count_parameters
 from ..book.errors import ExplorerError, Message
 from ..runtime.cache import ModelCache
-from ..runtime.training import TrainingLab
+from ..runtime.training_lab import TrainingLab
 from . import guard
 from .i18n import say, t
 from .session import Session

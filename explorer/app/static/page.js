@@ -59,6 +59,47 @@
     return [];
   };
 
+  // A generation's stream (explorer/app/tabs/generate.py): #bars and #speed hold its last
+  // steps, one .nt-step each (data-run, data-step), and two updates that reach the page within
+  // one frame are drawn as one. So each step is shown for one animation frame at least, in
+  // order; the last one stays. Without this script the style sheet shows the last step only.
+  ex.paintSteps = (bars, speed) => {
+    let run = null, shown = 0, queued = 0, queue = [], waiting = false;
+    const show = (step) => {
+      for (const root of [bars, speed]) {
+        const items = root.querySelectorAll(".nt-step");
+        const here = Array.from(items).some((el) => +el.dataset.step === step);
+        items.forEach((el, i) => {
+          el.style.display = (here ? +el.dataset.step === step : i === items.length - 1)
+            ? "" : "none";
+        });
+      }
+      shown = step;
+    };
+    const frame = () => {
+      waiting = false;
+      if (queue.length) show(queue.shift());
+      if (queue.length) { waiting = true; requestAnimationFrame(frame); }
+    };
+    new MutationObserver(() => {
+      const steps = Array.from(bars.querySelectorAll(".nt-step"));
+      if (!steps.length) { run = null; queue = []; return; }
+      if (steps[0].dataset.run !== run) { run = steps[0].dataset.run; shown = queued = 0; queue = []; }
+      for (const el of steps) {
+        const step = +el.dataset.step;
+        if (step > queued) { queue.push(step); queued = step; }
+      }
+      show(shown || queue.shift() || +steps[steps.length - 1].dataset.step);
+      if (queue.length && !waiting) { waiting = true; requestAnimationFrame(frame); }
+    }).observe(bars, { childList: true, subtree: true });
+  };
+  // (the Generate tab's elements exist once Gradio has drawn the tab)
+  let painting = null;
+  setInterval(() => {
+    const bars = document.getElementById("bars"), speed = document.getElementById("speed");
+    if (bars && speed && bars !== painting) { painting = bars; ex.paintSteps(bars, speed); }
+  }, 250);
+
   // A figure drawn while its tab was hidden was laid out at no width: when a tab shows, its
   // figures are laid out again at their real size (plotly's responsive resize).
   ex.relayoutShown = () => requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));

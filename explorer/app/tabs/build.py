@@ -16,13 +16,15 @@ import time
 
 import gradio as gr
 
-from ...book.config import PRESETS, GPTConfig, count_parameters, get_preset
+from ...book.config import GPT2_SIZES, PRESETS, GPTConfig, count_parameters, get_preset
 from ...book.errors import ExplorerError, Message
 from ...book.knobs import KNOBS
 from ...book.load_weights import gpt2_config
 from ...runtime.build import resolve_device
-from ...runtime.cache import model_bytes
-from ...runtime.weights import PRETRAINED, export_model, file_source, pretrained_source
+from ...runtime.checkpoints import file_source
+from ...runtime.export import export_model
+from ...runtime.hub import pretrained_source
+from ...runtime.memory import model_bytes
 from .. import comparison, gpu, refresh
 from . import pin, walk
 from ..exports import fresh_folder
@@ -43,7 +45,7 @@ FIELDS = tuple(knob.field for knob in KNOBS)     # /build takes them in GPTConfi
 WEIGHTS_CHOICES = {"random": ("weights.random", "random (seed)"),
                    "pretrained": ("weights.pretrained", "pretrained GPT-2 (OpenAI)"),
                    "file": ("weights.file", "from a file")}
-GPT2_SIZES = tuple(name.removeprefix("gpt2-") for name in PRETRAINED)
+GPT2_SIZE_CHOICES = tuple(size.short for size in GPT2_SIZES.values())   # "small" ... "xl"
 WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
 CONFIG_SUFFIX = ".json"
 IGNORED_UPLOADS = ("generation_config.json",)        # save_pretrained's decoding defaults
@@ -307,7 +309,7 @@ def build(*args, **kwargs):
                        WEIGHTS_CHOICES)
     device = as_choice(inputs["device"], Message("field.device", "device"), DEVICES)
     dtype = as_choice(inputs["dtype"], Message("field.dtype", "dtype"), DTYPES)
-    size = as_choice(inputs["size"], Message("field.size", "size"), GPT2_SIZES)
+    size = as_choice(inputs["size"], Message("field.size", "size"), GPT2_SIZE_CHOICES)
     notes = ()
     started = time.perf_counter()
     if choice == "random":
@@ -389,7 +391,7 @@ def create(page):
                                          "knobs) and a seed; pretrained and file: the "
                                          "checkpoint's own config")))
             with page.add(gr.Row(visible=False, elem_id="pretrained_row")):
-                page.add(gr.Dropdown(list(GPT2_SIZES), value="small",
+                page.add(gr.Dropdown(list(GPT2_SIZE_CHOICES), value="small",
                                      label=label("build.size", "GPT-2 size (downloaded once "
                                                  "from the Hugging Face hub)"),
                                      elem_id="gpt2_size"))

@@ -6,6 +6,7 @@ alone), their bars side by side at every step."""
 from __future__ import annotations
 
 import math
+import secrets
 import time
 
 import gradio as gr
@@ -32,11 +33,15 @@ ID = "generate"
 SHOW_TOP = 10          # next-token candidates shown as bars
 LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
 DECODING = ("greedy", "sample")
-# Every step is its own update, at most 30 a second: a page paints each one (two updates in one
-# animation frame would show only the second), and a faster model waits for the screen. The
-# step table re-renders all its rows, so it follows twice a second, and completely at the end.
+# Every step is its own update, at most 30 a second (a faster model waits for the screen). Two
+# updates that reach the page within one animation frame would show only the second: the bars
+# and the speed line hold a generation's last LIVE_STEPS steps (each new one is appended, and
+# an appended string travels as its new part only), and the page paints them one a frame
+# (static/page.js, gptExplorer.paintSteps). The step table re-renders all its rows, so it
+# follows twice a second, and completely at the end.
 STREAM_INTERVAL_S = 1 / 30
 TABLE_INTERVAL_S = 0.5
+LIVE_STEPS = 16
 # The C one-token step and greedy summary, where they apply (else the model's own forward).
 FAST_DECODING = dict(step=native.model_step, summarize=native.next_token_summary)
 SHOWN = ("gen_output", "bars", "history", "speed", "session")
@@ -172,14 +177,29 @@ def bars_hint() -> str:
             + "</p></section>")
 
 
+def _step(tag, run, step, html) -> str:
+    return f'<{tag} class="nt-step" data-run="{run}" data-step="{step}">{html}</{tag}>'
+
+
+def _logged(gen):
+    """This step's bars and speed line after the run's last ones (see LIVE_STEPS)."""
+    n = gen.speed["n"]
+    bars, speed = gen.log
+    if len(bars) >= LIVE_STEPS:  # a new stretch, overlapping the last one's end
+        bars, speed = bars[-4:], speed[-4:]
+    gen.log = ([*bars, _step("div", gen.run, n, next_token_bars_html(gen.bars))],
+               [*speed, _step("span", gen.run, n, speed_text(gen.speed))])
+
+
 def shown(session, live=False, table=True) -> dict:
     gen = session.generation
     if gen is None:
         return {"gen_output": "", "bars": bars_hint(), "history": history_html(session),
                 "speed": ""}
-    return {"gen_output": gen.text, "bars": next_token_bars_html(gen.bars),
-            "history": history_html(session, live) if table else gr.skip(),
-            "speed": speed_text(gen.speed)}
+    bars, speed = (("".join(gen.log[0]), "".join(gen.log[1])) if gen.log[0] else
+                   (next_token_bars_html(gen.bars), speed_text(gen.speed)))
+    return {"gen_output": gen.text, "bars": bars,
+            "history": history_html(session, live) if table else gr.skip(), "speed": speed}
 
 
 def _record(gen, steps, models, rate, new):
@@ -221,7 +241,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
     stop = as_flag(stop_at_eot, Message("field.stop_eot", "stop at <|endoftext|>"))
     pairs = _streams(models, [ids] * len(models), max_new, temperature, top_k, seed, stop)
     gen = Generation(prompt, len(ids), [list(ids) for _ in models], [], [None] * len(models),
-                     {}, prompt, streaming=True, keys=session.keys)
+                     {}, prompt, streaming=True, keys=session.keys, run=secrets.token_hex(4))
     session.generation = gen
     started = time.perf_counter()
     sent = table_sent = -math.inf
@@ -233,6 +253,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         n = max(len(x) for x in new)
         gen.rows.insert(0, _row(n - 1, steps))
         _record(gen, steps, models, n / max(time.perf_counter() - started, 1e-9), new)
+        _logged(gen)
         if session.generation is not gen:      # a new model (or generation) took its place
             return
         wait = sent + STREAM_INTERVAL_S - time.perf_counter()
@@ -279,6 +300,7 @@ def next_token(prompt, output, mode, temperature, top_k, seed, session):
     n = max(len(x) for x in new)
     gen.rows.insert(0, _row(n - 1, steps))
     _record(gen, steps, models, 1 / max(max(s.seconds for s in steps), 1e-9), new)
+    gen.log = ((), ())          # one step, one update: nothing for the page to catch up on
     session.generation = gen
     return {**shown(session), "session": session}
 

@@ -6,7 +6,7 @@ import gradio as gr
 
 from ...book.gradients import gpt_gradients, shortcut_demo
 from ...book.tokenizer import get_tokenizer
-from ...runtime.cache import model_bytes
+from ...runtime.memory import model_bytes
 from .. import refresh
 from ..handlers import handler
 from ..i18n import label, t

@@ -14,13 +14,12 @@ import gradio as gr
 
 from ...book.config import PRESETS
 from ...book.errors import ExplorerError, Message
-from ...runtime.cache import WeightsSource
-from ...runtime.training import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
-                                 DEFAULT_VARIANTS, MAX_CORPUS_BYTES, MAX_VARIANTS,
-                                 VARIANT_CHOICES, TrainingSettings, corpus_from_file,
-                                 corpus_from_text, default_corpus, default_settings,
-                                 make_variants)
-from ...runtime.weights import export_model
+from ...runtime.export import export_model
+from ...runtime.sources import WeightsSource
+from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
+                                       DEFAULT_VARIANTS, MAX_VARIANTS, VARIANT_CHOICES,
+                                       TrainingSettings, corpus_from_file, corpus_from_text,
+                                       default_corpus, default_settings, make_variants)
 from .. import comparison, gpu, refresh, shared
 from ..handlers import handler
 from ..i18n import label, say, t
