@@ -29,7 +29,7 @@ from .languages import LANGUAGES as LANGS
 # 2 MB; reading 1 M characters costs milliseconds. A prompt of a few paragraphs fits.
 MAX_LINK_CHARS = 1_000_000
 MAX_FIELDS = 40
-MAX_PROMPT_CHARS = 2_000
+MAX_LINK_PROMPT_CHARS = 2_000
 SHOWN_CHARS = 40            # a hostile name or value is shown cut to this many characters
 
 KNOBS = tuple(f.name for f in fields(GPTConfig))
@@ -227,9 +227,9 @@ def read_query(query, rules: Rules) -> Reading:
     prompt = d.prompt
     if "prompt" in value:
         text = value["prompt"]
-        if len(text) > MAX_PROMPT_CHARS:
+        if len(text) > MAX_LINK_PROMPT_CHARS:
             problems.append(Message("link.prompt_long", "The link's prompt has {n:,} characters; a link carries at "
-                                    "most {most:,}. The page uses its default prompt.", n=len(text), most=MAX_PROMPT_CHARS))
+                                    "most {most:,}. The page uses its default prompt.", n=len(text), most=MAX_LINK_PROMPT_CHARS))
         elif not text.strip():
             problems.append(Message("link.prompt_empty", "The link's prompt is empty: the page uses its default "
                                     "prompt."))

@@ -25,7 +25,7 @@ from . import prefs, refresh
 from .handlers import handler
 from .i18n import label, say, t
 from .inputs import as_choice, as_int
-from .share import MAX_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
+from .share import MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
 from .shared import CACHE, session_of
 from .tabs import attention, build, inside
 
@@ -151,12 +151,12 @@ def share_link(*args):
         notes.append(t("share.no_trained", "A link cannot carry the weights trained in the "
                                            "Train tab: it opens the Build tab's config and "
                                            "weights."))
-    if len(prompt) > MAX_PROMPT_CHARS or not prompt.strip():
+    if len(prompt) > MAX_LINK_PROMPT_CHARS or not prompt.strip():
         if prompt.strip():
             notes.append(t("share.prompt_long", "The prompt has {n:,} characters; a link "
                                                 "carries at most {most:,}, so it opens with "
                                                 "the default prompt.", n=len(prompt),
-                           most=MAX_PROMPT_CHARS))
+                           most=MAX_LINK_PROMPT_CHARS))
         prompt = rules.default.prompt
     if weights == "random":
         rules.check_config(config)   # the memory budget: a link that could never build

@@ -65,7 +65,6 @@ PROBE_POINTS = (
 POINTS_BY_NAME = {p.name: p for p in PROBE_POINTS}
 # In the order a pre-LN block reaches them.
 BLOCK_PROBE_POINTS = tuple(p.name for p in PROBE_POINTS if p.scope == "block")
-MODEL_PROBE_POINTS = tuple(p.name for p in PROBE_POINTS if p.scope == "model")
 POINT_LABELS = {p.name: p.label for p in PROBE_POINTS}
 
 _ACTIVE_RECORDER: ContextVar = ContextVar("explorer_active_recorder", default=None)
