@@ -22,6 +22,7 @@ from typing import Callable
 from urllib.parse import quote, unquote_plus
 
 from ..book.config import PRESETS, GPTConfig
+from ..book.errors import ExplorerError
 from ..runtime.build import SEED_LIMIT
 from .prefs import LANGS
 
@@ -70,6 +71,12 @@ class Page:
 class Problem:
     text: str                  # English, with {fields}: the page shows t(text, **values)
     values: dict = field(default_factory=dict)
+
+
+def _said(refused: ValueError):
+    """A refusal as a problem's value: the core's message (the page translates it), else its
+    text."""
+    return refused.message if isinstance(refused, ExplorerError) else str(refused)
 
 
 @dataclass(frozen=True)
@@ -239,7 +246,7 @@ def read_query(query, rules: Rules) -> Reading:
         except ValueError as refused:
             problems.append(Problem("The link's pretrained GPT-2 {size} is refused: {message} "
                                     "The page uses random weights.",
-                                    {"size": size, "message": str(refused)}))
+                                    {"size": size, "message": _said(refused)}))
             weights = d.weights
     preset, config = _config(preset, value, rules, problems)
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
@@ -275,7 +282,7 @@ def _config(preset, value, rules, problems) -> tuple[str, GPTConfig]:
         except ValueError as refused:
             problems.append(Problem("The link's config is refused: {message} The page uses "
                                     "the preset {preset} as it is.",
-                                    {"message": str(refused), "preset": preset}))
+                                    {"message": _said(refused), "preset": preset}))
     try:
         if rules.check_config is not None:
             rules.check_config(base)
@@ -283,6 +290,6 @@ def _config(preset, value, rules, problems) -> tuple[str, GPTConfig]:
     except ValueError as refused:
         d = rules.default
         problems.append(Problem("The link's preset {preset} is refused: {message} The page "
-                                "uses {default}.", {"message": str(refused), "preset": preset,
+                                "uses {default}.", {"message": _said(refused), "preset": preset,
                                                     "default": d.preset}))
         return d.preset, d.config

@@ -11,6 +11,7 @@ import gradio as gr
 import numpy as np
 
 from ..book.config import PRESETS, count_parameters
+from ..book.errors import ExplorerError
 from ..book.tokenizer import get_tokenizer
 from ..probes import longest_trace, trace_peak_bytes
 from ..runtime import heap
@@ -36,11 +37,21 @@ CACHE = ModelCache()
 
 
 # ---------------------------------------------------------------------------------------------
-# Errors: a ValueError from the core is a message for the student; anything else is our bug.
+# Errors: an ExplorerError from the core is a message for the student; anything else is our
+# bug (a ValueError is still shown as a message, for now: see ``friendly``).
 # Every handler also takes the page's view settings (language, lecture mode) as its last two
 # inputs: ``friendly`` puts them in place for the call (``prefs.using``).
 PREF_PARAMETERS = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
                    for name in ("lang", "lecture")]
+
+
+def _raised_by_the_app(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by the app's own code (its innermost frame is in
+    ``explorer.app``)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_globals.get("__name__", "").startswith(__package__)
 
 
 def friendly(fn):
@@ -50,11 +61,14 @@ def friendly(fn):
       signature (what Gradio and its API see) is ``fn``'s with those two appended, and ``fn``
       runs with them in place. A call without them (one handler calling another, a test) keeps
       the settings of the moment.
-    - ``ValueError`` messages are shown in the page (gr.Error) in the page's language, never a
-      traceback; when the handler is done, the memory its temporaries took goes back to the
-      system (``heap.trim``), so that the app's resident memory stays near what it holds.
-    - The server log: an expected refusal (gr.Error, ValueError, out of memory) is one line; an
-      unexpected error is its traceback, once (Gradio is told not to print it again)."""
+    - ``ValueError`` messages are shown in the page (gr.Error) in the page's language (an
+      ``ExplorerError``'s message by its id), never a traceback; when the handler is done, the
+      memory its temporaries took goes back to the system (``heap.trim``), so that the app's
+      resident memory stays near what it holds.
+    - The server log: an expected refusal (gr.Error, ExplorerError, the app's own ValueError,
+      out of memory) is one line; an unexpected error is its traceback, once (Gradio is told
+      not to print it again), and so is a ValueError from anywhere else (a bug, though shown
+      as a message for now)."""
     signature = inspect.signature(fn)
     positional = [p for p in signature.parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -85,8 +99,15 @@ def friendly(fn):
                      f" ({detail})" if detail else "")
             return exc
         if isinstance(exc, ValueError):
-            log.info("%s refused: %s", fn.__name__, exc)
-            return gr.Error(i18n.translate(str(exc)), print_exception=False)
+            # The core's refusals are ExplorerErrors; the app's own checks still raise plain
+            # ValueErrors. Any other ValueError (from the core, torch, numpy ...) is a bug
+            # shown as a message for now: its traceback goes to the log.
+            if isinstance(exc, ExplorerError) or _raised_by_the_app(exc):
+                log.info("%s refused: %s", fn.__name__, exc)
+            else:
+                log.error("%s: a ValueError that is not an ExplorerError (a bug?)", fn.__name__,
+                          exc_info=exc)
+            return gr.Error(i18n.translate(i18n.message_of(exc)), print_exception=False)
         if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
             log.warning("%s: out of memory", fn.__name__)
             return gr.Error(t("Out of memory: choose a smaller model or a shorter prompt."),
