@@ -256,7 +256,7 @@ def test_the_pair_budget_message_reads_in_chinese():
         cache.check_together([ModelKey(PRESETS["teach-tiny"], 1, "cpu", "float32"),
                               ModelKey(PRESETS["teach-small"], 1, "cpu", "float32")])
     with prefs.using(prefs.Prefs(lang="zh")):
-        chinese = translate(str(refused.value))
+        chinese = translate(refused.value)
     assert chinese != str(refused.value) and "MB" in chinese
 
 

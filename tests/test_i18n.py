@@ -1,14 +1,14 @@
 """The Chinese catalogues are complete and well formed.
 
+- ``zh.json``: every message of the core (``book``, ``probes``, ``runtime``, ``native``), by
+  its id: each ``ExplorerError``, ``Message`` and ``Text`` made there (found in the source with
+  ``ast``) has an entry with the same fields, no entry is stale, and one id says one text.
 - ``ZH_UI``: every text of ``explorer/app`` that goes through ``t()`` or ``label()`` (found in
   the source with ``ast``: the constant arguments, and the tables of names that reach them
   through a variable, ``indirect()`` below), and every message the app raises as a ValueError.
-- ``ZH_CORE``: every message the core (``book``, ``probes``, ``runtime``, ``native``) raises as
-  a ValueError, and the texts of the core that the page shows (``PAGE_TEXTS``), each keyed by
-  its f-string as written in the source (``template``): a changed message fails the test.
-- ``ZH_SHARE``: the share and walk views' texts, the app's and the core's (their own file, so
-  that branches merge cleanly); each counts as a ZH_UI or ZH_CORE entry above.
-- Each Chinese text has exactly its key's ``{fields}``, is not empty and is not the English.
+- ``ZH_SHARE``, ``ZH_COMPARE``: the share, walk and compare views' texts of the app (their own
+  files, so that branches merge cleanly); each counts as a ZH_UI entry above.
+- Each Chinese text has exactly its English's ``{fields}``, is not empty and is not the English.
 - ``translate()`` turns real core errors into Chinese with their numbers, and every message of
   the bad-input catalogue (``tests/bad_inputs.py``) comes out in Chinese.
 """
@@ -17,7 +17,10 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import re
+import string
+import time
 from pathlib import Path
 
 import pytest
@@ -25,12 +28,12 @@ import torch
 
 from explorer.app import i18n, prefs
 from explorer.app.i18n.zh_compare import SAME_IN_CHINESE_COMPARE, ZH_COMPARE
-from explorer.app.i18n.zh_core import FILLED_IN, ZH_CORE
 from explorer.app.i18n.zh_share import ZH_SHARE
 from explorer.app.i18n.zh_ui import SAME_IN_CHINESE, ZH_UI
+from explorer.book.errors import ExplorerError
 
 # The share and compare views' texts have their own catalogues: an app text is in ZH_UI,
-# ZH_SHARE or ZH_COMPARE, a core message in ZH_CORE, ZH_SHARE or ZH_COMPARE.
+# ZH_SHARE or ZH_COMPARE; a core message is in zh.json, by its id.
 APP_ZH = {**ZH_UI, **ZH_SHARE, **ZH_COMPARE}
 SAME = (*SAME_IN_CHINESE, *SAME_IN_CHINESE_COMPARE)
 
@@ -42,6 +45,9 @@ CORE_WINGS = ("book", "probes", "runtime", "native")
 CJK = re.compile(r"[\u3400-\u9fff]")
 FIELD = re.compile(r"\{([^{}]+)\}")        # as explorer.app.i18n reads a key's fields
 ZH = "zh"
+ZH_JSON = json.loads((APP / "i18n" / "zh.json").read_text(encoding="utf-8"))
+ZH_MESSAGES: dict[str, str] = ZH_JSON["messages"]
+MESSAGE_MAKERS = ("ExplorerError", "Message", "Text")   # explorer/book/errors.py
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,86 +128,41 @@ def _raised_values(tree):
 
 
 # --- the core --------------------------------------------------------------------------------
-# Functions that make a message which the core then raises (``raise ValueError(problem)``).
-MESSAGE_MAKERS = {"_head_message", "_offline_message", "describe_differences"}
-# Functions whose texts the page shows: what they return, the ``message``/``note`` they set,
-# what they append to a list of notes (file -> functions).
-PAGE_TEXTS = {
-    "runtime/sources.py": {"caption"},                  # WeightsSource.caption
-    "native/__init__.py": {"decoding_label"},
-    "probes/tracing.py": {"trace"},                     # Trace.notes
-    "runtime/file_config.py": {"_guess_heads", "infer_book_config"},   # FileInfo.assumptions
-    "book/config.py": {"notes"},                        # ParameterCount.notes()
-    "runtime/training_job.py": {"_train_step", "_evaluate", "_finish", "cancel", "_work",
-                            "weights_source"},          # job.message, run.note, weights source
-}
-# Functions whose plain-text variables are the values of a message's fields ({advice}, {why}):
-# translated by ``translate`` as catalogue entries of their own.
-FIELD_TEXTS = {"runtime/memory.py": {"check_budget"}, "runtime/hub.py": {"_offline_message"}}
-# ``progress(fraction, text)``: the core's reports while it downloads, converts or checks a
-# checkpoint (the Build tab's progress bar).
-PROGRESS = "progress"
+def format_fields(text: str) -> list[str]:
+    """The names of the fields of a ``str.format`` template (``{n:,}`` is ``n``)."""
+    return sorted({name for _, name, _, _ in string.Formatter().parse(text) if name})
 
 
-def _page_texts(function) -> list[str]:
-    keys = []
-    for node in ast.walk(function):
-        if isinstance(node, ast.Return) and node.value is not None:
-            keys += _texts(node.value)
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                pairs = (zip(target.elts, node.value.elts)
-                         if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
-                         else [(target, node.value)])
-                keys += [k for t, v in pairs if isinstance(t, ast.Attribute)
-                         and t.attr in ("message", "note") for k in _texts(v)]
-        elif isinstance(node, ast.Call) and _call_name(node) == "append" and node.args:
-            keys += _texts(node.args[0])
-    return keys
-
-
-def _field_texts(function) -> list[str]:
-    return [k for node in ast.walk(function) if isinstance(node, ast.Assign)
-            and all(isinstance(t, ast.Name) for t in node.targets)
-            for k in _texts(node.value) if "{" not in k]
-
-
-def core_keys() -> tuple[dict[str, str], list[str]]:
-    """(key -> where, the raises whose message no rule above derives)."""
-    keys, unknown = {}, []
+def core_messages() -> tuple[dict[str, dict[str, str]], list[str]]:
+    """(id -> {English text -> where}, the calls the test cannot read): every
+    ``ExplorerError(id, text, ...)``, ``Message(...)`` and ``Text(...)`` of the core; and every
+    ``raise ValueError`` left there (a refusal must be an ExplorerError, a bug another error)."""
+    found, unreadable = {}, []
     for wing in CORE_WINGS:
         for path in _files(ROOT / "explorer" / wing):
             rel = path.relative_to(ROOT / "explorer").as_posix()
+            if rel == "book/errors.py":
+                continue
             tree = ast.parse(path.read_text(encoding="utf-8"))
-            made_by = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                       and isinstance(node.value, ast.Call)
-                       and _call_name(node.value) in MESSAGE_MAKERS
-                       for t in node.targets if isinstance(t, ast.Name)}
-            for node, message in _raised_values(tree):
-                found = template(message)
-                if found is None and not (
-                        isinstance(message, ast.Call) and _call_name(message) in MESSAGE_MAKERS
-                        or isinstance(message, ast.Name) and message.id in made_by):
-                    unknown.append(f"{rel}:{node.lineno}: {ast.unparse(message)}")
-                for key in found or []:
-                    keys.setdefault(key, f"{rel}:{node.lineno}")
-            for function in _functions(tree, MESSAGE_MAKERS):
-                for node in ast.walk(function):
-                    if isinstance(node, ast.Return) and node.value is not None:
-                        for key in _texts(node.value):
-                            keys.setdefault(key, f"{rel}:{node.lineno} ({function.name})")
-            for function in _functions(tree, PAGE_TEXTS.get(rel, ())):
-                for key in _page_texts(function):
-                    keys.setdefault(key, f"{rel} ({function.name})")
-            for function in _functions(tree, FIELD_TEXTS.get(rel, ())):
-                for key in _field_texts(function):
-                    keys.setdefault(key, f"{rel} ({function.name}, a field's value)")
             for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and _call_name(node) == PROGRESS \
-                        and len(node.args) > 1:
-                    for key in _texts(node.args[1]):
-                        keys.setdefault(key, f"{rel}:{node.lineno} (progress)")
-    return keys, unknown
+                if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) \
+                        or node.func.id not in MESSAGE_MAKERS:
+                    continue
+                where = f"{rel}:{node.lineno}"
+                if len(node.args) >= 2 and all(isinstance(a, ast.Constant) and
+                                               isinstance(a.value, str) for a in node.args[:2]):
+                    id_, text = node.args[0].value, node.args[1].value
+                    found.setdefault(id_, {}).setdefault(text, where)
+                    given = {k.arg for k in node.keywords}
+                    if None in given or given != set(format_fields(text)):
+                        unreadable.append(f"{where}: {id_}: the fields given, {sorted(given)}, "
+                                          f"are not the text's, {format_fields(text)}")
+                else:
+                    unreadable.append(f"{where}: {ast.unparse(node)[:80]}")
+            for node, message in _raised_values(tree):
+                unreadable.append(f"{rel}:{node.lineno}: raise ValueError(...): an input error "
+                                  f"is an ExplorerError, a bug another exception")
+    return found, unreadable
 
 
 # --- the app ---------------------------------------------------------------------------------
@@ -405,7 +366,7 @@ def ui():
 
 @pytest.fixture(scope="module")
 def core():
-    return core_keys()
+    return core_messages()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,52 +399,66 @@ def test_no_stale_app_entries(ui):
     assert not set(SAME) & set(APP_ZH)
 
 
-def test_no_stale_compare_entries(ui, core):
-    """Every entry of ZH_COMPARE is a text of the app or a message of the core, and a new one:
-    a text that ZH_UI or ZH_CORE has already is translated there, once."""
-    stale = [key for key in ZH_COMPARE if key not in ui[0] and key not in core[0]]
-    assert not stale, "not in explorer any more:\n" + "\n".join(map(repr, stale))
-    assert not set(ZH_COMPARE) & (set(ZH_UI) | set(ZH_CORE) | set(ZH_SHARE)
-                                  | set(SAME_IN_CHINESE))
+def test_no_stale_compare_entries(ui):
+    """Every entry of ZH_COMPARE is a text of the app, and a new one: a text that ZH_UI or
+    ZH_SHARE has already is translated there, once."""
+    stale = [key for key in ZH_COMPARE if key not in ui[0]]
+    assert not stale, "not in explorer/app any more:\n" + "\n".join(map(repr, stale))
+    assert not set(ZH_COMPARE) & (set(ZH_UI) | set(ZH_SHARE) | set(SAME_IN_CHINESE))
 
 
-def test_no_stale_share_entries_and_none_said_twice(ui, core):
-    """ZH_SHARE holds texts the app or the core has now, and none that ZH_UI or ZH_CORE
-    already translates (one translation of each text)."""
-    known = {**ui[0], **core[0]}
-    stale = [key for key in ZH_SHARE if key not in known]
-    assert not stale, "not in explorer/ any more:\n" + "\n".join(map(repr, stale))
-    assert not set(ZH_SHARE) & (set(ZH_UI) | set(ZH_CORE) | set(SAME_IN_CHINESE))
+def test_no_stale_share_entries_and_none_said_twice(ui):
+    """ZH_SHARE holds texts the app has now, and none that ZH_UI already translates (one
+    translation of each text)."""
+    stale = [key for key in ZH_SHARE if key not in ui[0]]
+    assert not stale, "not in explorer/app any more:\n" + "\n".join(map(repr, stale))
+    assert not set(ZH_SHARE) & (set(ZH_UI) | set(SAME_IN_CHINESE))
 
 
-def test_every_core_message_is_derived(core):
-    _, unknown = core
-    assert not unknown, ("a raise whose message is built in a way the test cannot read; add its "
-                         "maker to MESSAGE_MAKERS:\n" + "\n".join(unknown))
+def test_every_core_message_is_read_from_the_source(core):
+    """Each message of the core has its id and English as constants and is given exactly its
+    text's fields; the core raises no bare ValueError."""
+    _, unreadable = core
+    assert not unreadable, "\n".join(unreadable)
+    assert len(core[0]) > 150
 
 
-def test_every_core_message_has_a_chinese_entry(core):
-    keys, _ = core
-    missing = [f"{where}: {key!r}" for key, where in keys.items()
-               if key not in ZH_CORE and key not in ZH_SHARE and key not in ZH_COMPARE]
-    assert not missing, "not in ZH_CORE (or ZH_SHARE, ZH_COMPARE):\n" + "\n".join(missing)
+def test_an_id_says_one_text(core):
+    twice = {id_: list(texts) for id_, texts in core[0].items() if len(texts) > 1}
+    assert not twice, "\n".join(f"{i}: {t}" for i, t in twice.items())
+
+
+def test_ids_are_short_and_stable_names():
+    for id_ in core_messages()[0]:
+        assert re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", id_) and len(id_) <= 40, id_
+
+
+def test_every_core_message_has_a_chinese_entry_with_its_fields(core):
+    messages, _ = core
+    missing = [f"{where}: {id_}" for id_, texts in messages.items()
+               for where in texts.values() if id_ not in ZH_MESSAGES]
+    assert not missing, "not in zh.json:\n" + "\n".join(missing)
+    wrong = [f"{id_}: {format_fields(ZH_MESSAGES[id_])} instead of {format_fields(text)}"
+             for id_, texts in messages.items() for text in texts
+             if format_fields(ZH_MESSAGES[id_]) != format_fields(text)]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_no_stale_core_entries(core):
-    """Every entry of ZH_CORE is a message the core has now, or one of FILLED_IN: a message's
-    filled-in variants (a field that holds a sentence of its own, such as "Did you mean")."""
-    keys, _ = core
-    stale = [key for key in ZH_CORE if key not in keys and key not in FILLED_IN]
-    assert not stale, "not in the core any more:\n" + "\n".join(map(repr, stale))
-    assert not set(FILLED_IN) & set(keys), "a FILLED_IN key is the source's own"
-    assert set(FILLED_IN) <= set(ZH_CORE)
+    """Every entry of zh.json is a message the core has now."""
+    stale = sorted(set(ZH_MESSAGES) - set(core[0]))
+    assert not stale, "not in the core any more:\n" + "\n".join(stale)
+    assert ZH_JSON["language"] == {"name": "中文", "locale": "zh-CN"}
 
 
 # ---------------------------------------------------------------------------------------------
 # Form
-CATALOGUES = {"ZH_UI": ZH_UI, "ZH_CORE": ZH_CORE, "ZH_SHARE": ZH_SHARE,
-              "ZH_COMPARE": ZH_COMPARE}
+CATALOGUES = {"ZH_UI": ZH_UI, "ZH_SHARE": ZH_SHARE, "ZH_COMPARE": ZH_COMPARE}
 ENTRIES = [(name, key) for name, catalogue in CATALOGUES.items() for key in catalogue]
+
+
+def _english(id_: str) -> str:
+    return next(iter(core_messages()[0][id_]))
 
 
 def _fields(text: str) -> list[str]:
@@ -520,14 +495,42 @@ def test_chinese_texts_keep_braces_for_fields_only_and_no_apostrophes_for_the_br
     assert not bad, "\n".join(bad)
 
 
-def test_a_text_in_both_catalogues_reads_the_same():
-    both = set(ZH_UI) & set(ZH_CORE)
-    assert [k for k in both if ZH_UI[k] != ZH_CORE[k]] == []
+def test_each_core_message_is_said_in_chinese(core):
+    """Each entry of zh.json is a str.format template (braces doubled outside its fields),
+    not empty, not the English, and Chinese where the English has words."""
+    bad = []
+    for id_, chinese in ZH_MESSAGES.items():
+        english = _english(id_) if id_ in core[0] else None
+        try:
+            fields = format_fields(chinese)
+        except ValueError as error:
+            bad.append(f"{id_}: not a template ({error}): {chinese!r}")
+            continue
+        if not isinstance(chinese, str) or not chinese.strip():
+            bad.append(f"{id_}: empty")
+        elif chinese == english:
+            bad.append(f"{id_}: not translated: {chinese!r}")
+        elif english is not None and not CJK.search(chinese) and re.search(
+                r"[A-Za-z]{2}", "".join(text for text, *_ in string.Formatter().parse(english))):
+            bad.append(f"{id_}: no Chinese in {chinese!r} ({english!r})")
+        elif english is not None and fields != format_fields(english):
+            bad.append(f"{id_}: fields {fields} instead of {format_fields(english)}")
+    assert not bad, "\n".join(bad)
+
+
+def test_a_text_of_both_the_core_and_the_app_reads_the_same(core):
+    """A core message whose English is also one of the app's texts ("true or false") is said
+    the same way in both catalogues."""
+    app = {**ZH_UI, **ZH_SHARE, **ZH_COMPARE}
+    differ = [f"{id_}: {ZH_MESSAGES[id_]!r} / {app[text]!r}" for id_, texts in core[0].items()
+              for text in texts if text in app and "{" not in text
+              and ZH_MESSAGES.get(id_) != app[text]]
+    assert not differ, "\n".join(differ)
 
 
 def test_terms_follow_the_chinese_edition():
     """A few of the book's terms, spelled one way throughout."""
-    text = "\n".join([*ZH_UI.values(), *ZH_CORE.values(), *ZH_SHARE.values(),
+    text = "\n".join([*ZH_UI.values(), *ZH_MESSAGES.values(), *ZH_SHARE.values(),
                       *ZH_COMPARE.values()])
     for avoided in ("令牌", "标记", "残差连接", "捷径", "批量大小", "提示语", "贪婪", "种子值"):
         assert avoided not in text, avoided
@@ -537,15 +540,15 @@ def test_terms_follow_the_chinese_edition():
 
 # ---------------------------------------------------------------------------------------------
 # translate() at work
-def _zh(message: str) -> str:
+def _zh(message) -> str:
     with prefs.using(prefs.Prefs(ZH)):
         return i18n.translate(message)
 
 
-def _error_of(fn) -> str:
-    with pytest.raises(ValueError) as caught:
+def _error_of(fn) -> ExplorerError:
+    with pytest.raises(ExplorerError) as caught:
         fn()
-    return str(caught.value)
+    return caught.value
 
 
 def _numbers(text: str) -> list[str]:
@@ -553,7 +556,7 @@ def _numbers(text: str) -> list[str]:
 
 
 def _raise(message):
-    raise ValueError(message)
+    raise ExplorerError.of(message)
 
 
 def _real_errors():
@@ -586,12 +589,13 @@ def _real_errors():
 
 @pytest.mark.parametrize("case", list(_real_errors()))
 def test_translate_real_core_errors(case):
-    message = _error_of(_real_errors()[case])
-    chinese = _zh(message)
+    error = _error_of(_real_errors()[case])
+    message, chinese = str(error), _zh(error)
     assert CJK.search(chinese), f"{message!r} -> {chinese!r}"
     assert sorted(_numbers(chinese)) == sorted(_numbers(message)), (message, chinese)
+    assert _zh(error.message) == chinese           # the error or its message: the same
     with prefs.using(prefs.Prefs("en")):
-        assert i18n.translate(message) == message
+        assert i18n.translate(error) == message
 
 
 def test_translate_fills_in_field_values_that_are_entries():
@@ -599,10 +603,13 @@ def test_translate_fills_in_field_values_that_are_entries():
     said in Chinese too; the core's own names (a config key) stay as they are."""
     from explorer.book.config import get_preset
     from explorer.runtime.cache import ModelCache
+    from explorer.book.config import GPTConfig
     message = _error_of(lambda: ModelCache(1024 ** 2).check_budget(get_preset("gpt2-small")))
     chinese = _zh(message)
     assert "Choose" not in chinese and "model" not in chinese, chinese
-    assert _zh("n_layers must be at least 1 (got 0).").startswith("“n_layers”")
+    zero_layers = _error_of(lambda: GPTConfig.from_dict({**get_preset("teach-tiny").to_dict(),
+                                                         "n_layers": 0}))
+    assert _zh(zero_layers).startswith("“n_layers”")
 
 
 def test_page_texts_of_the_core_in_chinese():
@@ -634,12 +641,39 @@ def test_a_trained_models_texts_in_chinese():
                               corpus=SimpleNamespace(name="pasted text"))
         source = _zh(TrainingJob.weights_source(job, 0))
         assert source == f"训练了 {steps} 步，语料：{ZH_UI['pasted text']}", source
-    for message in (f"Trained 200 steps on {story}.",
-                    f"Trained 200 steps on {story}. Diverged: post-LN, no shortcut.",
-                    "Stopped after 12 steps; Continue resumes.", "Training was cancelled.",
-                    "This job is finished; start a new one."):
+    for message in _job_messages(story):
         assert CJK.search(_zh(message)) and not re.search(r"\b(steps|Stopped|finished)\b",
                                                           _zh(message)), _zh(message)
+        assert story not in _zh(message) and "The Clockmaker" not in _zh(message)
+
+
+def _job_messages(story: str) -> list:
+    """What real jobs on the default story say: finished, finished with a diverged variant,
+    stopped, cancelled, and the refusal to start a finished job again."""
+    from explorer.book.config import GPTConfig
+    from explorer.runtime.training_job import TrainingJob
+    from explorer.runtime.training_setup import Corpus, TrainingSettings, Variant, default_corpus
+    tiny = GPTConfig(context_length=32, emb_dim=16, n_heads=2, n_layers=2)
+    corpus = Corpus(story, default_corpus().text[:2000])
+    quick = TrainingSettings(steps=2, eval_freq=1, eval_iter=1, sample_tokens=2)
+    finished = TrainingJob([Variant("book", tiny)], corpus, quick).advance(2)
+    diverged = TrainingJob([Variant("book", tiny), Variant("post-LN", tiny)], corpus,
+                           TrainingSettings(steps=4, lr=1e20, eval_freq=2, eval_iter=1,
+                                            sample_tokens=2)).advance(4)
+    assert "Diverged" in diverged.view().message
+    stopped = TrainingJob([Variant("book", tiny)], corpus,
+                          TrainingSettings(steps=10_000, sample_tokens=2)).start()
+    time.sleep(0.2)
+    stopped.stop()
+    cancelled = TrainingJob([Variant("book", tiny)], corpus, quick).cancel()
+    with pytest.raises(ExplorerError) as again:
+        finished.start()
+    messages = [finished.view().message, diverged.view().message, stopped.view().message,
+                cancelled.view().message, again.value]
+    stopped.cancel()
+    assert str(messages[2]).startswith("Stopped after") and str(messages[4]).startswith(
+        "This job is finished")
+    return messages
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,6 +691,10 @@ def env():
     torch.set_num_threads(before)
 
 
+# Three English words in a row (outside what the user typed): a sentence left in English.
+ENGLISH_RUN = re.compile(r"\b[a-z]{2,}(?: [a-z]{2,}){2,}\b")
+
+
 def test_every_bad_input_message_comes_out_in_chinese(env):
     untranslated = []
     for case in PY_CASES:
@@ -664,7 +702,9 @@ def test_every_bad_input_message_comes_out_in_chinese(env):
             continue
         _, error, _ = run_bounded(lambda: case.python(env), case.max_seconds)
         if isinstance(error, ValueError):
-            chinese = _zh(str(error))
-            if not CJK.search(chinese):
-                untranslated.append(f"{case.id}: {error}")
+            # every refusal of the core is an ExplorerError, said by its id
+            assert isinstance(error, ExplorerError), f"{case.id}: {error!r}"
+            chinese = _zh(error)
+            if not CJK.search(chinese) or ENGLISH_RUN.search(chinese):
+                untranslated.append(f"{case.id}: {error} -> {chinese}")
     assert not untranslated, "\n".join(untranslated)

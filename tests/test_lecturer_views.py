@@ -11,6 +11,7 @@ from explorer.app import shared
 from explorer.app.plots.generation import next_token_bars_html
 from explorer.app.tabs import attention, build, generate, gradients, inside
 from explorer.book.config import PRESETS
+from explorer.book.errors import ExplorerError
 from explorer.book.tokenizer import get_tokenizer
 from explorer.probes import trace
 
@@ -112,7 +113,7 @@ def test_bars_are_drawn_on_a_0_to_100_percent_scale():
 def test_expected_refusals_log_one_line_and_no_traceback(caplog):
     @shared.friendly
     def refuse():
-        raise ValueError("emb_dim must be divisible by n_heads")
+        raise ExplorerError("config.heads", "emb_dim must be divisible by n_heads")
 
     with caplog.at_level(logging.INFO, logger="gpt_explorer"), \
             pytest.raises(gr.Error) as caught:
@@ -121,3 +122,17 @@ def test_expected_refusals_log_one_line_and_no_traceback(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "refuse refused: emb_dim must be divisible by n_heads"]
     assert all(r.exc_info is None for r in caplog.records)
+
+
+def test_a_value_error_that_is_no_refusal_is_shown_but_logged_as_a_bug(caplog):
+    """A ValueError from outside the app that is not an ExplorerError (torch's, numpy's, a
+    core bug's) is still a message on the page, for now; the log has its traceback."""
+    @shared.friendly
+    def trip():
+        int("not a number")
+
+    with caplog.at_level(logging.INFO, logger="gpt_explorer"), \
+            pytest.raises(gr.Error) as caught:
+        trip()
+    assert "invalid literal" in caught.value.message
+    assert [(r.levelno, r.exc_info is not None) for r in caplog.records] == [(logging.ERROR, True)]

@@ -227,11 +227,17 @@ def test_a_message_is_in_the_pages_language():
 # ---------------------------------------------------------------------------------------------
 # (tests/test_i18n.py checks that every text of these views has its Chinese in ZH_SHARE)
 def test_the_walks_refusals_and_card_in_chinese():
-    """The walk's refusals, as ``i18n.translate`` finds them (by the f-string as written)."""
+    """The walk's refusals, as ``i18n.translate`` says them (by their message's id)."""
+    from types import SimpleNamespace
     from explorer.app.i18n import translate
+    from explorer.book.errors import ExplorerError
+    from explorer.probes.stages import stage_details
+    tiny = SimpleNamespace(config=PRESETS["teach-tiny"].to_dict(), token_ids=[1])
+    with pytest.raises(ExplorerError) as refused:
+        stage_details(tiny, "attention", 7)
+    assert str(refused.value) == "Block 7 does not exist: this model has blocks 0 to 1."
     with prefs.using(prefs.Prefs("zh")):
-        assert translate("Block 7 does not exist: this model has blocks 0 to 1.") == \
-            "块 7 不存在：此模型的块编号为 0 到 1。"
+        assert translate(refused.value) == "块 7 不存在：此模型的块编号为 0 到 1。"
         assert t("block {block} of {n} (trf_blocks[{block}])", block=1, n=4) == \
             "第 1 块，共 4 块（trf_blocks[1]）"
 

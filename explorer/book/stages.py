@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import GPTConfig
+from .errors import ExplorerError
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,14 @@ def stage_points(cfg, stage: str) -> tuple[str, ...]:
     logits). Refused, with a message, for a stage this variant does not have."""
     cfg = GPTConfig.from_dict(cfg)
     if stage not in STAGES_BY_NAME:
-        raise ValueError(f"Unknown stage {stage!r}: the diagram's stages are "
-                         f"{', '.join(STAGE_NAMES)}.")
+        raise ExplorerError("stages.unknown", "Unknown stage {stage!r}: the diagram's stages are "
+                            "{stages}.", stage=stage, stages=", ".join(STAGE_NAMES))
     if stage not in stages_of(cfg):
         if stage.startswith("norm"):
-            raise ValueError(f"This model has no LayerNorm (norm_placement='none'): it has no "
-                             f"{stage} stage.")
-        raise ValueError(f"This model has no shortcut connections (shortcut=False): it has no "
-                         f"{stage} stage.")
+            raise ExplorerError("stages.no_layernorm", "This model has no LayerNorm "
+                                "(norm_placement='none'): it has no {stage} stage.", stage=stage)
+        raise ExplorerError("stages.no_shortcut", "This model has no shortcut connections "
+                            "(shortcut=False): it has no {stage} stage.", stage=stage)
     post = cfg.norm_placement == "post"
     return {
         # token + position embedding, after drop_emb: the first block's input

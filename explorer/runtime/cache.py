@@ -10,6 +10,7 @@ import threading
 from collections import OrderedDict
 
 from ..book.config import GPTConfig
+from ..book.errors import ExplorerError, Message
 from ..book.model import GPTModel
 from .build import build_model, resolve_device
 from .memory import BUDGET_ENV, check_budget, default_budget_bytes, model_bytes
@@ -34,12 +35,12 @@ class ModelCache:
         random weights from ``seed``; otherwise a source from ``hub`` or ``checkpoints``."""
         cfg = GPTConfig.from_dict(cfg)
         self.check_budget(cfg, dtype, None if source is None or source.kind == "random"
-                          else "checkpoint")
+                          else Message("budget.what.a_checkpoint", "checkpoint"))
         if source is not None and source.kind != "random":
             seed = None
         return ModelKey(cfg, seed, str(resolve_device(device)), dtype, source)
 
-    def check_budget(self, cfg, dtype="float32", what: str | None = None):
+    def check_budget(self, cfg, dtype="float32", what: Message | None = None):
         """Refuse, before any download or allocation, a model larger than the budget."""
         check_budget(cfg, dtype, what, self.budget_bytes)
 
@@ -60,15 +61,19 @@ class ModelCache:
             each_mb = " + ".join(f"{-(-n // mb):,}" for n in sizes)
             budget_mb, held_mb = self.budget_bytes // mb, others // mb
             if others:
-                raise ValueError(
-                    f"The two models together need {need_mb:,} MB for their weights ({each_mb} "
-                    f"MB), but {allowed_mb:,} MB are allowed: the memory budget is "
-                    f"{budget_mb:,} MB ({BUDGET_ENV}) and other sessions' own models hold "
-                    f"{held_mb:,} MB of it. Unpin the pinned model, or choose smaller models.")
-            raise ValueError(
-                f"The two models together need {need_mb:,} MB for their weights ({each_mb} MB), "
-                f"but {allowed_mb:,} MB are allowed: the memory budget ({BUDGET_ENV}). Unpin "
-                f"the pinned model, or choose smaller models.")
+                raise ExplorerError("pair.over_budget_with_held", "The two models together need "
+                                    "{need_mb:,} MB for their weights ({each_mb} MB), but "
+                                    "{allowed_mb:,} MB are allowed: the memory budget is "
+                                    "{budget_mb:,} MB ({budget_env}) and other sessions' own "
+                                    "models hold {held_mb:,} MB of it. Unpin the pinned model, "
+                                    "or choose smaller models.", need_mb=need_mb, each_mb=each_mb,
+                                    allowed_mb=allowed_mb, budget_mb=budget_mb,
+                                    budget_env=BUDGET_ENV, held_mb=held_mb)
+            raise ExplorerError("pair.over_budget", "The two models together need {need_mb:,} MB "
+                                "for their weights ({each_mb} MB), but {allowed_mb:,} MB are "
+                                "allowed: the memory budget ({budget_env}). Unpin the pinned "
+                                "model, or choose smaller models.", need_mb=need_mb,
+                                each_mb=each_mb, allowed_mb=allowed_mb, budget_env=BUDGET_ENV)
 
     def get_together(self, keys, progress=None) -> list[GPTModel]:
         """The models for ``keys``, all in memory at once within the budget (checked first):
@@ -93,9 +98,9 @@ class ModelCache:
                 self._models.move_to_end(key)
                 return self._models[key], True
             if key.source.kind == "trained":
-                raise ValueError("This trained model is no longer held (its session ended or "
-                                 "used another one): press Use this model in the Train tab "
-                                 "again, or build a model.")
+                raise ExplorerError("cache.trained_not_held", "This trained model is no longer "
+                                    "held (its session ended or used another one): press Use "
+                                    "this model in the Train tab again, or build a model.")
             build_lock = self._build_locks.setdefault(key, threading.Lock())
         with build_lock:  # two sessions asking for the same new model build it once
             with self._lock:
@@ -126,17 +131,19 @@ class ModelCache:
         budget: shared models are evicted to make room; if the held models alone would pass
         the budget, a ValueError says so."""
         if not isinstance(model, GPTModel):
-            raise ValueError(f"hold keeps a GPTModel (got {type(model).__name__}).")
+            raise TypeError(f"hold keeps a GPTModel (got {type(model).__name__}).")
         need = model_bytes(key.config, key.dtype)
         with self._lock:
             others = sum(model_bytes(k.config, k.dtype) for o, (k, _) in self._held.items()
                          if o != owner)
             if others + need > self.budget_bytes:
-                raise ValueError(
-                    f"This model needs {-(-need // 1024 ** 2):,} MB; the sessions' own models "
-                    f"already hold {others // 1024 ** 2:,} of the server's "
-                    f"{self.budget_bytes // 1024 ** 2:,} MB budget ({BUDGET_ENV}). Try again "
-                    f"later, or use a smaller model.")
+                raise ExplorerError("cache.hold_over_budget", "This model needs {need_mb:,} MB; "
+                                    "the sessions' own models already hold {held_mb:,} of the "
+                                    "server's {budget_mb:,} MB budget ({budget_env}). Try again "
+                                    "later, or use a smaller model.",
+                                    need_mb=-(-need // 1024 ** 2), held_mb=others // 1024 ** 2,
+                                    budget_mb=self.budget_bytes // 1024 ** 2,
+                                    budget_env=BUDGET_ENV)
             self._held.pop(owner, None)
             self._make_room(need)
             self._held[owner] = (key, model)

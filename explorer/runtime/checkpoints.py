@@ -21,6 +21,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from ..book.config import GPTConfig
+from ..book.errors import ExplorerError, Message
 from ..book.load_weights import (assign_weights, book_shapes, describe_differences,
                                  empty_model, gpt2_shapes, gpt2_to_book, is_book_buffer,
                                  is_gpt2_buffer, strip_prefix)
@@ -54,15 +55,18 @@ def read_safetensors_header(path) -> SafetensorsHeader:
         with open(path, "rb") as f:
             head = f.read(8)
     except OSError:
-        raise ValueError(f"{name} could not be read. Copy or download it again.") from None
+        raise ExplorerError("file.unreadable", "{name} could not be read. Copy or download it "
+                            "again.", name=name) from None
     if len(head) < 8:
-        raise ValueError(f"{name} is empty or cut short ({size:,} bytes): not a safetensors "
-                         f"file. Copy or download it again.")
+        raise ExplorerError("safetensors.empty", "{name} is empty or cut short ({size:,} bytes): "
+                            "not a safetensors file. Copy or download it again.", name=name,
+                            size=size)
     (n,) = struct.unpack("<Q", head)
     if n > MAX_HEADER_BYTES or n > size - 8:
-        raise ValueError(f"{name} is not a safetensors file, or it is cut short (its first "
-                         f"bytes do not give a header that fits in it). Copy or download it "
-                         f"again, or choose a model.safetensors file.")
+        raise ExplorerError("safetensors.header_does_not_fit", "{name} is not a safetensors "
+                            "file, or it is cut short (its first bytes do not give a header that "
+                            "fits in it). Copy or download it again, or choose a "
+                            "model.safetensors file.", name=name)
     try:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata() or {}
@@ -71,32 +75,39 @@ def read_safetensors_header(path) -> SafetensorsHeader:
                 piece = f.get_slice(tensor)
                 shapes[tensor], dtypes[tensor] = tuple(piece.get_shape()), piece.get_dtype()
     except SafetensorError as exc:
-        raise ValueError(f"{name} is not a valid safetensors file ({_safetensors_problem(exc)})."
-                         f" Copy or download it again, or save it again with "
-                         f"safetensors.torch.save_file.") from None
+        raise ExplorerError("safetensors.invalid", "{name} is not a valid safetensors file "
+                            "({problem}). Copy or download it again, or save it again with "
+                            "safetensors.torch.save_file.", name=name,
+                            problem=_safetensors_problem(exc)) from None
     except OSError:
-        raise ValueError(f"{name} could not be read. Copy or download it again.") from None
+        raise ExplorerError("file.unreadable", "{name} could not be read. Copy or download it "
+                            "again.", name=name) from None
     for tensor, dtype in dtypes.items():
         if dtype not in SAFETENSORS_DTYPES:
-            raise ValueError(f"{name}: tensor {tensor} is stored as {dtype}; the explorer "
-                             f"reads {', '.join(SAFETENSORS_DTYPES)}.")
+            raise ExplorerError("safetensors.unknown_dtype", "{name}: tensor {tensor} is stored "
+                                "as {dtype}; the explorer reads {dtypes}.", name=name,
+                                tensor=tensor, dtype=dtype, dtypes=", ".join(SAFETENSORS_DTYPES))
     return SafetensorsHeader(shapes, dtypes, metadata, size - 8 - n)
 
 
 # What safetensors' reader says of a header it refuses, in a student's words.
 _SAFETENSORS_PROBLEMS = {
-    "invalid JSON": "its header is not JSON",
-    "invalid offset": "a tensor's bytes do not follow the one before it",
-    "invalid shape, data type, or offset": "a tensor's bytes do not match its shape and dtype",
-    "not fully covered": "its tensors do not cover the file exactly: it is cut short, or has "
-                         "bytes after its last tensor",
+    "invalid JSON": Message("safetensors.problem.not_json", "its header is not JSON"),
+    "invalid offset": Message("safetensors.problem.offset",
+                              "a tensor's bytes do not follow the one before it"),
+    "invalid shape, data type, or offset": Message(
+        "safetensors.problem.shape", "a tensor's bytes do not match its shape and dtype"),
+    "not fully covered": Message("safetensors.problem.coverage", "its tensors do not cover the "
+                                 "file exactly: it is cut short, or has bytes after its last "
+                                 "tensor"),
 }
 
 
-def _safetensors_problem(exc) -> str:
+def _safetensors_problem(exc) -> Message:
     text = str(exc)
     return next((words for phrase, words in _SAFETENSORS_PROBLEMS.items() if phrase in text),
-                "its header does not describe its tensors")
+                Message("safetensors.problem.header",
+                        "its header does not describe its tensors"))
 
 
 def _size_of(path: Path) -> int:
@@ -104,11 +115,13 @@ def _size_of(path: Path) -> int:
     try:
         st = path.stat()
     except (OSError, ValueError):   # ENOENT, ENAMETOOLONG, EACCES, a NUL in the path ...
-        raise ValueError(f"There is no file at {path}. Give the path of a model.safetensors "
-                         f"(or the book's model.pth), or upload it.") from None
+        raise ExplorerError("file.missing", "There is no file at {path}. Give the path of a "
+                            "model.safetensors (or the book's model.pth), or upload it.",
+                            path=path) from None
     if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"There is no file at {path}, only a folder or a device. Give the "
-                         f"path of a model.safetensors (or the book's model.pth), or upload it.")
+        raise ExplorerError("file.not_a_file", "There is no file at {path}, only a folder or a "
+                            "device. Give the path of a model.safetensors (or the book's "
+                            "model.pth), or upload it.", path=path)
     return st.st_size
 
 
@@ -129,8 +142,8 @@ def inspect_file(path, config=None) -> FileInfo:
     its header or a memory map: nothing is allocated. ``config`` (a dict, a GPTConfig, or a
     path to a config.json) overrides what sits beside the file."""
     if not isinstance(path, (str, os.PathLike)) or not str(path):
-        raise ValueError(f"Give the path of a model.safetensors (or the book's model.pth) "
-                         f"as text (got {path!r}).")
+        raise ExplorerError("file.path_not_text", "Give the path of a model.safetensors (or the "
+                            "book's model.pth) as text (got {path!r}).", path=path)
     path = Path(path)
     _size_of(path)
     given = given_config(config)
@@ -163,8 +176,9 @@ def inspect_file(path, config=None) -> FileInfo:
         masks = {n: s for n, s in shapes.items() if is_book_buffer(n)}
         for n, s in masks.items():
             if s != (cfg.context_length, cfg.context_length):
-                raise ValueError(f"{n} is {s}, but the model's context_length is "
-                                 f"{cfg.context_length}.")
+                raise ExplorerError("checkpoint.mask_wrong_size", "{tensor} is {shape}, but the "
+                                    "model's context_length is {context_length}.", tensor=n,
+                                    shape=s, context_length=cfg.context_length)
         shapes = {n: s for n, s in shapes.items() if not is_book_buffer(n)}
     return FileInfo(path, kind, layout, cfg, shapes, assumptions)
 
@@ -173,7 +187,7 @@ def check_gpt2(shapes: dict, cfg: GPTConfig, name: str):
     found = {n: s for n, s in strip_prefix(shapes).items() if not is_gpt2_buffer(n)}
     problem = describe_differences(gpt2_shapes(cfg), found, name)
     if problem:
-        raise ValueError(problem)
+        raise ExplorerError.of(problem)
 
 
 def _load_pth(path: Path, mmap: bool = False) -> dict:
@@ -185,22 +199,24 @@ def _load_pth(path: Path, mmap: bool = False) -> dict:
     except Exception as exc:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, ...
         text = str(exc)
         if "Weights only load failed" in text or "Unsupported global" in text:
-            raise ValueError(
-                f"{path.name} holds Python objects besides tensors, which could run code when "
-                f"loaded, so it was not opened. Save the weights alone: "
-                f"torch.save(model.state_dict(), 'model.pth'), or better, as safetensors.") \
+            raise ExplorerError("pth.holds_objects", "{name} holds Python objects besides "
+                                "tensors, which could run code when loaded, so it was not "
+                                "opened. Save the weights alone: torch.save(model.state_dict(), "
+                                "'model.pth'), or better, as safetensors.", name=path.name) \
                 from None
         if mmap and ("mmap" in text or "zipfile" in text.lower()):
             return _load_pth(path, mmap=False)
         # (torch's own text may quote the file's bytes: it is not passed on)
-        raise ValueError(f"{path.name} could not be read as a PyTorch checkpoint: it is cut "
-                         f"short, or not a checkpoint. Copy it again, or save it with "
-                         f"torch.save(model.state_dict(), 'model.pth').") from None
+        raise ExplorerError("pth.unreadable", "{name} could not be read as a PyTorch checkpoint: "
+                            "it is cut short, or not a checkpoint. Copy it again, or save it "
+                            "with torch.save(model.state_dict(), 'model.pth').",
+                            name=path.name) from None
     if isinstance(obj, dict) and "model_state_dict" in obj:
         obj = obj["model_state_dict"]   # the book's model_and_optimizer.pth
     if not isinstance(obj, dict) or not all(isinstance(t, torch.Tensor) for t in obj.values()):
-        raise ValueError(f"{path.name} is not a state_dict (a table of tensors), nor the book's "
-                         f"checkpoint with 'model_state_dict'.")
+        raise ExplorerError("pth.not_a_state_dict", "{name} is not a state_dict (a table of "
+                            "tensors), nor the book's checkpoint with 'model_state_dict'.",
+                            name=path.name)
     return obj
 
 
@@ -227,8 +243,8 @@ def sha256_file(path, chunk: int = 16 * 1024 ** 2) -> str:
             while block := f.read(chunk):
                 h.update(block)
     except OSError:
-        raise ValueError(f"{Path(path).name} could not be read to the end. Copy or download it "
-                         f"again.") from None
+        raise ExplorerError("file.unreadable_to_the_end", "{name} could not be read to the end. "
+                            "Copy or download it again.", name=Path(path).name) from None
     _digests[version] = h.hexdigest()
     return _digests[version]
 
@@ -238,7 +254,8 @@ def file_source(path, config=None, *, budget_bytes: int | None = None,
     """A checkpoint on disk (a path the user gave, or an upload): its config and source
     (sha256), refused before any allocation if it is over the budget or does not fit."""
     info = inspect_file(path, config)
-    check_budget(info.config, dtype, f"checkpoint ({info.path.name})", budget_bytes)
+    check_budget(info.config, dtype, Message("budget.what.checkpoint", "checkpoint ({name})",
+                                             name=info.path.name), budget_bytes)
     check_shapes(info)
     stamp = file_stamp(info.path)
     source = WeightsSource("file", digest=sha256_file(info.path), filename=info.path.name,
@@ -250,7 +267,7 @@ def check_shapes(info: FileInfo):
     expected = gpt2_shapes(info.config) if info.layout == "gpt2" else book_shapes(info.config)
     problem = describe_differences(expected, info.shapes, info.path.name)
     if problem:
-        raise ValueError(problem)
+        raise ExplorerError.of(problem)
 
 
 # ---------------------------------------------------------------------------------------------

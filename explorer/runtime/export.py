@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from ..book.errors import ExplorerError
 from ..book.load_weights import book_to_gpt2, gpt2_hf_config, is_gpt2_shaped
 from ..book.model import GPTModel
 from .file_config import CONFIG_FILE, FORMAT, METADATA_KEY, WEIGHTS_FILE
@@ -23,21 +24,25 @@ def export_model(model: GPTModel, folder, hf_layout: bool = False,
     ``GPT2LMHeadModel.from_pretrained(folder)`` loads it (GPT-2-shaped models only). Either
     comes back in with ``load_file``. Returns the files written."""
     if not isinstance(model, GPTModel):
-        raise ValueError(f"export_model saves a GPTModel (got {type(model).__name__}).")
+        raise ExplorerError("export.not_a_model", "export_model saves a GPTModel (got {kind}).",
+                            kind=type(model).__name__)
     cfg = model.cfg
     if hf_layout and not is_gpt2_shaped(cfg):
-        raise ValueError("Hugging Face's GPT-2 layout needs norm_placement 'pre', shortcuts on "
-                         "and pos_encoding 'learned'; export this model in the book's layout "
-                         "(hf_layout=False) instead.")
+        raise ExplorerError("export.not_gpt2_shaped", "Hugging Face's GPT-2 layout needs "
+                            "norm_placement 'pre', shortcuts on and pos_encoding 'learned'; "
+                            "export this model in the book's layout (hf_layout=False) instead.")
     if not isinstance(folder, (str, os.PathLike)) or not str(folder):
-        raise ValueError(f"Give the folder to export to as text (got {folder!r}).")
+        raise ExplorerError("export.folder_not_text", "Give the folder to export to as text (got "
+                            "{folder!r}).", folder=folder)
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise ValueError(f"{folder} is a file; choose a folder to export into.")
+        raise ExplorerError("export.folder_is_a_file", "{folder} is a file; choose a folder to "
+                            "export into.", folder=folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ValueError(f"Could not make the folder {folder}: {exc.strerror or exc}.") from None
+        raise ExplorerError("export.cannot_make_folder", "Could not make the folder {folder}: "
+                            "{reason}.", folder=folder, reason=exc.strerror or exc) from None
     state = {n: t.detach().to("cpu", torch.float32) for n, t in model.state_dict().items()}
     book_config = {**cfg.to_dict(), "format": FORMAT,
                    "layout": "gpt2" if hf_layout else "book"}
@@ -63,6 +68,7 @@ def export_model(model: GPTModel, folder, hf_layout: bool = False,
         save_file(tensors, str(weights), metadata=metadata)
         config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error on a full disk
-        raise ValueError(f"Could not write into {folder}: {exc.strerror or exc}. Free some "
-                         f"disk space or choose another folder.") from None
+        raise ExplorerError("export.cannot_write", "Could not write into {folder}: {reason}. "
+                            "Free some disk space or choose another folder.", folder=folder,
+                            reason=exc.strerror or exc) from None
     return [weights, config_path]

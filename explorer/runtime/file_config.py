@@ -10,7 +10,8 @@ import difflib
 import json
 from pathlib import Path
 
-from ..book.config import GPTConfig
+from ..book.config import GPTConfig, did_you_mean
+from ..book.errors import ExplorerError, Text
 from ..book.load_weights import check_hf_config, config_from_hf, strip_prefix
 
 WEIGHTS_FILE = "model.safetensors"
@@ -31,17 +32,21 @@ def read_config(path) -> dict:
         with open(path, "rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError:
-        raise ValueError(f"The config {name} could not be read; upload it again.") from None
+        raise ExplorerError("config_file.unreadable", "The config {name} could not be read; "
+                            "upload it again.", name=name) from None
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ValueError(f"The config {name} is over {MAX_CONFIG_BYTES // 1024} KB: not a model "
-                         f"config (GPT-2's config.json is about 1 KB).")
+        raise ExplorerError("config_file.too_large", "The config {name} is over {limit_kb} KB: "
+                            "not a model config (GPT-2's config.json is about 1 KB).", name=name,
+                            limit_kb=MAX_CONFIG_BYTES // 1024)
     try:
         config = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ValueError(f"The config {name} is not valid JSON.") from None
+        raise ExplorerError("config_file.not_json", "The config {name} is not valid JSON.",
+                            name=name) from None
     if not isinstance(config, dict):
-        raise ValueError(f"The config {name} is not a table of settings (a JSON object such as "
-                         f"{{\"n_layer\": 12, ...}}), so it cannot describe a model.")
+        raise ExplorerError("config_file.not_a_table", "The config {name} is not a table of "
+                            "settings (a JSON object such as {{\"n_layer\": 12, ...}}), so it "
+                            "cannot describe a model.", name=name)
     return config
 
 
@@ -68,9 +73,10 @@ def layout_of(shapes: dict) -> str:
         return "gpt2"
     if "tok_emb.weight" in shapes:
         return "book"
-    raise ValueError("These weights are neither a GPT-2 checkpoint (wte.weight, h.0.attn...) nor "
-                     "the book's GPTModel (tok_emb.weight, trf_blocks.0.att...): found "
-                     f"{', '.join(list(shapes)[:5])}.")
+    raise ExplorerError("checkpoint.unknown_layout", "These weights are neither a GPT-2 "
+                        "checkpoint (wte.weight, h.0.attn...) nor the book's GPTModel "
+                        "(tok_emb.weight, trf_blocks.0.att...): found {found}.",
+                        found=", ".join(list(shapes)[:5]))
 
 
 def infer_gpt2_config(names: dict, given: dict, assumptions: list) -> GPTConfig:
@@ -96,10 +102,12 @@ def infer_gpt2_config(names: dict, given: dict, assumptions: list) -> GPTConfig:
 
 def _guess_heads(emb_dim: int, assumptions: list) -> int:
     if emb_dim % 64:
-        raise ValueError(f"The file does not say how many attention heads the model has, and "
-                         f"emb_dim={emb_dim} is not a multiple of GPT-2's head size 64. Put a "
-                         f"config.json with n_heads beside it, or pass the config.")
-    assumptions.append(f"n_heads = {emb_dim // 64} (GPT-2's head size of 64; no config given)")
+        raise ExplorerError("checkpoint.heads_unknown", "The file does not say how many "
+                            "attention heads the model has, and emb_dim={emb_dim} is not a "
+                            "multiple of GPT-2's head size 64. Put a config.json with n_heads "
+                            "beside it, or pass the config.", emb_dim=emb_dim)
+    assumptions.append(Text("checkpoint.assumed_heads", "n_heads = {n_heads} (GPT-2's head size "
+                            "of 64; no config given)", n_heads=emb_dim // 64))
     return emb_dim // 64
 
 
@@ -126,8 +134,8 @@ def infer_book_config(shapes: dict, given: dict, assumptions: list) -> GPTConfig
     if "n_heads" not in values:
         values["n_heads"] = _guess_heads(emb, assumptions)
     if not given:
-        assumptions.append("the book's choices where weights cannot tell (norm before "
-                           "attention, shortcuts, GELU)")
+        assumptions.append(Text("checkpoint.assumed_book_choices", "the book's choices where "
+                                "weights cannot tell (norm before attention, shortcuts, GELU)"))
     return GPTConfig.from_dict(values)
 
 
@@ -144,13 +152,14 @@ def given_config(config):
             for key in config:
                 if key not in known:
                     hint = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-                    did_you_mean = f" Did you mean '{hint[0]}'?" if hint else ""
-                    raise ValueError(f"Unknown config key '{key}'.{did_you_mean} Known keys: "
-                                     f"the book's ({', '.join(BOOK_KEYS)}) or Hugging "
-                                     f"Face's ({', '.join(HF_KEYS)}).")
+                    raise ExplorerError("checkpoint.unknown_config_key", "Unknown config key "
+                                        "'{key}'.{did_you_mean} Known keys: the book's "
+                                        "({book_keys}) or Hugging Face's ({hf_keys}).", key=key,
+                                        did_you_mean=did_you_mean(hint),
+                                        book_keys=", ".join(BOOK_KEYS), hf_keys=", ".join(HF_KEYS))
         return dict(config)
-    raise ValueError("config must be a dict, a GPTConfig or the path of a config.json "
-                     f"(got {type(config).__name__}).")
+    raise ExplorerError("checkpoint.config_wrong_type", "config must be a dict, a GPTConfig or "
+                        "the path of a config.json (got {kind}).", kind=type(config).__name__)
 
 
 # The GPT2Config keys the explorer reads.

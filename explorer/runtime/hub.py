@@ -6,22 +6,26 @@ import os
 from pathlib import Path
 
 from ..book.config import GPT2_BY_REPO, GPT2_SIZES, GPTConfig
+from ..book.errors import ExplorerError, Message, Text
 from ..book.load_weights import gpt2_config
 from .checkpoints import check_gpt2, read_safetensors_header, sha256_file, file_stamp
 from .file_config import WEIGHTS_FILE
 from .memory import check_budget
 from .sources import WeightsSource
 
+# "small, medium, large" and "xl", for "... sizes small, medium, large and xl"
 _SHORT = [size.short for size in GPT2_SIZES.values()]
-SIZE_WORDS = ", ".join(_SHORT[:-1]) + " and " + _SHORT[-1]    # "small, medium, large and xl"
+_SIZES, _LAST = ", ".join(_SHORT[:-1]), _SHORT[-1]
 
 
 def _size_name(size: str) -> str:
     if not isinstance(size, str):
-        raise ValueError(f"The GPT-2 size must be one of {SIZE_WORDS} (got {size!r}).")
+        raise ExplorerError("hub.size_not_text", "The GPT-2 size must be one of {sizes} and "
+                            "{last} (got {size!r}).", sizes=_SIZES, last=_LAST, size=size)
     name = size if size.startswith("gpt2-") else f"gpt2-{size}"
     if name not in GPT2_SIZES:
-        raise ValueError(f"OpenAI's GPT-2 comes in sizes {SIZE_WORDS} (got {size!r}).")
+        raise ExplorerError("hub.unknown_size", "OpenAI's GPT-2 comes in sizes {sizes} and "
+                            "{last} (got {size!r}).", sizes=_SIZES, last=_LAST, size=size)
     return name
 
 
@@ -41,8 +45,9 @@ def _progress_class(progress, label: str):
             self._done += n or 0
             total = self._total or 0
             fraction = min(self._done / total, 1.0) if total else 0.0
-            progress(fraction, f"Downloading {label}: {self._done / 1e6:,.0f} of "
-                               f"{total / 1e6:,.0f} MB")
+            progress(fraction, Text("hub.downloading", "Downloading {label}: {done:,.0f} of "
+                                    "{total:,.0f} MB", label=label, done=self._done / 1e6,
+                                    total=total / 1e6))
             return super().update(n)
 
     return Reporter
@@ -60,25 +65,29 @@ def pretrained_source(size: str = "gpt2-small", progress=None, *, budget_bytes: 
     cfg = gpt2_config(name)
     repo_id, page_name = GPT2_SIZES[name].repo_id, GPT2_SIZES[name].page_name
     # Before any download: GPT-2 XL is 5,942 MB at float32.
-    check_budget(cfg, dtype, f"pretrained {page_name}", budget_bytes)
+    check_budget(cfg, dtype, Message("budget.what.pretrained", "pretrained {name}",
+                                     name=page_name), budget_bytes)
 
     from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import LocalEntryNotFoundError
     download = download or hf_hub_download
     label = f"{page_name} ({repo_id})"
     if progress is not None:
-        progress(0.0, f"Looking for {label} in the Hugging Face cache")
+        progress(0.0, Text("hub.looking", "Looking for {label} in the Hugging Face cache",
+                           label=label))
     try:
         path = download(repo_id, WEIGHTS_FILE, revision=revision, cache_dir=cache_dir,
                         endpoint=endpoint,
                         tqdm_class=_progress_class(progress, label) if progress else None)
     except LocalEntryNotFoundError:
-        raise ValueError(_offline_message(repo_id, constants.is_offline_mode())) from None
+        raise ExplorerError.of(_offline_message(repo_id, constants.is_offline_mode())) from None
     except Exception as exc:  # noqa: BLE001 - repository gone, disk full, a proxy's error page
-        raise ValueError(f"Could not download {WEIGHTS_FILE} of {repo_id}: "
-                         f"{type(exc).__name__}: {exc}") from None
+        raise ExplorerError("hub.download_failed", "Could not download {weights_file} of "
+                            "{repo_id}: {kind}: {error}", weights_file=WEIGHTS_FILE,
+                            repo_id=repo_id, kind=type(exc).__name__, error=str(exc)) from None
     if progress is not None:
-        progress(1.0, f"{label}: {WEIGHTS_FILE} is here")
+        progress(1.0, Text("hub.here", "{label}: {weights_file} is here", label=label,
+                           weights_file=WEIGHTS_FILE))
     path = Path(path)
     header = read_safetensors_header(path)
     check_gpt2(header.shapes, cfg, path.name)
@@ -92,12 +101,15 @@ def pretrained_source(size: str = "gpt2-small", progress=None, *, budget_bytes: 
     return cfg, source
 
 
-def _offline_message(repo_id: str, offline: bool) -> str:
-    why = ("HF_HUB_OFFLINE is set, so nothing is downloaded" if offline
-           else "the Hugging Face hub cannot be reached from here")
-    return (f"The weights of {GPT2_BY_REPO[repo_id].page_name} are not on this machine and {why}. "
-            f"Either: (1) on a machine with internet run `hf download {repo_id} "
-            f"{WEIGHTS_FILE}` and copy the folder models--{repo_id.replace('/', '--')} into "
-            f"this machine's Hugging Face cache (~/.cache/huggingface/hub, or $HF_HOME/hub); "
-            f"or (2) download https://huggingface.co/{repo_id}/resolve/main/{WEIGHTS_FILE} "
-            f"and load that file with 'from file' (give its path, or upload it).")
+def _offline_message(repo_id: str, offline: bool) -> Message:
+    why = (Message("hub.offline_is_set", "HF_HUB_OFFLINE is set, so nothing is downloaded")
+           if offline else
+           Message("hub.unreachable", "the Hugging Face hub cannot be reached from here"))
+    return Message("hub.not_here", "The weights of {name} are not on this machine and {why}. "
+                   "Either: (1) on a machine with internet run `hf download {repo_id} "
+                   "{weights_file}` and copy the folder {folder} into this machine's Hugging "
+                   "Face cache (~/.cache/huggingface/hub, or $HF_HOME/hub); or (2) download "
+                   "https://huggingface.co/{repo_id}/resolve/main/{weights_file} and load that "
+                   "file with 'from file' (give its path, or upload it).",
+                   name=GPT2_BY_REPO[repo_id].page_name, why=why, repo_id=repo_id,
+                   weights_file=WEIGHTS_FILE, folder="models--" + repo_id.replace("/", "--"))

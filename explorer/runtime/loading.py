@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..book.errors import Text
 from .cache import ModelCache
 from .checkpoints import file_source
 from .hub import pretrained_source
@@ -19,7 +20,8 @@ def load_pretrained(size: str = "gpt2-small", progress=None, *, cache: ModelCach
                                     dtype=dtype, **hub)
     key = cache.key(cfg, device=device, dtype=dtype, source=source)
     if progress is not None:
-        progress(1.0, f"Loading {source.caption} into the book's GPTModel")
+        progress(1.0, Text("loading.into_the_model", "Loading {caption} into the book's "
+                           "GPTModel", caption=source.caption))
     model, _ = cache.get(key, progress)
     return model, key
 
@@ -31,7 +33,7 @@ def load_file(path, config=None, *, cache: ModelCache | None = None, device: str
     text)`` hears about the hash and the first load's conversion."""
     cache = ModelCache() if cache is None else cache
     if progress is not None:
-        progress(0.0, f"Checking {Path(path).name}")
+        progress(0.0, Text("loading.checking", "Checking {name}", name=Path(path).name))
     cfg, source, _ = file_source(path, config, budget_bytes=cache.budget_bytes, dtype=dtype)
     key = cache.key(cfg, device=device, dtype=dtype, source=source)
     model, _ = cache.get(key, progress)

@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..book.config import GPT2_BY_REPO, GPTConfig
+from ..book.errors import Text
 
 
 @dataclass(frozen=True)
@@ -40,16 +41,18 @@ class WeightsSource:
     @property
     def caption(self) -> str:
         """For the page: "random, seed 123", "pretrained GPT-2 small (OpenAI)",
-        "from file model.safetensors (sha256 ab12cd34…)"."""
+        "from file model.safetensors (sha256 ab12cd34…)" (a ``Text``: the page says it in its
+        language)."""
         if self.kind == "random":
-            return f"random, seed {self.seed}"
+            return Text("source.random", "random, seed {seed}", seed=self.seed)
         if self.kind == "trained":
-            return self.label or "trained in the lab"
+            return self.label or Text("source.trained_in_the_lab", "trained in the lab")
         if self.kind == "pretrained":
             size = GPT2_BY_REPO[self.repo_id].page_name if self.repo_id in GPT2_BY_REPO \
                 else self.repo_id
-            return f"pretrained {size} (OpenAI)"
-        return f"from file {self.filename} (sha256 {(self.digest or '')[:8]}…)"
+            return Text("source.pretrained", "pretrained {size} (OpenAI)", size=size)
+        return Text("source.file", "from file {filename} (sha256 {digest}…)",
+                    filename=self.filename, digest=(self.digest or "")[:8])
 
 
 @dataclass(frozen=True)

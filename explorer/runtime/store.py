@@ -17,6 +17,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ..book.config import GPTConfig
+from ..book.errors import ExplorerError, Text
 from ..book.fast import fuse
 from ..book.load_weights import assign_weights, empty_model
 from ..book.model import GPTModel
@@ -54,9 +55,11 @@ def store_limit_bytes() -> int:
     try:
         mb = float(value)
     except ValueError:
-        raise ValueError(f"{STORE_LIMIT_ENV} must be a number of MB (got {value!r}).") from None
+        raise ExplorerError("env.mb_not_a_number", "{env} must be a number of MB (got {value!r}).",
+                            env=STORE_LIMIT_ENV, value=value) from None
     if not (math.isfinite(mb) and mb > 0):
-        raise ValueError(f"{STORE_LIMIT_ENV} must be a positive number of MB (got {value!r}).")
+        raise ExplorerError("env.mb_not_positive", "{env} must be a positive number of MB (got "
+                            "{value!r}).", env=STORE_LIMIT_ENV, value=value)
     return int(mb * 1024 ** 2)
 
 
@@ -126,18 +129,19 @@ def _store(source: WeightsSource, cfg: GPTConfig, progress=None) -> Path:
         return target
     path = Path(source.path or "")
     if not path.is_file():
-        raise ValueError(f"The weights file {source.filename} is no longer at "
-                         f"{source.path}. Load it again (or upload it again).")
+        raise ExplorerError("store.file_gone", "The weights file {filename} is no longer at "
+                            "{path}. Load it again (or upload it again).",
+                            filename=source.filename, path=source.path)
     info = inspect_file(path, cfg)
     if info.config != cfg:
-        raise ValueError(f"{path.name} no longer matches the model it was chosen for; "
-                         f"load it again.")
+        raise ExplorerError("store.file_no_longer_fits", "{name} no longer matches the model it "
+                            "was chosen for; load it again.", name=path.name)
     if file_stamp(path) != source.stamp and sha256_file(path) != source.digest:
-        raise ValueError(f"{path.name} has changed since it was chosen (its sha256 "
-                         f"differs). Load it again.")
+        raise ExplorerError("store.file_changed", "{name} has changed since it was chosen (its "
+                            "sha256 differs). Load it again.", name=path.name)
     if progress is not None:
-        progress(0.0, f"Converting {source.filename} into the book's layout (the first "
-                      f"time only)")
+        progress(0.0, Text("store.converting", "Converting {filename} into the book's layout "
+                           "(the first time only)", filename=source.filename))
     model = load_into_model(info, torch.float32)
     state = {n: t.detach().contiguous() for n, t in model.state_dict().items()}
     if cfg.tie_weights:
@@ -151,9 +155,10 @@ def _store(source: WeightsSource, cfg: GPTConfig, progress=None) -> Path:
         os.replace(partial, target)     # whole or not at all
     except OSError as exc:
         partial.unlink(missing_ok=True)
-        raise ValueError(f"Could not write the converted weights to {target.parent} "
-                         f"({exc.strerror or exc}). Free some disk space or set {STORE_ENV} to "
-                         f"a folder with room.") from None
+        raise ExplorerError("store.cannot_write", "Could not write the converted weights to "
+                            "{folder} ({reason}). Free some disk space or set {store_env} to a "
+                            "folder with room.", folder=target.parent, reason=exc.strerror or exc,
+                            store_env=STORE_ENV) from None
     _trim_store(keep=target)
     return target
 
@@ -163,11 +168,11 @@ def _check_finite(state: dict, name: str) -> None:
     not at the first sampled token."""
     broken = [n for n, t in state.items() if t.is_floating_point() and not torch.isfinite(t).all()]
     if broken:
-        raise ValueError(f"{name} holds weights that are not numbers (NaN or infinite) in "
-                         f"{len(broken)} tensor(s): {', '.join(broken[:3])}"
-                         f"{' ...' if len(broken) > 3 else ''}. A model with them computes "
-                         f"nothing but NaN (a training run that diverged?). Load another "
-                         f"checkpoint.")
+        raise ExplorerError("weights.not_finite", "{name} holds weights that are not numbers "
+                            "(NaN or infinite) in {n} tensor(s): {names}{more}. A model with "
+                            "them computes nothing but NaN (a training run that diverged?). "
+                            "Load another checkpoint.", name=name, n=len(broken),
+                            names=", ".join(broken[:3]), more=" ..." if len(broken) > 3 else "")
 
 
 def _map_stored(stored: Path, cfg: GPTConfig) -> GPTModel:

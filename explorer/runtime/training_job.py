@@ -28,6 +28,7 @@ import time
 
 import torch
 
+from ..book.errors import ExplorerError, Message, Text
 from ..book.tokenizer import get_tokenizer
 from ..book.training import (TRAIN_RATIO, calc_loss_batch, check_training_text,
                              create_dataloader_v1, split_text)
@@ -38,6 +39,10 @@ from .training_setup import (Corpus, TrainingSettings, as_count, check_variants,
 from .training_views import JobView, TrainedModel
 
 GRAD_NORM_POINTS = 200            # at most this many steps of gradient norms per variant
+# A job's state, in the messages that say why it cannot train ("This job is finished; ...").
+_STATUS_WORDS = {"finished": Message("job.status.finished", "finished"),
+                 "cancelled": Message("job.status.cancelled", "cancelled"),
+                 "failed": Message("job.status.failed", "failed")}
 
 
 class TrainingJob:
@@ -49,9 +54,9 @@ class TrainingJob:
                  device: str = "cpu"):
         settings = settings or default_settings()
         if not isinstance(settings, TrainingSettings):
-            raise ValueError("settings must be a TrainingSettings.")
+            raise TypeError("settings must be a TrainingSettings.")
         if not isinstance(corpus, Corpus):
-            raise ValueError("corpus must be a Corpus: default_corpus(), corpus_from_text() or "
+            raise TypeError("corpus must be a Corpus: default_corpus(), corpus_from_text() or "
                              "corpus_from_file().")
         variants = check_variants(variants)
         self.device = resolve_device(device) if isinstance(device, str) else torch.device(device)
@@ -98,9 +103,11 @@ class TrainingJob:
         """Train up to ``n`` more steps in this thread (fewer if the job ends)."""
         n = as_count("n", n, 0)
         if self._thread is not None and self._thread.is_alive():
-            raise ValueError("This job is training in the background; stop it first.")
+            raise ExplorerError("job.busy_in_the_background", "This job is training in the "
+                                "background; stop it first.")
         if self.status in ("cancelled", "failed"):
-            raise ValueError(f"This job was {self.status}; start a new one.")
+            raise ExplorerError("job.was_ended", "This job was {status}; start a new one.",
+                                status=_STATUS_WORDS[self.status])
         for _ in range(n):
             if self.done:
                 break
@@ -177,9 +184,10 @@ class TrainingJob:
                 run.grad_norms.append(norms)
             if bad:
                 run.diverged_at = step
-                run.note = (f"diverged at step {step}: the loss became {loss_value} (NaN or "
-                            f"infinite); training of this variant stopped there. A smaller "
-                            f"learning rate or a warm-up may help.")
+                run.note = Text("job.diverged_note", "diverged at step {step}: the loss became "
+                                "{loss} (NaN or infinite); training of this variant stopped "
+                                "there. A smaller learning rate or a warm-up may help.",
+                                step=step, loss=loss_value)
 
     def _evaluate(self, step):
         """The book's ``evaluate_model``: the mean loss of the first eval_iter batches of a
@@ -200,9 +208,10 @@ class TrainingJob:
             with self._view_lock:
                 if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
                     run.diverged_at = step   # the curves keep finite values only
-                    run.note = (f"diverged at step {step}: after its update the loss became "
-                                f"NaN or infinite; training of this variant stopped there. A "
-                                f"smaller learning rate or a warm-up may help.")
+                    run.note = Text("job.diverged_after_update_note", "diverged at step "
+                                    "{step}: after its update the loss became NaN or infinite; "
+                                    "training of this variant stopped there. A smaller "
+                                    "learning rate or a warm-up may help.", step=step)
                     continue
                 run.eval_steps.append(step)
                 run.eval_tokens.append(run.tokens_seen)
@@ -227,17 +236,22 @@ class TrainingJob:
             with self._view_lock:
                 self.status, self.ended_at = "finished", time.monotonic()
                 diverged = [r.label for r in self.runs if r.diverged_at is not None]
-                self.message = (f"Trained {self.steps_done} steps on {self.corpus.name}."
-                                + (f" Diverged: {', '.join(diverged)}." if diverged else ""))
+                self.message = (
+                    Text("job.finished_with_diverged", "Trained {steps} steps on {corpus}. "
+                         "Diverged: {variants}.", steps=self.steps_done, corpus=self.corpus.name,
+                         variants=", ".join(diverged)) if diverged else
+                    Text("job.finished", "Trained {steps} steps on {corpus}.",
+                         steps=self.steps_done, corpus=self.corpus.name))
 
     # -- the worker thread -------------------------------------------------------------------
     def start(self) -> TrainingJob:
         """Train in a worker thread until the job is done or stopped (also: Continue)."""
         with self._view_lock:
             if self._thread is not None and self._thread.is_alive():
-                raise ValueError("This job is already training.")
+                raise ExplorerError("job.already_training", "This job is already training.")
             if self.status in ("finished", "cancelled", "failed"):
-                raise ValueError(f"This job is {self.status}; start a new one.")
+                raise ExplorerError("job.ended", "This job is {status}; start a new one.",
+                                    status=_STATUS_WORDS[self.status])
             self._stop.clear()
             self.status, self.message = "running", ""
             self._thread = threading.Thread(target=self._work, daemon=True,
@@ -259,7 +273,8 @@ class TrainingJob:
         self.wait()
         with self._step_lock, self._view_lock:
             if self.status not in ("finished", "failed"):
-                self.status, self.message = "cancelled", "Training was cancelled."
+                self.status = "cancelled"
+                self.message = Text("job.cancelled", "Training was cancelled.")
                 self.ended_at = time.monotonic()
             self._free_training_state(optimizers=True)
         return self
@@ -322,12 +337,14 @@ class TrainingJob:
                 self._free_training_state(optimizers=False)   # Continue needs AdamW's state
                 with self._view_lock:
                     self.status = "stopped"
-                    self.message = f"Stopped after {self.steps_done} steps; Continue resumes."
+                    self.message = Text("job.stopped", "Stopped after {steps} steps; Continue "
+                                        "resumes.", steps=self.steps_done)
         except Exception as e:   # noqa: BLE001 - a failed job reports, the server lives on
             with self._view_lock:
                 self.status, self.ended_at = "failed", time.monotonic()
-                self.message = (f"Training failed at step {self.steps_done + 1}: "
-                                f"{type(e).__name__}: {e}")
+                self.message = Text("job.failed", "Training failed at step {step}: {kind}: "
+                                    "{error}", step=self.steps_done + 1, kind=type(e).__name__,
+                                    error=e.message if isinstance(e, ExplorerError) else str(e))
 
     # -- plain data and models ---------------------------------------------------------------
     def view(self) -> JobView:
@@ -340,24 +357,28 @@ class TrainingJob:
                 batches_per_epoch=self.batches_per_epoch, corpus=self.corpus.name,
                 seconds=self.seconds, runs=[r.view() for r in self.runs])
 
-    def weights_source(self, index: int = 0) -> str:
-        run = self._run(index)
-        steps = run.steps
-        return f"trained {steps} step{'s' if steps != 1 else ''} on {self.corpus.name}"
+    def weights_source(self, index: int = 0) -> Text:
+        steps = self._run(index).steps
+        if steps == 1:
+            return Text("job.trained_one_step", "trained {steps} step on {corpus}", steps=steps,
+                        corpus=self.corpus.name)
+        return Text("job.trained_steps", "trained {steps} steps on {corpus}", steps=steps,
+                    corpus=self.corpus.name)
 
     def trained_model(self, index: int = 0) -> TrainedModel:
         """A copy of variant ``index`` as it is now (between two steps), in eval mode with
         gradients off: trace it, generate from it, save its state_dict."""
         run = self._run(index)
         if self.released:
-            raise ValueError("This finished job's models were let go to make room for another "
-                             "session's training; its curves stay. Train again to use or "
-                             "export a variant.")
+            raise ExplorerError("job.models_released", "This finished job's models were let go "
+                                "to make room for another session's training; its curves stay. "
+                                "Train again to use or export a variant.")
         if run.diverged_at is not None:
-            raise ValueError(f"Variant '{run.label}' diverged at step {run.diverged_at}: its "
-                             f"weights give NaN or infinite outputs, so there is nothing to "
-                             f"look at or generate from. Choose another variant, or train "
-                             f"again with a smaller learning rate or a warm-up.")
+            raise ExplorerError("job.variant_diverged", "Variant '{variant}' diverged at step "
+                                "{step}: its weights give NaN or infinite outputs, so there is "
+                                "nothing to look at or generate from. Choose another variant, or "
+                                "train again with a smaller learning rate or a warm-up.",
+                                variant=run.label, step=run.diverged_at)
         with self._step_lock:
             model = copy.deepcopy(run.model)
             source = self.weights_source(index)
@@ -370,6 +391,7 @@ class TrainingJob:
     def _run(self, index) -> VariantRun:
         if isinstance(index, bool) or not isinstance(index, int) \
                 or not 0 <= index < len(self.runs):
-            raise ValueError(f"There are {len(self.runs)} variants; choose one from 0 to "
-                             f"{len(self.runs) - 1} (got {index!r}).")
+            raise ExplorerError("job.no_such_variant", "There are {n} variants; choose one from "
+                                "0 to {last} (got {index!r}).", n=len(self.runs),
+                                last=len(self.runs) - 1, index=index)
         return self.runs[index]

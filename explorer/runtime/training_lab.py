@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from ..book.errors import ExplorerError
 from .memory import default_budget_bytes
 from .training_job import TrainingJob
 from .training_setup import (DEFAULT_MAX_JOBS, DEFAULT_MAX_PARAM_STEPS, MAX_JOBS_ENV,
@@ -36,21 +37,23 @@ class TrainingLab:
     def _check(self, session_id, variants, settings, release=False):
         old = self._jobs.get(session_id)
         if old is not None and old.running:
-            raise ValueError("This session is already training: stop or cancel that job "
-                             "before starting another.")
+            raise ExplorerError("lab.session_busy", "This session is already training: stop or "
+                                "cancel that job before starting another.")
         work = param_steps(variants, settings)
         if work > self.max_param_steps:
             params = work // settings.steps
-            raise ValueError(
-                f"This training is too large for this server: {len(variants)} variant(s) with "
-                f"{params:,} parameters in all x {settings.steps:,} steps = {work:.2g} "
-                f"parameter-steps; the limit is {self.max_param_steps:.2g} (setting "
-                f"{MAX_WORK_ENV}). Choose fewer steps, fewer variants or a smaller preset.")
+            raise ExplorerError("lab.too_large", "This training is too large for this server: "
+                                "{n_variants} variant(s) with {params:,} parameters in all x "
+                                "{steps:,} steps = {work:.2g} parameter-steps; the limit is "
+                                "{limit:.2g} (setting {env}). Choose fewer steps, fewer variants "
+                                "or a smaller preset.", n_variants=len(variants), params=params,
+                                steps=settings.steps, work=work, limit=self.max_param_steps,
+                                env=MAX_WORK_ENV)
         running = [j for s, j in self._jobs.items() if j.running and s != session_id]
         if len(running) >= self.max_jobs:
-            raise ValueError(
-                f"{len(running)} training job(s) are running on this server, the most it runs "
-                f"at once ({MAX_JOBS_ENV}). Try again in a minute.")
+            raise ExplorerError("lab.too_many_jobs", "{n} training job(s) are running on this "
+                                "server, the most it runs at once ({env}). Try again in a minute.",
+                                n=len(running), env=MAX_JOBS_ENV)
         need = job_bytes(variants, settings)
         others = [j for s, j in self._jobs.items() if s != session_id]
         held = sum(j.held_bytes() for j in others)
@@ -60,10 +63,11 @@ class TrainingLab:
                        key=lambda j: j.ended_at)
         kept = held - sum(j.held_bytes() for j in ended)
         if kept + need > self.budget_bytes:
-            raise ValueError(
-                f"This training needs about {need / 2 ** 20:,.0f} MB; the server has "
-                f"{max(0, self.budget_bytes - kept) / 2 ** 20:,.0f} MB of its training memory "
-                f"free now. Choose a smaller preset, batch or context, or try again later.")
+            raise ExplorerError("lab.no_memory", "This training needs about {need_mb:,.0f} MB; "
+                                "the server has {free_mb:,.0f} MB of its training memory free "
+                                "now. Choose a smaller preset, batch or context, or try again "
+                                "later.", need_mb=need / 2 ** 20,
+                                free_mb=max(0, self.budget_bytes - kept) / 2 ** 20)
         for job in ended if release else ():
             if held + need <= self.budget_bytes:
                 break
@@ -76,7 +80,7 @@ class TrainingLab:
         start training unless ``run=False``."""
         settings = settings or default_settings()
         if not isinstance(settings, TrainingSettings):
-            raise ValueError("settings must be a TrainingSettings.")
+            raise TypeError("settings must be a TrainingSettings.")
         variants = check_variants(variants)
         with self._lock:
             self._check(session_id, variants, settings)
@@ -103,9 +107,10 @@ class TrainingLab:
         with self._lock:
             running = [j for j in self._jobs.values() if j.running and j is not job]
             if len(running) >= self.max_jobs:
-                raise ValueError(
-                    f"{len(running)} training job(s) are running on this server, the most it "
-                    f"runs at once ({MAX_JOBS_ENV}). Try Continue again in a minute.")
+                raise ExplorerError("lab.too_many_jobs_to_continue", "{n} training job(s) are "
+                                    "running on this server, the most it runs at once ({env}). "
+                                    "Try Continue again in a minute.", n=len(running),
+                                    env=MAX_JOBS_ENV)
             return job.start()
 
     def cancel(self, session_id: str) -> bool:
@@ -121,7 +126,8 @@ class TrainingLab:
     def _job(self, session_id) -> TrainingJob:
         job = self._jobs.get(session_id)
         if job is None:
-            raise ValueError("This session has no training job: press Train first.")
+            raise ExplorerError("lab.no_job", "This session has no training job: press Train "
+                                "first.")
         return job
 
     def __len__(self) -> int:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..book.config import GPTConfig, count_parameters, get_preset
+from ..book.errors import ExplorerError
 from ..book.tokenizer import N_VOCAB
 from ..book.training import BOOK_SETTINGS, SAMPLE_TOKENS
 
@@ -49,9 +50,11 @@ def env_number(name, default, kind=float):
     try:
         number = kind(float(value)) if kind is int else float(value)
     except ValueError:
-        raise ValueError(f"{name} must be a number (got {value!r}).") from None
+        raise ExplorerError("env.not_a_number", "{name} must be a number (got {value!r}).",
+                            name=name, value=value) from None
     if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{name} must be a positive number (got {value!r}).")
+        raise ExplorerError("env.not_positive", "{name} must be a positive number (got "
+                            "{value!r}).", name=name, value=value)
     return number
 
 
@@ -74,17 +77,20 @@ def corpus_from_text(text, name: str = "pasted text",
                      max_bytes: int = MAX_CORPUS_BYTES) -> Corpus:
     """A pasted text. Empty, oversized or non-text input gets a ValueError to act on."""
     if not isinstance(text, str):
-        raise ValueError(f"The training text must be a string, got {type(text).__name__}.")
+        raise ExplorerError("corpus.not_a_string", "The training text must be a string, got "
+                            "{kind}.", kind=type(text).__name__)
     size = len(text.encode("utf-8", errors="surrogatepass"))
     if size > max_bytes:
-        raise ValueError(f"The text is {size:,} bytes; the lab trains on at most "
-                         f"{max_bytes:,} bytes. Paste a shorter part of it.")
+        raise ExplorerError("corpus.text_too_large", "The text is {size:,} bytes; the lab trains "
+                            "on at most {max_bytes:,} bytes. Paste a shorter part of it.",
+                            size=size, max_bytes=max_bytes)
     if not text.strip():
-        raise ValueError("The training text is empty: paste some text, upload a .txt file, or "
-                         "use the default story.")
+        raise ExplorerError("corpus.empty", "The training text is empty: paste some text, upload "
+                            "a .txt file, or use the default story.")
     if "\x00" in text:
-        raise ValueError("The text contains NUL characters, which plain text never has: is it "
-                         "a binary file? Give plain text (.txt, UTF-8).")
+        raise ExplorerError("corpus.nul_characters", "The text contains NUL characters, which "
+                            "plain text never has: is it a binary file? Give plain text (.txt, "
+                            "UTF-8).")
     return Corpus(name, text)
 
 
@@ -92,24 +98,28 @@ def corpus_from_file(path, max_bytes: int = MAX_CORPUS_BYTES) -> Corpus:
     """An uploaded ``.txt`` file: its size is checked before it is read."""
     path = Path(path)
     if path.suffix.lower() != ".txt":
-        raise ValueError(f"The lab trains on plain-text files ending in .txt; "
-                         f"'{path.name}' is not one.")
+        raise ExplorerError("corpus.not_txt", "The lab trains on plain-text files ending in "
+                            ".txt; '{name}' is not one.", name=path.name)
     try:
         size = path.stat().st_size
     except OSError:
-        raise ValueError(f"The file '{path.name}' could not be read; upload it again.") from None
+        raise ExplorerError("corpus.unreadable", "The file '{name}' could not be read; upload it "
+                            "again.", name=path.name) from None
     if size > max_bytes:
-        raise ValueError(f"'{path.name}' is {size:,} bytes; the lab trains on at most "
-                         f"{max_bytes:,} bytes. Upload a shorter text.")
+        raise ExplorerError("corpus.file_too_large", "'{name}' is {size:,} bytes; the lab trains "
+                            "on at most {max_bytes:,} bytes. Upload a shorter text.",
+                            name=path.name, size=size, max_bytes=max_bytes)
     raw = path.read_bytes()
     if b"\x00" in raw:
-        raise ValueError(f"'{path.name}' looks like a binary file (it contains NUL bytes), "
-                         f"not plain text. Save it as a .txt file (UTF-8) and upload that.")
+        raise ExplorerError("corpus.binary_file", "'{name}' looks like a binary file (it "
+                            "contains NUL bytes), not plain text. Save it as a .txt file (UTF-8) "
+                            "and upload that.", name=path.name)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise ValueError(f"'{path.name}' is not UTF-8 text (byte {e.start} cannot be read). "
-                         f"Save it as UTF-8 and upload it again.") from None
+        raise ExplorerError("corpus.not_utf8", "'{name}' is not UTF-8 text (byte {byte} cannot "
+                            "be read). Save it as UTF-8 and upload it again.", name=path.name,
+                            byte=e.start) from None
     return corpus_from_text(text, name=path.name, max_bytes=max_bytes)
 
 
@@ -127,21 +137,24 @@ def make_variants(names=DEFAULT_VARIANTS, preset: str = DEFAULT_PRESET) -> list[
     names = list(names)
     twice = next((name for name in names if names.count(name) > 1), None)
     if twice is not None:   # (their curves would be one curve, and "Use" could not tell them)
-        raise ValueError(f"Each variant can be trained once, but '{twice}' is chosen "
-                         f"{names.count(twice)} times: choose different variants.")
+        raise ExplorerError("variants.chosen_twice", "Each variant can be trained once, but "
+                            "'{variant}' is chosen {times} times: choose different variants.",
+                            variant=twice, times=names.count(twice))
     for name in names:
         if name not in VARIANT_CHOICES:
-            raise ValueError(f"Unknown variant '{name}'. Variants: "
-                             f"{', '.join(VARIANT_CHOICES)}.")
+            raise ExplorerError("variants.unknown", "Unknown variant '{name}'. Variants: "
+                                "{variants}.", name=name, variants=", ".join(VARIANT_CHOICES))
     return [Variant(name, base.replace(**VARIANT_CHOICES[name])) for name in names]
 
 
 def as_count(name, value, low=1):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
-        raise ValueError(f"{name} must be a whole number (got {value!r}).")
+        raise ExplorerError("settings.not_whole", "{name} must be a whole number (got {value!r}).",
+                            name=name, value=value)
     if value < low:
-        raise ValueError(f"{name} must be at least {low} (got {value!r}).")
+        raise ExplorerError("settings.too_small", "{name} must be at least {low} (got {value!r}).",
+                            name=name, low=low, value=value)
     return int(value)
 
 
@@ -173,15 +186,17 @@ class TrainingSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value) or value < 0 or (name == "lr" and value == 0):
-                raise ValueError(f"{name} must be a positive number; the book uses "
-                                 f"{BOOK_SETTINGS[name]} (got {value!r}).")
+                raise ExplorerError("settings.not_positive", "{name} must be a positive number; "
+                                    "the book uses {book_value} (got {value!r}).", name=name,
+                                    book_value=BOOK_SETTINGS[name], value=value)
             object.__setattr__(self, name, float(value))
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) \
                 or not 0 <= self.seed < 2 ** 63:
-            raise ValueError(f"seed must be a whole number ≥ 0 (got {self.seed!r}).")
+            raise ExplorerError("seed.not_whole", "seed must be a whole number ≥ 0 (got "
+                                "{seed!r}).", seed=self.seed)
         if not isinstance(self.start_context, str) or not self.start_context.strip():
-            raise ValueError("The start context of the samples must be some text, such as the "
-                             "book's 'Every effort moves you'.")
+            raise ExplorerError("settings.no_start_context", "The start context of the samples "
+                                "must be some text, such as the book's 'Every effort moves you'.")
 
     def lr_at(self, step: int) -> float:
         """The learning rate of step ``step`` (0-based)."""
@@ -204,18 +219,19 @@ def default_settings(**changes) -> TrainingSettings:
 def check_variants(variants) -> list[Variant]:
     variants = list(variants)
     if not 1 <= len(variants) <= MAX_VARIANTS:
-        raise ValueError(f"Choose one to {MAX_VARIANTS} variants to train side by side "
-                         f"(got {len(variants)}).")
+        raise ExplorerError("variants.how_many", "Choose one to {most} variants to train side by "
+                            "side (got {n}).", most=MAX_VARIANTS, n=len(variants))
     out = []
     for v in variants:
         if not isinstance(v, Variant):
-            raise ValueError("Each variant must be a Variant(label, config); make_variants() "
+            raise TypeError("Each variant must be a Variant(label, config); make_variants() "
                              "builds them from names.")
         config = GPTConfig.from_dict(v.config)
         if config.vocab_size < N_VOCAB:
-            raise ValueError(
-                f"Variant '{v.label}' has vocab_size {config.vocab_size}, but the lab trains on "
-                f"GPT-2 tokens (ids up to {N_VOCAB - 1}): use vocab_size {N_VOCAB}.")
+            raise ExplorerError("variants.vocab_too_small", "Variant '{variant}' has vocab_size "
+                                "{vocab_size}, but the lab trains on GPT-2 tokens (ids up to "
+                                "{last}): use vocab_size {n_vocab}.", variant=v.label,
+                                vocab_size=config.vocab_size, last=N_VOCAB - 1, n_vocab=N_VOCAB)
         out.append(Variant(str(v.label), config))
     return out
 

@@ -38,10 +38,13 @@ def say(message, lang: str | None = None) -> str:
     """A message in the page's language (or ``lang``); plain text stays as it is."""
     if isinstance(message, ExplorerError):
         message = message.message
+    elif isinstance(getattr(message, "message", None), Message):
+        message = message.message                 # a Text: a str that carries its message
     if not isinstance(message, Message):
         return message
     lang = lang or current().lang
-    values = {k: say(v, lang) if isinstance(v, (Message, ExplorerError)) else v
+    values = {k: say(v, lang) if isinstance(v, (Message, ExplorerError))
+              or isinstance(getattr(v, "message", None), Message) else v
               for k, v in message.fields.items()}
     return text_in(lang, message).format(**values)
 

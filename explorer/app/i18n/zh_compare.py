@@ -51,19 +51,6 @@ ZH_COMPARE: dict[str, str] = {
         "权重所需内存：A **{a:,.2f} MB**（{dtype_a}），B **{b:,.2f} MB**（{dtype_b}）；"
         "两者合计 **{both:,.2f} MB**，预算为 {budget:,.0f} MB。共享缓存：{models} 个模型，"
         "{used:,.0f} MB。",
-    # The pair's memory budget (explorer/runtime/cache.py, as the source writes it)
-    "The two models together need {need_mb:,} MB for their weights ({each_mb} MB), but "
-    "{allowed_mb:,} MB are allowed: the memory budget ({BUDGET_ENV}). Unpin the pinned model, "
-    "or choose smaller models.":
-        "两个模型的权重合计需要 {need_mb:,} MB（{each_mb} MB），但只允许 {allowed_mb:,} MB："
-        "即内存预算（{BUDGET_ENV}）。请取消固定的模型，或选择更小的模型。",
-    "The two models together need {need_mb:,} MB for their weights ({each_mb} MB), but "
-    "{allowed_mb:,} MB are allowed: the memory budget is {budget_mb:,} MB ({BUDGET_ENV}) and "
-    "other sessions' own models hold {held_mb:,} MB of it. Unpin the pinned model, or choose "
-    "smaller models.":
-        "两个模型的权重合计需要 {need_mb:,} MB（{each_mb} MB），但只允许 {allowed_mb:,} MB："
-        "内存预算为 {budget_mb:,} MB（{BUDGET_ENV}），其中 {held_mb:,} MB 已被其他会话自己的"
-        "模型占用。请取消固定的模型，或选择更小的模型。",
     # Inside the forward pass
     "{n} tokens · traced in {ms_a:.0f} ms (A) and {ms_b:.0f} ms (B) · A: {a} · B: {b}":
         "{n} 个词元 · 追踪用时 {ms_a:.0f} ms（A）和 {ms_b:.0f} ms（B） · A：{a} · B：{b}",

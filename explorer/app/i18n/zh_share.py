@@ -62,15 +62,6 @@ ZH_SHARE: dict[str, str] = {
     "Output head (logits)": "输出头（logits）",
     "norm1 (LayerNorm after the attention's shortcut)": "norm1（注意力快捷连接之后的层归一化）",
     "norm2 (LayerNorm after the feed-forward's shortcut)": "norm2（前馈网络快捷连接之后的层归一化）",
-    "Unknown stage {stage!r}: the diagram's stages are {', '.join(STAGE_NAMES)}.":
-        "未知的阶段 {stage!r}：图中的阶段有 {', '.join(STAGE_NAMES)}。",
-    "This model has no LayerNorm (norm_placement='none'): it has no {stage} stage.":
-        "此模型没有层归一化（norm_placement='none'）：它没有 {stage} 阶段。",
-    "This model has no shortcut connections (shortcut=False): it has no {stage} stage.":
-        "此模型没有快捷连接（shortcut=False）：它没有 {stage} 阶段。",
-    "Block {block!r} does not exist: this model has blocks 0 to {cfg.n_layers - 1}.":
-        "块 {block!r} 不存在：此模型的块编号为 0 到 {cfg.n_layers - 1}。",
-
     # ----- the walk: the diagram's buttons and the stage card (plots.walk, tabs.walk) --------
     "stage": "阶段",
     "Click a stage of the diagram: its shape and statistics for the Inside tab's prompt.":

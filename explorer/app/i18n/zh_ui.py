@@ -2,7 +2,10 @@
 (``t``): status lines, notes, figures, tables and the app's own messages. Each key is the
 English text as the code writes it, ``{fields}`` included.
 
-Terms follow the Chinese edition 《从零构建大模型》 (see zh_core.py). Labels go to the browser,
+Terms follow the Chinese edition 《从零构建大模型》, here and in the core's messages (zh.json):
+token 词元, embedding 嵌入, LayerNorm 层归一化, attention 注意力, feed-forward 前馈网络, shortcut
+connection 快捷连接, prompt 提示词, seed 随机种子, weights 权重, variant 变体, step 步, batch 批次,
+context 上下文; config keys and code names stay as they are. Labels go to the browser,
 which formats them with ICU MessageFormat: no braces and no apostrophes in their Chinese.
 ``SAME_IN_CHINESE``: texts the page shows as they are in both languages (config keys, code
 names); ``tests/test_i18n.py`` checks that every other text has an entry here.
