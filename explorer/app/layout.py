@@ -18,7 +18,7 @@ from .plots.generation import NEXT_TOKEN_CSS
 from .plots.model import ARCHITECTURE_CSS
 from .plots.walk import STAGE_CSS
 from .session import Session
-from .shared import NO_MODEL_STATUS, session_of, status_line, weights_note
+from .shared import NO_MODEL_STATUS, session_of
 from .tabs import TABS, build, pin, train
 
 STATIC = Path(__file__).parent / "static"
@@ -27,16 +27,13 @@ CSS = ((STATIC / "page.css").read_text() + NEXT_TOKEN_CSS + ARCHITECTURE_CSS + S
 # Run by the page when it loads (page.js), with each language's Gradio locale.
 LOCALES = {code: locale for code, (_, locale) in LANGUAGES.items()}
 JS = "() => { (" + (STATIC / "page.js").read_text() + f")({json.dumps(LOCALES)}); }}"
-WEIGHTS_NOTES = ("inside_weights", "attention_weights", "activations_weights",
-                 "generate_weights")
 
 
-@refresh.on_new_model("status", *WEIGHTS_NOTES)
-@refresh.on_redraw("status", *WEIGHTS_NOTES)
-def _models_named(session) -> dict:
-    """The status line and every tab's note of the weights it shows."""
-    note = weights_note(session)
-    return {"status": status_line(session), **{name: note for name in WEIGHTS_NOTES}}
+@refresh.on_redraw(*(f"{tab.ID}_tab" for tab in TABS))
+def _tab_titles(session) -> dict:
+    """The tabs' own titles: the browser translated them when the page loaded, and keeps them
+    in that language until they are sent again."""
+    return {f"{tab.ID}_tab": gr.update(label=label(*tab.TITLE)) for tab in TABS}
 
 
 @handler(outputs=refresh.redraw_outputs)

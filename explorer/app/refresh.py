@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .shared import WEIGHTS_NOTES, status_line, weights_note
+
 _new_model: list[tuple[tuple[str, ...], Callable]] = []
 _redraw: list[tuple[tuple[str, ...], Callable]] = []
 
@@ -57,3 +59,12 @@ def redraw(session) -> dict:
     for _, fn in _redraw:
         out.update(fn(session))
     return out
+
+
+@on_new_model("status", *WEIGHTS_NOTES)
+@on_redraw("status", *WEIGHTS_NOTES)
+def _models_named(session) -> dict:
+    """The status line and every tab's note of the weights it shows (first: the status line
+    is every model-changing endpoint's first output)."""
+    note = weights_note(session)
+    return {"status": status_line(session), **{name: note for name in WEIGHTS_NOTES}}

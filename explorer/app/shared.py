@@ -57,6 +57,8 @@ def traces_of(session: Session) -> tuple:
 # ---------------------------------------------------------------------------------------------
 # What the page says of the session's models
 NO_MODEL_STATUS = Message("status.no_model", "No model yet — build one below.")
+WEIGHTS_NOTES = ("inside_weights", "attention_weights", "activations_weights",
+                 "generate_weights")   # every tab's note of the weights it shows
 NO_MODEL_NOTE = Message("note.no_model", "Weights: none yet — build or load a model in tab 1.")
 
 

@@ -1,5 +1,5 @@
 """The page's tabs, in order: each a module with its title, id, ``create(page)`` (its widgets)
 and ``wire(page)`` (its events). A new tab is its module and a line here."""
-from . import activations, attention, build, generate, inside, train
+from . import build, inside, attention, activations, generate, train  # noqa: I001 - in order
 
 TABS = (build, inside, attention, activations, generate, train)

@@ -35,7 +35,8 @@ from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
 from ..session import Made, Model
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, MAX_PATH_CHARS, NAMES,
-                      SERVER_PATH_REFUSED, model_a, server_paths_allowed, session_of)
+                      SERVER_PATH_REFUSED, WEIGHTS_NOTES, model_a, server_paths_allowed,
+                      session_of)
 
 TITLE = ("tab.build", "1 · Build")
 ID = "build"
@@ -352,8 +353,13 @@ def build(*args, **kwargs):
     return {"session": session, **refresh.new_model(session)}
 
 
+# /build's outputs, the API's first (the status line, this tab's views, the pickers, the form,
+# every tab's weights note), then everything else that follows a new model.
+BUILD_OUTPUTS = ("session", "status", *MODEL_VIEWS, "inside_layer", "att_layer", "act_layer",
+                 "att_head", *FIELDS, *WEIGHTS_NOTES, "pair", "heat_point",
+                 refresh.new_model_outputs)
 build.__signature__ = BUILD_SIGNATURE   # /build's parameters, by name (see above)
-build = handler(outputs=("session", refresh.new_model_outputs), name="build")(
+build = handler(outputs=BUILD_OUTPUTS, name="build")(
     gpu.gpu_work(duration=gpu.build_seconds, signature=BUILD_SIGNATURE)(build))
 
 

@@ -13,7 +13,7 @@ import time
 import gradio as gr
 
 from ...book.config import PRESETS
-from ...book.errors import ExplorerError, Message
+from ...book.errors import ExplorerError, Message, Text
 from ...runtime.export import export_model
 from ...runtime.sources import WeightsSource
 from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
@@ -210,7 +210,7 @@ def _use_seconds(arguments) -> float:
     return gpu.MIN_SECONDS
 
 
-@handler(outputs=("session", refresh.new_model_outputs))
+@handler(outputs=("session", "status", refresh.new_model_outputs))
 @gpu.gpu_work(duration=_use_seconds)
 def train_use(choice, session, request: gr.Request):
     """/train_use: the chosen trained variant becomes model A: Inside, Attention, Activations
@@ -220,7 +220,7 @@ def train_use(choice, session, request: gr.Request):
     trained, job = _trained(choice, owner)
     caption = trained_caption(trained, job.corpus.name)
     key = CACHE.key(trained.model.cfg, device="cpu", dtype="float32",
-                    source=WeightsSource.trained(caption))
+                    source=WeightsSource.trained(Text.of(caption)))
     comparison.check_beside(session, key)        # beside model B: both must fit
     CACHE.hold(owner, key, trained.model)
     session.with_model_a(Model(key, Made("trained", VARIANT_NAMES.get(trained.label,
@@ -237,7 +237,7 @@ def train_export(choice, request: gr.Request):
     trained, job = _trained(choice, _owner(request))
     folder = tempfile.mkdtemp(prefix="gpt_explorer_")   # ours; never a path from user text
     files = export_model(trained.model, folder, source=WeightsSource.trained(
-        str(trained_caption(trained, job.corpus.name))))
+        Text.of(trained_caption(trained, job.corpus.name))))
     return {"train_export_file": gr.update(value=[str(f) for f in files], visible=True)}
 
 
