@@ -8,9 +8,8 @@ from pathlib import Path
 import gradio as gr
 
 from .i18n import label
-from .plots.compare_generation import COMPARE_GENERATION_CSS
-from .plots.compare_model import COMPARE_MODEL_CSS
 from .plots.generation import NEXT_TOKEN_CSS
+from .plots.model import ARCHITECTURE_CSS
 from .plots.walk import STAGE_CSS
 from .prefs import LANGS
 from .sessions import forget_closed_sessions
@@ -77,7 +76,7 @@ CSS = """
 /* The live parts of the Generate tab change up to 40 times a second: keep their layout and
    paint from spreading to the rest of the page. */
 #bars, #history, #speed {contain: layout paint;}
-""" + NEXT_TOKEN_CSS + COMPARE_MODEL_CSS + COMPARE_GENERATION_CSS + LECTURE_CSS + STAGE_CSS \
+""" + NEXT_TOKEN_CSS + ARCHITECTURE_CSS + LECTURE_CSS + STAGE_CSS \
     + share_view.SHARE_CSS
 # Run by the page when it loads: the page's language and lecture mode (page.js).
 _STATIC = Path(__file__).parent / "static"

@@ -10,7 +10,6 @@ from ...book.config import ACTIVATIONS
 from ...book.curves import activation_curves
 from .. import pinning
 from ..i18n import label, t
-from ..plots.compare_stats import activation_pair_figure
 from ..plots.curves import activation_figure
 from ..shared import NO_MODEL_NOTE, as_choices, as_flag, as_number, friendly, layer_of, layer_slider
 
@@ -30,10 +29,10 @@ def activation_view(x_min, x_max, functions, derivatives, layer, state):
     tr_b = state.get("pinned_trace") if pinning.comparing(state) else None
     if hist is not None and tr_b is not None:
         # Both models' real inputs in this layer (B: if it has the layer).
-        return activation_pair_figure(curves, tuple(functions), derivatives, hist,
-                                      _ff_inputs(tr_b, layer), pinning.names(state))
+        return activation_figure(curves, tuple(functions), derivatives,
+                                 [hist, _ff_inputs(tr_b, layer)], pinning.names(state))
     return activation_figure(curves, show=tuple(functions), derivatives=derivatives,
-                             ff_pre_hist=hist)
+                             ff_inputs=[hist] if hist is not None else [])
 
 
 def _ff_inputs(tr, layer):

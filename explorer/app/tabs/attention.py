@@ -11,8 +11,6 @@ from .. import gpu, pinning
 from ..exports import csv_text, write_export
 from ..i18n import label, t
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
-from ..plots.compare_attention import (attention_grid_pair_figure, attention_pair_figure,
-                                       entropy_pair_figure)
 from ..plots.style import empty_figure
 from ..shared import (DEFAULT_CONFIG, NO_MODEL_NOTE, as_int, friendly, layer_of,
                       layer_slider, model_of, trace_of)
@@ -33,8 +31,8 @@ def attention_views(state, layer, head):
     if head != "mean":
         head = as_int(head, "head")
     state = {**state, "attention_shown": True}
-    return (attention_figure(tr, layer, head), attention_grid_figure(tr, layer),
-            entropy_figure(tr), state)
+    return (attention_figure([tr], layer, head), attention_grid_figure([tr], layer),
+            entropy_figure([tr]), state)
 
 
 def _with_layer(model, tr, layer):
@@ -61,9 +59,9 @@ def _pair_views(models, state, layer, head):
     tr_b = _with_layer(models[1], state["pinned_trace"], layer)
     state = {**state, "trace": tr_a, "pinned_trace": tr_b, "attention_shown": True}
     names = pinning.names(state)
-    return (attention_pair_figure(tr_a, tr_b, layer, head, names),
-            attention_grid_pair_figure(tr_a, tr_b, layer, names),
-            entropy_pair_figure(tr_a, tr_b, names), state)
+    traces = [tr_a, tr_b]
+    return (attention_figure(traces, layer, head, names),
+            attention_grid_figure(traces, layer, names), entropy_figure(traces, names), state)
 
 
 def _hint(title, height=150):

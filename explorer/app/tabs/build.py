@@ -28,7 +28,6 @@ from ...runtime.weights import PRETRAINED, export_model, file_source, pretrained
 from .. import gpu, i18n, pinning
 from ..exports import fresh_folder
 from ..i18n import label, t
-from ..plots.compare_model import architecture_pair_html, parameter_pair_figure
 from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NO_MODEL_NOTE, as_choice, as_int,
@@ -166,14 +165,14 @@ def preset_preview(preset):
     cfg = get_preset(preset)
     counts = count_parameters(cfg)
     return (_preview_html(cfg, counts, preset), _parameter_table(counts),
-            parameter_figure(counts))
+            parameter_figure([counts]))
 
 
 def _preview_html(cfg, counts, name):
     note = ('<div class="preview-note">' + t(
         "Preview of <b>{name}</b>: not built yet. Press <b>Build the model</b>.",
         name=html.escape(name)) + "</div>")
-    return note + architecture_html(cfg, counts, stages=True)
+    return note + architecture_html([cfg], [counts], stages=True)
 
 
 def _reporter(progress):
@@ -336,13 +335,14 @@ def model_views(state):
     key = state["key"]
     cfg, counts = key.config, count_parameters(key.config)
     if not pinning.comparing(state):
-        return (architecture_html(cfg, counts, stages=True), _parameter_table(counts),
-                parameter_figure(counts), _memory_markdown(cfg, counts, key))
+        return (architecture_html([cfg], [counts], stages=True), _parameter_table(counts),
+                parameter_figure([counts]), _memory_markdown(cfg, counts, key))
     keys = (key, state["pinned_key"])
     pair = tuple(count_parameters(k.config) for k in keys)
     names = pinning.names(state)
-    return (architecture_pair_html(keys, pair, names, same_weights=keys[0] == keys[1]),
-            _parameter_pair_table(*pair), parameter_pair_figure(*pair, names),
+    weights = None if keys[0] == keys[1] else [k.source.caption for k in keys]
+    return (architecture_html([k.config for k in keys], pair, names, weights=weights),
+            _parameter_pair_table(*pair), parameter_figure(pair, names),
             _memory_pair_markdown(keys))
 
 
@@ -357,7 +357,7 @@ def redraw(state, preset):
         cfg = get_preset(preset if preset in PRESETS else DEFAULT_PRESET)
         counts = count_parameters(cfg)
         views = (_preview_html(cfg, counts, preset), _parameter_table(counts),
-                 parameter_figure(counts), "")
+                 parameter_figure([counts]), "")
         note = t(NO_MODEL_NOTE)
     return (status_line(state), *views, note, note, note, note)
 
@@ -441,7 +441,7 @@ def create_ui():
         with gr.Row(elem_id="params_row"):
             params_table = gr.Dataframe(_parameter_table(counts), label=label("Parameters"),
                                         interactive=False, elem_id="params_table")
-            params_plot = gr.Plot(parameter_figure(counts), show_label=False,
+            params_plot = gr.Plot(parameter_figure([counts]), show_label=False,
                                   label=label("Parameters per component"), elem_id="params_plot")
     return SimpleNamespace(preset=preset, knobs=[knobs[name] for name in KNOBS], seed=seed,
                            device=device, dtype=dtype, weights=weights, size=size,

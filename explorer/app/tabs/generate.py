@@ -15,9 +15,7 @@ from ...probes import trace
 from ...probes.compare import first_parting, lockstep, parted
 from .. import gpu, i18n, pinning
 from ..i18n import label, t
-from ..plots.compare_generation import lockstep_table_html, pair_bars_html, pair_texts_html
-from ..plots.compare_lens import logit_lens_pair_figure
-from ..plots.generation import next_token_bars_html, table_html
+from ..plots.generation import next_token_bars_html, parted_texts_html, steps_table_html
 from ..plots.labels import visible_token
 from ..plots.lens import logit_lens_figure
 from ..shared import (DEFAULT_PROMPT, MAX_NEW_TOKENS, NO_MODEL_NOTE, as_choice, as_flag, as_int,
@@ -27,14 +25,14 @@ from .inside import pair_prompt_ids
 SHOW_TOP = 10          # next-token candidates shown as bars
 LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
 HISTORY_HEADERS = ["step", "token", "probability", "rank", "entropy (bits)", "ms"]
-# The history lists the newest step first, so the live row is always in sight.
+# The history lists the newest step first, so the live row is always in sight (while
+# streaming, only the newest LIVE_TABLE_ROWS of it: plots.generation).
 # A page redraws the text and bars up to 40 times a second (a browser keeps up: see
 # bench/browser_rate.py); a faster model skips steps on screen, never the last one, and a
 # slower one's late step is held back a few ms rather than skipped. The step
 # table re-renders all its rows, so it follows twice a second, and completely at the end.
 STREAM_INTERVAL_S = 0.025
 TABLE_INTERVAL_S = 0.5
-LIVE_TABLE_ROWS = 40
 # The C one-token step and greedy summary, where they apply (else the model's own forward).
 FAST_DECODING = dict(step=native.model_step, summarize=native.next_token_summary)
 DECODING = ("greedy", "sample")
@@ -76,12 +74,9 @@ def _step_row(step):
 
 
 def _table(rows, live=False):
-    """The step table, newest first; while streaming only the newest rows (a page lays out
-    40 rows faster than 500), with a line saying how many more there are."""
-    if live and len(rows) > LIVE_TABLE_ROWS:
-        more = len(rows) - LIVE_TABLE_ROWS
-        rows = rows[:LIVE_TABLE_ROWS] + [["…", t("{n} earlier steps", n=more), "", "", "", ""]]
-    return table_html([t(h) for h in HISTORY_HEADERS], rows, caption=t("Steps (newest first)"))
+    """The step table, newest first; while streaming only the newest rows."""
+    return steps_table_html([t(h) for h in HISTORY_HEADERS], rows,
+                            caption=t("Steps (newest first)"), live=live)
 
 
 def full_table(state):
@@ -93,9 +88,10 @@ def full_table(state):
 
 
 def _bars_of(step):
-    """What the bars show, as plain data (kept in the state, to draw them again)."""
+    """What the bars show, as plain data (kept in the state, to draw them again): one side."""
     chosen = step.top_ids.index(step.token_id) if step.token_id in step.top_ids else None
-    return list(step.top_texts), [float(p) for p in step.top_probs], chosen
+    return [dict(texts=list(step.top_texts), probs=[float(p) for p in step.top_probs],
+                 chosen=chosen)]
 
 
 def _speed_of(n, rate, step):
@@ -160,7 +156,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         # "streaming" until the last update: "Next token" meanwhile is refused with a message
         # (the stream's next update would overwrite its step).
         bars, speed = _bars_of(step), _speed_of(len(new_ids), rate, step)
-        return (text, next_token_bars_html(*bars),
+        return (text, next_token_bars_html(bars),
                 _table(rows, live=not final) if with_table else gr.skip(), _speed(speed),
                 {**state, "gen_ids": ids + new_ids, "gen_text": text, "gen_rows": list(rows),
                  "gen_bars": bars, "gen_speed": speed, "streaming": not final})
@@ -204,7 +200,7 @@ def next_token(prompt, output, mode, temperature, top_k, seed, state):
     bars, speed = _bars_of(step), _speed_of(len(rows), 1 / max(step.seconds, 1e-9), step)
     state = {**state, "gen_ids": ids, "gen_text": text, "gen_rows": rows, "gen_bars": bars,
              "gen_speed": speed}
-    return text, next_token_bars_html(*bars), _table(rows), _speed(speed), state
+    return text, next_token_bars_html(bars), _table(rows), _speed(speed), state
 
 
 @friendly
@@ -225,9 +221,9 @@ def logit_lens(prompt, state):
               for model in models]
     state = {**state, "lens": lenses[0]}
     if len(lenses) == 1:
-        return logit_lens_figure(lenses[0]), state
+        return logit_lens_figure(lenses), state
     state["pinned_lens"] = lenses[1]
-    return logit_lens_pair_figure(*lenses, pinning.names(state)), state
+    return logit_lens_figure(lenses, pinning.names(state)), state
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,14 +260,11 @@ def _pair_table(state, live=False):
     new_a, new_b = state["gen_ids"][start:], state["pinned_gen_ids"][start:]
     flags = parted(new_a, new_b)
     names = pinning.names(state)
-    texts = pair_texts_html(state.get("gen_prompt", ""), _runs(new_a, flags[:len(new_a)]),
-                            _runs(new_b, flags[:len(new_b)]), names, first_parting(new_a, new_b))
-    rows = state.get("gen_rows", [])
-    if live and len(rows) > LIVE_TABLE_ROWS:
-        more = len(rows) - LIVE_TABLE_ROWS
-        rows = rows[:LIVE_TABLE_ROWS] + [["…", t("{n} earlier steps", n=more), "", "", "", ""]]
-    return texts + lockstep_table_html([t(h) for h in PAIR_HEADERS], rows,
-                                       caption=t("Steps of A and B (newest first)"))
+    texts = parted_texts_html(state.get("gen_prompt", ""),
+                              [_runs(new, flags[:len(new)]) for new in (new_a, new_b)], names,
+                              first_parting(new_a, new_b))
+    return texts + steps_table_html([t(h) for h in PAIR_HEADERS], state.get("gen_rows", []),
+                                    caption=t("Steps of A and B (newest first)"), live=live)
 
 
 def _side(name, step, ids, flags, stopped):
@@ -279,9 +272,9 @@ def _side(name, step, ids, flags, stopped):
     tokenizer = get_tokenizer()
     tail = [(tokenizer.token_text(i) if i < tokenizer.n_vocab else f"<id {i}>", flag)
             for i, flag in zip(ids[-4:], flags[len(ids) - len(ids[-4:]):len(ids)])]
-    texts, probs, chosen = _bars_of(step)
-    return dict(name=name, texts=texts, probs=probs, chosen=chosen, tail=tail,
-                note=t("stopped at <|endoftext|>") if stopped else "")
+    side, = _bars_of(step)
+    return {**side, "name": name, "tail": tail,
+            "note": t("stopped at <|endoftext|>") if stopped else ""}
 
 
 def _pair_speed_of(n, rate, steps, models):
@@ -346,7 +339,7 @@ def _generate_pair(models, prompt, max_new_tokens, mode, temperature, top_k, see
         speed = _pair_speed_of(n, rate, last, models)
         state_now = _pair_state(state, prompt, len(ids), ids + new[0], ids + new[1], text, rows,
                                 sides, speed, not final)
-        return (text, pair_bars_html(*sides),
+        return (text, next_token_bars_html(sides),
                 _pair_table(state_now, live=not final) if with_table else gr.skip(),
                 _pair_speed(speed), state_now)
 
@@ -391,13 +384,13 @@ def _next_token_pair(models, prompt, output, mode, temperature, top_k, seed, sta
     speed = _pair_speed_of(len(rows), 1 / max(max(s.seconds for s in steps), 1e-9), steps,
                            models)
     state = _pair_state(state, prompt, start, *all_ids, text, rows, sides, speed, False)
-    return text, pair_bars_html(*sides), _pair_table(state), _pair_speed(speed), state
+    return text, next_token_bars_html(sides), _pair_table(state), _pair_speed(speed), state
 
 
 def _lens_figure(state):
     if pinning.comparing(state) and state.get("pinned_lens") is not None:
-        return logit_lens_pair_figure(state["lens"], state["pinned_lens"], pinning.names(state))
-    return logit_lens_figure(state["lens"])
+        return logit_lens_figure([state["lens"], state["pinned_lens"]], pinning.names(state))
+    return logit_lens_figure([state["lens"]])
 
 
 @friendly
@@ -408,8 +401,7 @@ def redraw(state):
     bars = state.get("gen_bars")
     lens = state.get("lens")
     pair = pinning.comparing(state) and state.get("pinned_gen_ids")
-    return ((pair_bars_html(*bars) if pair else next_token_bars_html(*bars)) if bars
-            else bars_hint(), full_table(state),
+    return (next_token_bars_html(bars) if bars else bars_hint(), full_table(state),
             (_pair_speed(state["gen_speed"]) if pair else _speed(state["gen_speed"]))
             if state.get("gen_speed") else "",
             _lens_figure(state) if lens is not None else gr.skip(),

@@ -16,8 +16,6 @@ from ...probes import STAT_NAMES, trace
 from .. import gpu, i18n, pinning
 from ..exports import csv_text, json_default, write_export
 from ..i18n import label, t
-from ..plots.compare_stats import (histogram_pair_figure, layer_stats_pair_figure,
-                                   token_heatmap_pair_figure)
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
 from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, NO_MODEL_NOTE, as_choice, caption,
@@ -127,7 +125,7 @@ def run_trace(prompt, state, layer, pair, heat_point, heat_stat):
         check_trace_size(model.cfg, len(ids))
     tr = trace(model, ids)
     state = {**state, "trace": tr, "prompt": prompt}
-    return (_chips(tr), summary_of(state), layer_stats_figure(tr), *_views(
+    return (_chips(tr), summary_of(state), layer_stats_figure([tr]), *_views(
         tr, layer, pair, heat_point, heat_stat), state)
 
 
@@ -183,8 +181,8 @@ def _all_views(state, layer, pair, heat_point, heat_stat):
     trace; with a pinned model, of both traces."""
     tr = trace_of(state)
     if not pinning.comparing(state):
-        return (layer_stats_figure(tr), *_views(tr, layer, pair, heat_point, heat_stat))
-    return (layer_stats_pair_figure(tr, state["pinned_trace"], pinning.names(state)),
+        return (layer_stats_figure([tr]), *_views(tr, layer, pair, heat_point, heat_stat))
+    return (layer_stats_figure([tr, state["pinned_trace"]], pinning.names(state)),
             *_views(tr, layer, pair, heat_point, heat_stat, state))
 
 
@@ -203,9 +201,10 @@ def _views(tr, layer, pair, heat_point, heat_stat, state=None):
     as_choice(heat_stat, "heatmap: statistic", STAT_NAMES)
     if state is not None:
         tr_b, names = state["pinned_trace"], pinning.names(state)
-        return (histogram_pair_figure(tr, tr_b, layer, names, points),
-                token_heatmap_pair_figure(tr, tr_b, names, heat_point, heat_stat))
-    return histogram_figure(tr, layer, points), token_heatmap_figure(tr, heat_point, heat_stat)
+        return (histogram_figure([tr, tr_b], layer, points, names),
+                token_heatmap_figure([tr, tr_b], heat_point, heat_stat, names))
+    return (histogram_figure([tr], layer, points),
+            token_heatmap_figure([tr], heat_point, heat_stat))
 
 
 @friendly
