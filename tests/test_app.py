@@ -15,6 +15,7 @@ from explorer.book.generate import generate_text_simple
 from explorer.runtime.build import build_model
 from explorer.app.server import create_demo
 from explorer.book.tokenizer import get_tokenizer
+from explorer.app.plots.generation import LIVE_TABLE_ROWS
 from explorer.app.shared import DEFAULT_PROMPT, MAX_NEW_TOKENS
 from explorer.app.tabs import generate as generate_tab
 
@@ -225,7 +226,7 @@ def test_live_step_table_shows_the_newest_rows_and_the_final_one_every_row(app_u
                                                                           monkeypatch):
     monkeypatch.setattr(generate_tab, "STREAM_INTERVAL_S", 0.0)
     monkeypatch.setattr(generate_tab, "TABLE_INTERVAL_S", 0.0)    # a table with every update
-    n = generate_tab.LIVE_TABLE_ROWS + 10
+    n = LIVE_TABLE_ROWS + 10
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     job = c.submit(DEFAULT_PROMPT, n, "greedy", 1.0, 50, 123, False, api_name="/generate")

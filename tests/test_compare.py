@@ -10,7 +10,7 @@ import torch
 
 from explorer.app import gpu, pinning, prefs
 from explorer.app.i18n import translate
-from explorer.app.plots.compare_generation import _side
+from explorer.app.plots.generation import next_token_bars_html
 from explorer.app.shared import CACHE
 from explorer.app.tabs import activations, attention, build, generate, inside, pin
 from explorer.book.config import PRESETS
@@ -72,7 +72,7 @@ def test_comparing_a_model_with_itself_shows_zero_differences_everywhere():
     # Attention: the difference map is zero (one head and the mean), both entropy maps equal
     for head in ("mean", "0", "3"):
         att, grid, entropy, state = attention.attention_views(state, 1, head)
-        difference = [d for d in att.data if d.coloraxis == "coloraxis2"][0]
+        difference = [d for d in att.data if d.name == "A − B"][0]
         assert np.nanmax(np.abs(difference.z)) == 0
         assert "zero everywhere" in att.layout.title.subtitle.text
     assert "zero for every head" in entropy.layout.title.subtitle.text
@@ -208,7 +208,7 @@ def test_bar_updates_stay_within_2_kb_per_model():
     state = built("teach-small", state=pinned(built("teach-tiny")))
     for update in generated(state, 12):
         for side in update[-1]["gen_bars"]:
-            assert len(_side(side, "#000000").encode()) <= 2000
+            assert len(next_token_bars_html([side]).encode()) <= 2000
         assert len(update[1].encode()) <= 2 * 2000
 
 

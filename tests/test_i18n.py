@@ -237,7 +237,7 @@ def indirect() -> dict[tuple[str, str], list[str]]:
     """Every ``t(x)`` / ``label(x)`` whose ``x`` is a variable: (file, expression) -> the texts
     it can be, from the tables the app imports. A new such call must be added here."""
     from explorer.app import pinning, share, shared
-    from explorer.app.plots import compare_stats, statistics, training as training_plots
+    from explorer.app.plots import statistics, training as training_plots
     from explorer.app.tabs import attention, build, generate, inside, train
     from explorer.book import probe_points, stages
     from explorer.probes.stages import WALK_STATS
@@ -300,9 +300,8 @@ def indirect() -> dict[tuple[str, str], list[str]]:
         ("pinning.py", "SHORT[field][value]"):
             [x for names in pinning.SHORT.values() for x in names.values()],
         ("pinning.py", "SHORT_NUMBERS[field]"): list(pinning.SHORT_NUMBERS.values()),
-        ("plots/compare_model.py", "c"): breakdown,
-        ("plots/compare_stats.py", "NORM_ROLE[p]"): list(compare_stats.NORM_ROLE.values()),
-        ("plots/compare_stats.py", "STAT_TITLES[stat]"): list(statistics.STAT_TITLES.values()),
+        ("plots/model.py", "c"): breakdown,
+        ("plots/statistics.py", "NORM_ROLE[p]"): list(statistics.NORM_ROLE.values()),
         ("shared.py", "what"): _keyword_texts("tabs/build.py", "what") + variants,
         ("tabs/generate.py", "h"): list(generate.HISTORY_HEADERS) + list(generate.PAIR_HEADERS),
     }

@@ -105,7 +105,7 @@ def test_bytes_of_one_character_are_grouped_under_it():
 
 
 def test_bars_are_drawn_on_a_0_to_100_percent_scale():
-    bars = next_token_bars_html(["a", "b"], [0.0002, 0.0001])
+    bars = next_token_bars_html([dict(texts=["a", "b"], probs=[0.0002, 0.0001], chosen=None)])
     assert 'style="width:0.0%"' in bars               # a sliver (min-width), not a full bar
     assert "100 %" in bars and "a full bar is 100 %" in bars
 

@@ -126,9 +126,9 @@ def test_translate_fills_the_fields_of_a_template_and_leaves_unknown_text_alone(
 def test_lecture_mode_makes_every_figure_larger_thicker_and_darker():
     model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
     tr = trace(model, get_tokenizer().encode("Every effort moves you"))
-    plain = layer_stats_figure(tr)
+    plain = layer_stats_figure([tr])
     with prefs.using(prefs.Prefs("en", True)):
-        lecture = layer_stats_figure(tr)
+        lecture = layer_stats_figure([tr])
     assert lecture.layout.font.size > plain.layout.font.size
     assert lecture.layout.title.font.size > plain.layout.title.font.size
     assert lecture.layout.font.color == LECTURE_INK
@@ -144,9 +144,9 @@ def test_the_figures_say_their_titles_in_the_pages_language(monkeypatch):
     model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
     tr = trace(model, get_tokenizer().encode("Every effort moves you"))
     with prefs.using(ZH):
-        fig = layer_stats_figure(tr)
+        fig = layer_stats_figure([tr])
     assert fig.layout.title.text == "<b>各层统计</b>"
-    assert layer_stats_figure(tr).layout.title.text == "<b>Statistics across layers</b>"
+    assert layer_stats_figure([tr]).layout.title.text == "<b>Statistics across layers</b>"
 
 
 def test_no_choice_has_a_value_that_the_browser_would_translate(demo):

@@ -36,7 +36,6 @@ ZH_COMPARE: dict[str, str] = {
     "vocab {n:,}": "词表 {n:,}",
     "context {n:,}": "上下文 {n:,}",
     "Parameters of A and B": "A 与 B 的参数",
-    "%{x:,} parameters": "%{x:,} 个参数",
     "A: {a} · B: {b} · A − B: {diff}": "A：{a} · B：{b} · 差异 A − B：{diff}",
     "none": "无",
     "same": "相同",
@@ -59,8 +58,6 @@ ZH_COMPARE: dict[str, str] = {
         "提示词有 {n} 个词元，但模型 {name} 的 context_length 是 {most}："
         "请缩短到最多 {most} 个词元再比较两者。",
     "Statistics across layers: A and B": "各层统计量：A 与 B",
-    "solid: mean · dashed: standard deviation · band: min to max":
-        "实线：均值 · 虚线：标准差 · 色带：最小值到最大值",
     "A − B: nothing both models recorded": "A − B：两个模型没有共同记录的量",
     "A − B: zero at every layer (the two agree)": "A − B：每一层都为零（两者一致）",
     "largest |A − B| over layers 0–{last}: {parts}": "第 0–{last} 层上最大的 |A − B|：{parts}",
@@ -78,7 +75,6 @@ ZH_COMPARE: dict[str, str] = {
     "Distribution of values at the final norm: A and B": "最终归一化处的数值分布：A 与 B",
     "{name} has no layer {layer} (its layers: 0 to {last})":
         "{name} 没有第 {layer} 层（它的层：0 到 {last}）",
-    "{name} has no {points} (no LayerNorm)": "{name} 没有 {points}（无层归一化）",
     "measured at: {label} ({point}); one colour scale for both":
         "测量位置：{label}（{point}）；两者共用一个色标",
     "{stat} per token: A and B": "每个词元的{stat}：A 与 B",
@@ -104,8 +100,6 @@ ZH_COMPARE: dict[str, str] = {
     "Neither model has attention for layer {layer}.": "两个模型都没有第 {layer} 层的注意力。",
     "{name}: no layer {layer}": "{name}：没有第 {layer} 层",
     "top: {a}; below: {b}": "上：{a}；下：{b}",
-    "{name}: neighbouring tokens averaged into {side} × {side} cells":
-        "{name}：相邻词元被平均为 {side} × {side} 个格子",
     "Attention entropy per head (bits): A and B": "每个头的注意力熵（比特）：A 与 B",
     "left: {a} · right: {b}": "左：{a} · 右：{b}",
     "A − B is zero for every head": "每个头的 A − B 都为零",
@@ -116,8 +110,6 @@ ZH_COMPARE: dict[str, str] = {
     "Logit lens: A and B": "logit 透镜：A 与 B",
     "The logit lens was not read at the same positions for both models.":
         "两个模型的 logit 透镜不是在相同位置读取的。",
-    "layer %{y}, after input %{x}<br>top-1 guess: %{customdata} (p = %{z:.3f})":
-        "第 %{y} 层，输入 %{x} 之后<br>首选猜测：%{customdata}（p = %{z:.3f}）",
     "the final predictions (last layer) agree at {k} of {n} positions":
         "最终预测（最后一层）在 {n} 个位置中有 {k} 个一致",
     # Generate, in lockstep

@@ -123,8 +123,13 @@ ZH_UI: dict[str, str] = {
         "labels 必须为两个梯度结果命名，例如 (“with shortcut”, “without shortcut”)。",
     "Activation {name!r} is not in these curves; they have {', '.join(functions)}.":
         "激活函数 {name!r} 不在这些曲线中；现有的是 {', '.join(functions)}。",
-    "ff_pre_hist must be (counts, edges) of one layer, with one more edge than counts.":
-        "ff_pre_hist 必须是某一层的 (counts, edges)，edges 比 counts 多一个。",
+    "ff_inputs must be (counts, edges) of one layer, with one more edge than counts.":
+        "ff_inputs 必须是某一层的 (counts, edges)，edges 比 counts 多一个。",
+    "A figure shows one or two models; got {len(items)} {what}.":
+        "一张图显示一个或两个模型；收到 {len(items)} 个 {what}。",
+    "{len(items)} {what} but {len(names)} names.":
+        "{len(items)} 个 {what}，但有 {len(names)} 个名字。",
+    "Bars of one or two models; got {len(sides)}.": "一个或两个模型的条形图；收到 {len(sides)} 个。",
     "texts and probs must have the same length ({len(texts)} vs {len(probs)}).":
         "texts 和 probs 的长度必须相同（{len(texts)} 对 {len(probs)}）。",
     "chosen must be the index of one of the {len(texts)} candidates (got {chosen!r}).":
@@ -359,8 +364,8 @@ ZH_UI: dict[str, str] = {
     "{name}: zero or missing gradients are not drawn (log scale)":
         "{name}：为零或缺失的梯度不画出（对数刻度）",
     "Mean |gradient| per layer (book, section 4.4)": "每层的平均 |梯度|（本书 4.4 节）",
-    "first layer on the left: gradients flow back from the loss on the right":
-        "第一层在左边：梯度从右边的损失往回流",
+    "first layer at the top: gradients flow back from the loss at the bottom":
+        "第一层在上面：梯度从下面的损失往回流",
     "layer (weight)": "层（权重）",
     "mean |gradient| (log scale)": "平均 |梯度|（对数刻度）",
     "embedding": "嵌入",
@@ -402,8 +407,6 @@ ZH_UI: dict[str, str] = {
         "{n} 个词元中的最后 {shown} 个；词元 {start} 之前的键被隐藏，所以每行之和小于 1",
     "weight": "权重",
     "query %{y}<br>key %{x}<br>weight %{z:.3f}": "查询 %{y}<br>键 %{x}<br>权重 %{z:.3f}",
-    "masked": "已掩码",
-    "query %{y}<br>key %{x}<br>masked (future token)": "查询 %{y}<br>键 %{x}<br>已掩码（未来的词元）",
     "Attention in layer {layer}, {head}": "第 {layer} 层的注意力，{head}",
     "key (the token looked at)": "键（被关注的词元）",
     "query (the token looking)": "查询（发出关注的词元）",

@@ -76,20 +76,24 @@ def point_label(point: str) -> str:
     return t(POINT_LABELS[point])
 
 
-def token_axis(tokens: list[str], start: int, max_chars: int = TOKEN_CHARS, ids=None):
+def token_axis(tokens: list[str], start: int, max_chars: int = TOKEN_CHARS, ids=None,
+               most: int | None = None, tick_chars: int | None = None):
     """Category values '#pos token' (unique per position, shown in hovers) and the tick
     values/texts: every token up to MAX_TICK_LABELS tokens; beyond that every n-th, at most
-    half as many, so that the labels stay apart on a laptop screen too. With the token
-    ``ids``, byte tokens read as ``readable_tokens`` shows them."""
+    half as many, so that the labels stay apart on a laptop screen too (``most``: at most
+    this many, ``tick_chars``: tick texts this short). With the token ``ids``, byte tokens
+    read as ``readable_tokens`` shows them."""
     if ids is not None:
         tokens = readable_tokens(ids, tokens)
     labels = [token_label(t, max_chars) for t in tokens]
     cats = [f"#{start + i} {lab}" for i, lab in enumerate(labels)]
-    most = MAX_TICK_LABELS if len(cats) <= MAX_TICK_LABELS else MAX_TICK_LABELS // 2
+    if most is None:
+        most = MAX_TICK_LABELS if len(cats) <= MAX_TICK_LABELS else MAX_TICK_LABELS // 2
     step = max(1, math.ceil(len(cats) / most))
     # label the last token (the one being predicted from) and every step-th before it
     idx = list(range(len(cats) - 1, -1, -step))[::-1]
-    return cats, [cats[i] for i in idx], [labels[i] for i in idx]
+    ticks = labels if tick_chars is None else [token_label(t, tick_chars) for t in tokens]
+    return cats, [cats[i] for i in idx], [ticks[i] for i in idx]
 
 
 def percent(share: float) -> str:

@@ -1,5 +1,6 @@
-"""The model a config builds: parameters per component (bars) and the architecture diagram
-(plain HTML with inline styles, no scripts)."""
+"""The model a config builds, for one model or two side by side: parameters per component
+(bars) and the architecture diagram (plain HTML with inline styles, no scripts); two diagrams
+outline the parts that differ, under a list of the config fields that differ."""
 from __future__ import annotations
 
 import html
@@ -9,35 +10,92 @@ import plotly.graph_objects as go
 
 from ...book.config import GPTConfig, ParameterCount
 from ...book.curves import ACTIVATION_LABELS
-from ..i18n import t
+from ...probes.compare import compare_configs
+from ..i18n import t, translate
 from .labels import human_count, percent
-from .style import BLUE, FONT_SIZE, finish
+from .style import FONT_SIZE, MODEL_COLORS, PLOT_MIN, finish, models, scaled
 from .walk import stage_attrs
 
-def parameter_figure(counts: ParameterCount) -> go.Figure:
-    """Horizontal bars: parameters per component (zero ones skipped), largest on top."""
-    parts = [(name, n) for name, n in counts.breakdown().items() if n > 0]
-    parts.sort(key=lambda item: item[1])
-    names = [t(name) for name, _ in parts]
-    values = [n for _, n in parts]
-    total = counts.total
-    text = [f"{human_count(n)}  ({percent(n / total)})" for n in values]
-    fig = go.Figure(go.Bar(
-        x=values, y=names, orientation="h", marker_color=BLUE, text=text,
-        textposition="outside", cliponaxis=False, textfont=dict(size=FONT_SIZE),
-        hovertemplate=t("%{y}: %{x:,} parameters") + "<extra></extra>"))
-    # room on the right for the longest label ("6.43 M  (47.0 %)"), beyond the longest bar
-    fig.update_xaxes(range=[0, max(values) * 1.6], tickformat="~s")
-    notes = []
-    if counts.output_head:
-        notes.append(t("{n} without the output head (the book's count with weight tying)",
-                       n=human_count(counts.total_without_output_head)))
+# The parts of the diagram each config field shapes (outlined where two models differ).
+PARTS_OF_FIELD = {
+    "vocab_size": {"tok_emb", "out_head"},
+    "context_length": {"pos_emb"},
+    "emb_dim": set(),   # every part's width: outlining them all would point at nothing
+    "n_heads": {"att"},
+    "n_layers": {"trf_blocks"},
+    "drop_rate": {"drop_emb", "drop_shortcut"},
+    "qkv_bias": {"att"},
+    "norm_placement": {"norm1", "norm2", "final_norm", "trf_blocks"},
+    "shortcut": {"add", "trf_blocks"},
+    "activation": {"ff"},
+    "ff_expansion": {"ff"},
+    "tie_weights": {"out_head"},
+    "pos_encoding": {"pos_emb", "att"},
+}
+
+
+def parameter_figure(counts_seq, names=None) -> go.Figure:
+    """Horizontal bars: parameters per component (zero ones skipped), largest on top; two
+    models as grouped bars (a component only one model has shows one bar), A above B."""
+    counts_seq, names = models(counts_seq, names, what="parameter counts")
+    alone = len(counts_seq) == 1
+    parts = [c.breakdown() for c in counts_seq]
+    components = [c for c in dict.fromkeys(k for p in parts for k in p)
+                  if any(p.get(c, 0) for p in parts)]
+    components.sort(key=lambda c: max(p.get(c, 0) for p in parts))
+    labels = [t(c) for c in components]
+    fig = go.Figure()
+    # plotly draws the first trace of a horizontal group at the bottom: B first, so A is on top
+    for counts, part, name, color in reversed(list(zip(counts_seq, parts, names,
+                                                       MODEL_COLORS))):
+        values = [part.get(c, 0) for c in components]
+        # one model: its share of the total too (two: the bars are half as thick)
+        text = [f"{human_count(n)}  ({percent(n / counts.total)})" if alone else human_count(n)
+                for n in values]
+        fig.add_trace(go.Bar(
+            x=values, y=labels, orientation="h", name=None if alone else name,
+            marker_color=color, text=text, textposition="outside", cliponaxis=False,
+            textfont=dict(size=FONT_SIZE),
+            hovertemplate=("" if alone else name + ": ") + t("%{y}: %{x:,} parameters")
+                          + "<extra></extra>"))
+    # Room right of each bar for its label ("6.43 M  (47.0 %)"): the figure is half the page
+    # wide, ~315 px of bars at 1280 px, and a label (~0.52 of the type size a letter) may
+    # reach 40 px into the margin. Lecture type is larger, so its range is longer.
+    letter = 0.52 * scaled(FONT_SIZE)
+    most = max(max(p.values()) for p in parts)
+    end = max(value / (1 - min(max(letter * len(text) + 6 - 40, 0) / 315, 0.6))
+              for bar in fig.data for value, text in zip(bar.x, bar.text))
+    fig.update_xaxes(range=[0, max(most * (1.6 if alone else 1.35), end)], tickformat="~s")
+    if alone:
+        counts = counts_seq[0]
+        notes = [t("{n} without the output head (the book's count with weight tying)",
+                   n=human_count(counts.total_without_output_head)) if counts.output_head
+                 else t("the output head shares the token embedding (tied weights)")]
+        title = t("Parameters: {n} in total ({total:,})", n=human_count(counts.total),
+                  total=counts.total)
     else:
-        notes.append(t("the output head shares the token embedding (tied weights)"))
-    return finish(fig, t("Parameters: {n} in total ({total:,})", n=human_count(total),
-                         total=total),
-                  170 + 52 * len(parts), notes=notes, x_title=t("parameters"),
-                  y_title=t("component"), margin=dict(r=40))
+        fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05,
+                          legend=dict(traceorder="reversed"))
+        diff = counts_seq[0].total - counts_seq[1].total
+        notes = [t("A: {a} · B: {b} · A − B: {diff}", a=human_count(counts_seq[0].total),
+                   b=human_count(counts_seq[1].total),
+                   diff=t("none") if diff == 0 else ("+" if diff > 0 else "−")
+                   + human_count(abs(diff)))]
+        title = t("Parameters of A and B")
+    # every bar at least as thick as its label is high (two models: two bars a component)
+    bars = len(components) * len(counts_seq)
+    return finish(fig, title, 170 + 30 * (not alone) + (52 + 18 * (not alone)) * len(components),
+                  notes=notes, x_title=t("parameters"), y_title=t("component"),
+                  legend=not alone, margin=dict(r=40),
+                  plot_min=max(PLOT_MIN, round(1.2 * scaled(FONT_SIZE) * bars)))
+
+
+def differing_parts(cfg_a, cfg_b) -> frozenset:
+    """The parts of the diagram that differ between the two configs."""
+    parts = set()
+    for field, _, _ in compare_configs(cfg_a, cfg_b).differences:
+        parts |= PARTS_OF_FIELD.get(field, set())
+    return frozenset(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +111,7 @@ _BOX_COLORS = {
 }
 _SMALL = "font-size:15px;color:#444444"
 # The parts of the diagram being drawn that differ from a model compared with (by attribute
-# name, or "add" for the shortcut's ⊕): outlined in orange (``architecture_html(highlight=)``).
+# name, or "add" for the shortcut's ⊕): outlined in orange (two models' ``architecture_html``).
 _MARKED: ContextVar[frozenset] = ContextVar("architecture_marked", default=frozenset())
 MARK_STYLE = "outline:4px solid #e69f00;outline-offset:1px"
 
@@ -89,16 +147,37 @@ def _params(counts, n) -> str | None:
     return None if counts is None else t("{n} params", n=human_count(n))
 
 
-def architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False,
-                      highlight: frozenset = frozenset()) -> str:
-    """``_architecture_html``, with the parts in ``highlight`` (attribute names such as
-    ``att``, ``norm1``, ``trf_blocks``; "add" for the shortcut) outlined: they differ from the
-    model it is compared with."""
-    marked = _MARKED.set(frozenset(highlight))
+def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
+                      weights=None) -> str:
+    """The block diagram of one model (``_architecture_html``), or two side by side under the
+    list of config fields that differ, each part such a field shapes outlined in both.
+    ``counts``: each model's ``ParameterCount`` (or None: no counts); ``stages``: the
+    diagram's stages are the walk's buttons; ``weights``: two models of one architecture,
+    what each one's weights are (captions), or None when they are the same model."""
+    cfgs, names = models(cfgs, names, what="configs")
+    counts = list(counts) if counts is not None else [None] * len(cfgs)
+    if len(cfgs) == 1:
+        return _architecture_html(cfgs[0], counts[0], stages)
+    marked = _MARKED.set(differing_parts(*cfgs))
     try:
-        return _architecture_html(cfg, counts, stages)
+        columns = "".join(
+            f"<div class=\"cmp-arch\"><h4 style=\"color:{color}\">{html.escape(name)}</h4>"
+            f"{_architecture_html(cfg, count, stages)}</div>"
+            for cfg, count, name, color in zip(cfgs, counts, names, MODEL_COLORS))
     finally:
         _MARKED.reset(marked)
+    differences = compare_configs(*cfgs).differences
+    if differences:
+        rows = "".join(f"<li><code>{html.escape(field)}</code>: A <b>{html.escape(str(a))}</b>"
+                       f" · B <b>{html.escape(str(b))}</b></li>" for field, a, b in differences)
+        head = (f"<b>{html.escape(t('What differs'))}</b> "
+                + html.escape(t("(outlined in both diagrams)")) + f"<ul>{rows}</ul>")
+    elif weights is None:
+        head = html.escape(t("A and B are the same model: nothing differs."))
+    else:
+        head = html.escape(t("Same architecture, different weights: A {a}; B {b}.",
+                             a=translate(weights[0]), b=translate(weights[1])))
+    return f"<div class=\"cmp-diff\">{head}</div><div class=\"cmp-pair\">{columns}</div>"
 
 
 def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False) -> str:
@@ -208,3 +287,15 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
             total=c.total) + "</div>")
     return ("<div style=\"font-family:Arial,Helvetica,sans-serif;font-size:16px;"
             "line-height:1.4;color:#222222;max-width:760px\">" + "".join(parts) + "</div>")
+
+
+# The two diagrams' page layout (the app adds it to its style sheet).
+ARCHITECTURE_CSS = """
+.cmp-diff {background: #fff8e1; border: 2px solid #e69f00; border-radius: 8px;
+           padding: 4px 12px; margin-bottom: 8px; font-size: 16px;}
+.cmp-diff ul {margin: 2px 0 0 0; padding-left: 1.2em;}
+.cmp-pair {display: grid; grid-template-columns: 1fr 1fr; gap: 10px;}
+.cmp-arch {min-width: 0; font-size: 14px;}
+.cmp-arch > h4 {margin: 0 0 4px 0; font-size: 18px;}
+.cmp-arch > div {font-size: 14px !important;}
+"""

@@ -40,7 +40,7 @@ def _number(value, digits=3) -> str:
 
 def loss_figure(view) -> go.Figure:
     """Train (solid) and validation (dashed) loss at the book's evaluation points, against
-    steps; one colour per variant."""
+    steps; one colour per variant, named once in a legend to the right of the plot."""
     if view is None or not any(r.eval_steps for r in view.runs):
         return empty_figure(t("Loss"), t("The curves grow here while the variants train."), 380)
     fig = go.Figure()
@@ -53,7 +53,8 @@ def loss_figure(view) -> go.Figure:
                 x=np.asarray(run.eval_steps, dtype=np.float32), y=y,
                 # markers while there are few points; a long run's markers would hide the lines
                 mode="lines+markers" if len(run.eval_steps) <= MARKER_POINTS else "lines",
-                name=f"{name} ({kind})", line=dict(color=color_of(i), width=3, dash=dash),
+                name=name, showlegend=False if dash == "dash" else None,
+                line=dict(color=color_of(i), width=3, dash=dash),
                 marker=dict(size=6), legendgroup=name,
                 hovertemplate=f"{name} {kind}<br>" + t("step") + " %{x}: " + t("loss")
                 + " %{y:.3f}<extra></extra>"))
@@ -62,8 +63,11 @@ def loss_figure(view) -> go.Figure:
                 for r in view.runs if r.diverged]
     if diverged:
         notes.append("; ".join(diverged))
+    # The legend sits right of the plot, never over it nor below it: below, its rows (one per
+    # two or three variants) pushed the bottom margin past what lecture mode's height left
+    # the plot, and plotly.js 3 stopped the page ("Something went wrong with axis scaling").
     return finish(fig, t("Loss"), 440, notes=notes, x_title=t("step"),
-                  y_title=t("cross-entropy loss"), legend=True, wrap=HALF_WIDTH_WRAP)
+                  y_title=t("cross-entropy loss"), legend="right", wrap=HALF_WIDTH_WRAP)
 
 
 def grad_norm_figure(view) -> go.Figure:
@@ -100,11 +104,13 @@ def grad_norm_figure(view) -> go.Figure:
     fig.update_annotations(font=dict(size=FONT_SIZE))
     fig.update_yaxes(type="category", autorange="reversed")   # whole blocks, block 0 on top
     fig.update_yaxes(showticklabels=False, col=2)     # the first column names the blocks
-    fig.update_xaxes(title_text=t("step"))
+    for i in range(len(runs)):
+        if i + cols >= len(runs):      # no panel below it: its axis title collides with none
+            fig.update_xaxes(title_text=t("step"), row=i // cols + 1, col=i % cols + 1)
     return finish(fig, t("Gradient norm per block"), 150 + 260 * rows,
                   notes=[t("block 0 is next to the input; dark: gradients that barely reach "
                            "the block")], y_title=t("block (input → output)"),
-                  wrap=HALF_WIDTH_WRAP)
+                  wrap=HALF_WIDTH_WRAP, plot_min=150 * rows)
 
 
 def table_rows(view) -> dict:
