@@ -37,7 +37,7 @@ from explorer.runtime import checkpoints, export, loading
 from explorer.runtime import hub as runtime_hub
 from explorer.app.shared import SERVER_PATH_REFUSED as _REFUSED
 
-SERVER_PATH_REFUSED = "^" + re.escape(_REFUSED) + "$"   # the same words for every server path
+SERVER_PATH_REFUSED = "^" + re.escape(_REFUSED.text) + "$"   # the same words for every server path
 
 PROMPT = "Every effort moves you"
 TRACE_VIEW = ("norm1: before vs after LayerNorm", "resid_pre", "std")

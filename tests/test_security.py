@@ -403,6 +403,7 @@ def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeyp
     """Missing, a folder, unreadable, another kind of file, a lying header: one message."""
     from explorer.app.shared import SERVER_PATH_REFUSED
     from explorer.app.tabs import build
+    from explorer.book.errors import ExplorerError
 
     (tmp_path / "text.safetensors").write_text("root:x:0:0:root:/root:/bin/bash\n")
     (tmp_path / "folder.safetensors").mkdir()
@@ -412,7 +413,7 @@ def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeyp
              "/proc/self/mem", "/" + "a" * 5000 + ".safetensors"]
     messages = set()
     for path in paths:
-        with pytest.raises(gr.Error) as refused:
+        with pytest.raises(ExplorerError) as refused:
             build._server_checkpoint(str(path), "float32")
-        messages.add(refused.value.message)
-    assert messages == {SERVER_PATH_REFUSED}
+        messages.add(str(refused.value))
+    assert messages == {SERVER_PATH_REFUSED.text}

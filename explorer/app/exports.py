@@ -55,3 +55,14 @@ def download_button(path):
     return gr.update(visible=True, value=path,
                      label=t("export.download", "Download {name} ({size})",
                              name=os.path.basename(path), size=shown))
+
+
+def show_download(name: str):
+    """A handler that turns the download button ``name`` (whose value an export just set to a
+    file: what an API client gets) into one that names the file and its size."""
+    from .handlers import handler
+
+    @handler(outputs=(name,), name=f"show_{name}")
+    def shown(path):
+        return {name: download_button(path)}
+    return shown

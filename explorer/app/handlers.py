@@ -114,7 +114,7 @@ def handler(outputs=(), name: str | None = None):
                         heap.trim()
         wrapper.__signature__ = signature.replace(
             parameters=[*signature.parameters.values(), *PREF_PARAMETERS])
-        wrapper.outputs = tuple(outputs)
+        wrapper.outputs = (outputs,) if callable(outputs) else tuple(outputs)
         return wrapper
     return wrap
 

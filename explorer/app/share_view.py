@@ -113,7 +113,6 @@ def _when_link(fn, wanted):
     (else nothing)."""
     parameters = list(inspect.signature(fn).parameters.values())[:-2]   # without the prefs
 
-    @handler(outputs=fn.outputs, name=f"link_{fn.__name__}")
     def step(builds, tab, *args):
         if not builds or (wanted is not None and tab not in wanted):
             return {}
@@ -121,15 +120,13 @@ def _when_link(fn, wanted):
     step.__signature__ = inspect.Signature(
         [inspect.Parameter("builds", inspect.Parameter.POSITIONAL_OR_KEYWORD),
          inspect.Parameter("tab", inspect.Parameter.POSITIONAL_OR_KEYWORD), *parameters])
-    return step
+    return handler(outputs=fn.outputs, name=f"link_{fn.__name__}")(step)
 
 
-@handler(outputs=("share_link", "share_note"))
-def share_link(*args):
+def share_link(rules, *args):
     """/share_link: the query string ("?...") of a link to this page (the page adds its
     address), and a note on what the link cannot carry."""
     given = SHARE_SIGNATURE.bind(*args).arguments
-    rules = given["rules"]
     preset = as_choice(given["preset"], Message("field.preset", "preset"), PRESETS)
     weights = as_choice(given["weights"], Message("field.weights", "weights"),
                         build.WEIGHTS_CHOICES)
@@ -171,7 +168,7 @@ def share_link(*args):
 SHARE_SIGNATURE = inspect.Signature(
     [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
      for name in ("preset", *build.FIELDS, "seed", "weights", "size", "prompt", "tab",
-                  "session", "rules")])
+                  "session")])
 
 
 @handler(outputs=("share_row", "share_link"))
@@ -258,10 +255,7 @@ def wire(page):
 
 def share_link_for(rules):
     """``share_link`` with the page's rules (its defaults and tabs) given."""
-    parameters = list(SHARE_SIGNATURE.parameters.values())[:-1]
-
-    @handler(outputs=share_link.outputs, name="share_link")
     def link(*args):
-        return share_link.__wrapped__(*args[:len(parameters)], rules)
-    link.__signature__ = inspect.Signature(parameters)
-    return link
+        return share_link(rules, *args)
+    link.__signature__ = SHARE_SIGNATURE      # /share_link's parameters, by name
+    return handler(outputs=("share_link", "share_note"), name="share_link")(link)

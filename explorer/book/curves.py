@@ -12,17 +12,17 @@ import numpy as np
 import torch
 
 from .config import ACTIVATIONS
-from .errors import ExplorerError
+from .errors import ExplorerError, Text
 from .model import make_activation
 
 # The activations a model can be built with (one source of truth: explorer.book.config).
 ACTIVATION_FUNCTIONS = ACTIVATIONS
 
 ACTIVATION_LABELS = {
-    "gelu": "GELU (tanh approx., book)",
-    "gelu_exact": "GELU (exact)",
-    "relu": "ReLU",
-    "silu": "SiLU",
+    "gelu": Text("activation.gelu", "GELU (tanh approx., book)"),
+    "gelu_exact": Text("activation.gelu_exact", "GELU (exact)"),
+    "relu": Text("activation.relu", "ReLU"),
+    "silu": Text("activation.silu", "SiLU"),
 }
 
 X_LIMIT = 1000.0

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..book.config import GPTConfig, count_parameters, get_preset
-from ..book.errors import ExplorerError
+from ..book.errors import ExplorerError, Text
 from ..book.tokenizer import N_VOCAB
 from ..book.training import BOOK_SETTINGS, SAMPLE_TOKENS
 
@@ -23,7 +23,7 @@ MAX_CORPUS_BYTES = 1_000_000      # an uploaded or pasted text (tokenising 1 MB 
 MAX_VARIANTS = 4
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
 DEFAULT_CORPUS_FILE = "the_clockmakers_daughter.txt"
-DEFAULT_CORPUS_NAME = "The Clockmaker's Daughter"
+DEFAULT_CORPUS_NAME = Text("corpus.default", "The Clockmaker's Daughter")
 
 # The variants the lab offers: a label and the knobs it changes from the base preset.
 VARIANT_CHOICES: dict[str, dict] = {
@@ -38,6 +38,20 @@ VARIANT_CHOICES: dict[str, dict] = {
     "expansion 8": {"ff_expansion": 8},
     "tied weights": {"tie_weights": True},
     "RoPE": {"pos_encoding": "rope"},
+}
+# Their names on a page (the keys above are the API's values).
+VARIANT_LABELS = {
+    "pre-LN (book)": Text("variant.pre_ln", "pre-LN (book)"),
+    "post-LN": Text("variant.post_ln", "post-LN"),
+    "no shortcut": Text("variant.no_shortcut", "no shortcut"),
+    "no LayerNorm": Text("variant.no_ln", "no LayerNorm"),
+    "ReLU": Text("variant.relu", "ReLU"),
+    "GELU exact": Text("variant.gelu_exact", "GELU exact"),
+    "SiLU": Text("variant.silu", "SiLU"),
+    "expansion 2": Text("variant.expansion_2", "expansion 2"),
+    "expansion 8": Text("variant.expansion_8", "expansion 8"),
+    "tied weights": Text("variant.tied", "tied weights"),
+    "RoPE": Text("variant.rope", "RoPE"),
 }
 DEFAULT_PRESET = "teach-deep"   # 12 blocks: the shortcut lesson of section 4.4 shows best
 DEFAULT_VARIANTS = ("pre-LN (book)", "post-LN", "no shortcut")

@@ -29,8 +29,6 @@ def text_in(lang: str, message: Message) -> str:
     """``message``'s text (its template, fields not filled in) in ``lang``."""
     if lang == "en":
         return message.text
-    if message.id.startswith("legacy:"):
-        return _LEGACY.get(message.text, message.text)
     return messages(lang).get(message.id, message.text)
 
 
@@ -46,28 +44,17 @@ def say(message, lang: str | None = None) -> str:
     values = {k: say(v, lang) if isinstance(v, (Message, ExplorerError))
               or isinstance(getattr(v, "message", None), Message) else v
               for k, v in message.fields.items()}
-    return text_in(lang, message).format(**values)
+    text = text_in(lang, message)
+    return text.format(**values) if values else text   # (a text without fields: as written)
 
 
-def t(id: str, text: str | None = None, **fields) -> str:
+def t(id: str, text: str, **fields) -> str:
     """``text`` (English, with ``{fields}``) in the page's language."""
-    if text is None:                      # TRANSITION: an English-keyed text
-        text, id = id, "legacy:" + id
     return say(Message(id, text, **fields))
 
 
-def label(id: str, text: str | None = None) -> gr.I18nData:
+def label(id: str, text: str) -> gr.I18nData:
     """A widget's text for the browser to translate (``I18N``)."""
-    if text is None:                      # TRANSITION
-        text, id = id, "legacy:" + id
     for code, (_, locale) in LANGUAGES.items():
         _BROWSER[locale][id] = text_in(code, Message(id, text))
     return I18N(id)
-
-
-# TRANSITION: the English-keyed catalogues, until every text has its id
-from .zh_compare import ZH_COMPARE  # noqa: E402
-from .zh_share import ZH_SHARE  # noqa: E402
-from .zh_ui import ZH_UI  # noqa: E402
-_LEGACY = {**ZH_UI, **ZH_SHARE, **ZH_COMPARE}
-translate = say

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from ..i18n import t
+from ..i18n import say, t
 from .style import (BLUE, GREY, LIGHT_BAR, PALETTE, PURPLE, TICK_SIZE, VERMILLION, finish,
                     lighter, models, scaled)
 
@@ -48,8 +48,8 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
                              "edge than counts.")
         total = counts.sum()
         if total == 0:
-            note = t("the real feed-forward inputs are all inf/NaN: no histogram")
-            notes.append(note if alone else t("{name}: {why}", name=name, why=note))
+            note = t("curves.real_feed_forward_inputs", "the real feed-forward inputs are all inf/NaN: no histogram")
+            notes.append(note if alone else t("curves.text", "{name}: {why}", name=name, why=note))
             continue
         # The histograms own the base axis (drawn first, underneath); the curves go on
         # an overlaying axis on the left, drawn on top of the bars.
@@ -58,45 +58,45 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
         fig.add_trace(go.Bar(
             x=centres.astype(np.float32), y=(counts / total).astype(np.float32),
             width=np.diff(edges).astype(np.float32),
-            name=t("real feed-forward inputs") if alone else
-            t("real feed-forward inputs of {name}", name=name),
+            name=t("curves.real_feed_forward_inputs_2", "real feed-forward inputs") if alone else
+            t("curves.real_feed_forward_inputs_3", "real feed-forward inputs of {name}", name=name),
             opacity=None if alone else 0.7,           # two models' bars overlap
             marker=dict(color=color, line=dict(width=0)),
-            hovertemplate=t("input %{x:.3g}: %{y:.1%} of values")
+            hovertemplate=t("curves.input_values", "input %{x:.3g}: %{y:.1%} of values")
                           + ("<extra></extra>" if alone else f"<extra>{name}</extra>")))
         outside = counts[(centres < x_lo) | (centres > x_hi)].sum() / total
         if outside > 0.005:
-            note = t("{share:.0%} of the real inputs lie outside the x range shown",
+            note = t("curves.real_inputs_lie_outside", "{share:.0%} of the real inputs lie outside the x range shown",
                      share=outside)
-            notes.append(note if alone else t("{name}: {why}", name=name, why=note))
+            notes.append(note if alone else t("curves.text", "{name}: {why}", name=name, why=note))
     if curve_axis == "y2":
         fig.update_layout(
             yaxis=dict(side="right", showgrid=False, rangemode="tozero", tickformat=".0%",
-                       title_text=t("share of real inputs (bars)")),
-            yaxis2=dict(overlaying="y", side="left", title_text=t("output")))
+                       title_text=t("curves.share_real_inputs_bars", "share of real inputs (bars)")),
+            yaxis2=dict(overlaying="y", side="left", title_text=t("curves.output", "output")))
     for i, name in enumerate(show):
         f = functions[name]
         color = PALETTE[i % len(PALETTE)]
         fig.add_trace(go.Scatter(x=x, y=np.asarray(f["y"], dtype=np.float32), mode="lines",
-                                 name=t(f["label"]), line=dict(color=color, width=3.5),
+                                 name=say(f["label"]), line=dict(color=color, width=3.5),
                                  yaxis=curve_axis,
                                  hovertemplate="x %{x:.2f}: %{y:.3f}<extra>" + f["label"]
                                                + "</extra>"))
         if derivatives:
             fig.add_trace(go.Scatter(
                 x=x, y=np.asarray(f["dy"], dtype=np.float32), mode="lines", yaxis=curve_axis,
-                name=t("derivative of {name}", name=t(f["label"])),
+                name=t("curves.derivative", "derivative of {name}", name=say(f["label"])),
                 line=dict(color=color, width=2.5, dash="dash"),
-                hovertemplate=t("x %{x:.2f}: slope %{y:.3f}") + "<extra>" + f["label"]
+                hovertemplate=t("curves.x_slope", "x %{x:.2f}: slope %{y:.3f}") + "<extra>" + f["label"]
                               + "</extra>"))
     fig.update_xaxes(range=[x_lo, x_hi])
     fig.layout["yaxis2" if curve_axis == "y2" else "yaxis"].update(
         zeroline=True, zerolinecolor=GREY, zerolinewidth=1.5)
     fig.update_layout(barmode="overlay", bargap=0)
-    title = t("Activation functions and their derivatives") if derivatives \
-        else t("Activation functions")
-    return finish(fig, title, 540, notes=notes, x_title=t("input x"),
-                  y_title=None if curve_axis == "y2" else t("output"), legend=True,
+    title = t("curves.activation_functions_and_their", "Activation functions and their derivatives") if derivatives \
+        else t("curves.activation_functions", "Activation functions")
+    return finish(fig, title, 540, notes=notes, x_title=t("curves.input_x", "input x"),
+                  y_title=None if curve_axis == "y2" else t("curves.output", "output"), legend=True,
                   margin=dict(r=90 if curve_axis == "y2" else 30), wrap=120)  # the page wide
 
 
@@ -120,15 +120,15 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
     names = list(dict.fromkeys([*without, *with_]))
     # one line a layer (two would read as a label for each of its two bars): the weight's
     # name in the hover
-    labels = [t("layer {n}", n=i + 1) for i in range(len(names))]
+    labels = [t("curves.layer", "layer {n}", n=i + 1) for i in range(len(names))]
     weights = [html.escape(n.removesuffix(".weight")) for n in names]
     fig = go.Figure()
     notes = []
-    for data, name, color in ((without, t("without shortcut"), VERMILLION),
-                              (with_, t("with shortcut"), BLUE)):
+    for data, name, color in ((without, t("curves.without_shortcut", "without shortcut"), VERMILLION),
+                              (with_, t("curves.with_shortcut", "with shortcut"), BLUE)):
         values = [float(data.get(n, float("nan"))) for n in names]
         if any(not (v > 0 and math.isfinite(v)) for v in values):
-            notes.append(t("{name}: zero or missing gradients are not drawn (log scale)",
+            notes.append(t("curves.zero_or_missing_gradients", "{name}: zero or missing gradients are not drawn (log scale)",
                            name=name))
         values = [v if v > 0 and math.isfinite(v) else None for v in values]
         fig.add_trace(go.Bar(x=values, y=labels, orientation="h", name=name,
@@ -150,10 +150,10 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_layout(barmode="group", bargap=0.12, bargroupgap=0.12)
     # two bars a layer, each at least a label high
-    return finish(fig, t("Mean |gradient| per layer (book, section 4.4)"), 520,
-                  notes=notes or [t("first layer at the top: gradients flow back from the "
+    return finish(fig, t("curves.mean_gradient_per_layer", "Mean |gradient| per layer (book, section 4.4)"), 520,
+                  notes=notes or [t("curves.first_layer_at_top", "first layer at the top: gradients flow back from the "
                                     "loss at the bottom")],
-                  x_title=t("mean |gradient| (log scale)"), y_title=t("layer (weight)"),
+                  x_title=t("curves.mean_gradient_log_scale", "mean |gradient| (log scale)"), y_title=t("curves.layer_weight", "layer (weight)"),
                   legend=True, plot_min=14 * scaled(TICK_SIZE))
 
 
@@ -167,14 +167,14 @@ def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.F
     notes = []
     for grads, label, color, dash in ((grads_a, labels[0], BLUE, "solid"),
                                       (grads_b, labels[1], VERMILLION, "dash")):
-        cats = [t("embedding"), *[t("block {n}", n=i) for i in range(len(grads.blocks))],
-                t("output head")]
+        cats = [t("curves.embedding", "embedding"), *[t("curves.block", "block {n}", n=i) for i in range(len(grads.blocks))],
+                t("curves.output_head", "output head")]
         values = [grads.embedding, *grads.blocks, grads.output_head]
         if any(not (v > 0 and math.isfinite(v)) for v in values):
-            notes.append(t("{name}: zero or inf/NaN gradients not drawn",
+            notes.append(t("curves.zero_or_inf_nan", "{name}: zero or inf/NaN gradients not drawn",
                            name=html.escape(str(label))))
         values = [float(v) if v > 0 and math.isfinite(v) else None for v in values]
-        name = t("{name} (loss {loss:.2f})", name=html.escape(str(label)), loss=grads.loss)
+        name = t("curves.loss", "{name} (loss {loss:.2f})", name=html.escape(str(label)), loss=grads.loss)
         fig.add_trace(go.Scatter(x=cats, y=values, mode="lines+markers", name=name,
                                  line=dict(color=color, width=3, dash=dash),
                                  marker=dict(size=9), connectgaps=False,
@@ -183,6 +183,6 @@ def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.F
     fig.update_xaxes(type="category")   # plotly turns the labels when they would overlap
     _log_axis(fig, [grads_a.embedding, *grads_a.blocks, grads_a.output_head,
                     grads_b.embedding, *grads_b.blocks, grads_b.output_head])
-    return finish(fig, t("Mean |gradient| from input to output"), 500, notes=notes,
-                  x_title=t("where in the model (input → output)"),
-                  y_title=t("mean |gradient| (log scale)"), legend=True)
+    return finish(fig, t("curves.mean_gradient_from_input", "Mean |gradient| from input to output"), 500, notes=notes,
+                  x_title=t("curves.where_in_model_input", "where in the model (input → output)"),
+                  y_title=t("curves.mean_gradient_log_scale", "mean |gradient| (log scale)"), legend=True)

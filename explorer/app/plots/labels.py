@@ -8,7 +8,7 @@ import re
 
 from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
-from ..i18n import t
+from ..i18n import say, t
 
 MAX_TOKEN_COLUMNS = 128   # token heatmap, attention: the last 128 tokens
 MAX_TICK_LABELS = 40      # beyond this many tokens an axis labels every n-th
@@ -73,7 +73,7 @@ def _hex(match) -> str:
 
 def point_label(point: str) -> str:
     """A probe point's description ("norm1 input (before LayerNorm)"), in the page's language."""
-    return t(POINT_LABELS[point])
+    return say(POINT_LABELS[point])
 
 
 def token_axis(tokens: list[str], start: int, max_chars: int = TOKEN_CHARS, ids=None,
@@ -103,8 +103,8 @@ def percent(share: float) -> str:
 def layers_text(layers) -> str:
     layers = [int(i) for i in layers]
     if len(layers) > 6:
-        return t("{n} layers from {first} to {last}", n=len(layers), first=layers[0],
+        return t("labels.layers_from", "{n} layers from {first} to {last}", n=len(layers), first=layers[0],
                  last=layers[-1])
     if len(layers) == 1:
-        return t("layer {layers}", layers=layers[0])
-    return t("layers {layers}", layers=", ".join(map(str, layers)))
+        return t("labels.layer", "layer {layers}", layers=layers[0])
+    return t("labels.layers", "layers {layers}", layers=", ".join(map(str, layers)))

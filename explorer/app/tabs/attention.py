@@ -8,7 +8,7 @@ import gradio as gr
 from ...book.errors import ExplorerError, Message
 from ...probes import with_attention_of_layer
 from .. import comparison, gpu, refresh
-from ..exports import csv_text, download_button, write_export
+from ..exports import csv_text, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, t
 from ..inputs import as_int, layer_in
@@ -95,8 +95,8 @@ def export_attention(session, layer, head):
     matrix = weights.mean(0) if head == "mean" else weights[head]
     rows = [[t("attention.query_key", "query\\key"), *tr.tokens]] + [
         [tr.tokens[i], *(f"{v:.6g}" for v in row)] for i, row in enumerate(matrix)]
-    return {"export_att_file": download_button(
-        write_export(f"attention_layer{layer}_head{head}.csv", csv_text(rows)))}
+    return {"export_att_file": write_export(f"attention_layer{layer}_head{head}.csv",
+                                            csv_text(rows))}
 
 
 @refresh.on_new_model(*VIEWS, "export_att_file", "att_layer", "att_head")
@@ -153,4 +153,7 @@ def wire(page):
     page.on("att_btn.click", attention_views, inputs, api_name="attention", **inspect)
     page.on(["att_layer.change", "att_head.change"], choice_changed, inputs,
             api_visibility="private", **inspect)
-    page.on("export_att_btn.click", export_attention, inputs, api_name="export_attention")
+    exported = page.on("export_att_btn.click", export_attention, inputs,
+                       api_name="export_attention")
+    page.then(exported, show_download("export_att_file"), ["export_att_file"],
+              api_visibility="private", show_progress="hidden")

@@ -56,7 +56,7 @@ MAX_NEW = Message("field.max_new", "max new tokens")
 def _arguments(max_new_tokens, mode, temperature, top_k, seed):
     max_new = as_int(max_new_tokens, MAX_NEW)
     if not 1 <= max_new <= MAX_NEW_TOKENS:
-        raise ExplorerError("gen.max_new", "max new tokens must be between 1 and {most} in the "
+        raise ExplorerError("gen.max_new_range", "max new tokens must be between 1 and {most} in the "
                             "explorer (got {n}).", most=MAX_NEW_TOKENS, n=max_new)
     mode = as_choice(mode, Message("field.decoding", "decoding"), DECODING)
     for value, name, wanted in (

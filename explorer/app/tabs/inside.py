@@ -14,7 +14,7 @@ from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES, trace
 from .. import comparison, gpu, refresh
-from ..exports import csv_text, download_button, json_default, write_export
+from ..exports import csv_text, json_default, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import as_choice, check_trace_size, layer_in, models_prompt_ids
@@ -200,7 +200,7 @@ def export_stats(session, fmt):
         header = list(rows[0])
         path = write_export("activation_stats.csv",
                             csv_text([header] + [[r[h] for h in header] for r in rows]))
-    return {"export_stats_file": download_button(path)}
+    return {"export_stats_file": path}
 
 
 @refresh.on_new_model(*RESULTS, "inside_layer", "pair", "heat_point")
@@ -279,6 +279,8 @@ def wire(page):
     # hidden button: the page's own events above stay quiet then)
     page.on("inside_api_btn.click", inside_views, ["session", *choices],
             api_name="inside_views", **inspect)
-    page.on("export_stats_btn.click", export_stats, ["session", "export_fmt"],
-            api_name="export_stats")
+    exported = page.on("export_stats_btn.click", export_stats, ["session", "export_fmt"],
+                       api_name="export_stats")
+    page.then(exported, show_download("export_stats_file"), ["export_stats_file"],
+              api_visibility="private", show_progress="hidden")
     gradients.wire(page)

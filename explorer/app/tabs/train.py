@@ -18,6 +18,7 @@ from ...runtime.export import export_model
 from ...runtime.sources import WeightsSource
 from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
                                        DEFAULT_VARIANTS, MAX_VARIANTS, VARIANT_CHOICES,
+                                       VARIANT_LABELS,
                                        TrainingSettings, corpus_from_file, corpus_from_text,
                                        default_corpus, default_settings, make_variants)
 from .. import comparison, gpu, refresh, shared
@@ -25,7 +26,7 @@ from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import as_choice, as_choices, as_int, as_number
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
-                              samples_markdown, table_rows)
+                              samples_markdown, table_rows, variant_name)
 from ..session import Made, Model
 from ..shared import CACHE, session_of
 
@@ -89,24 +90,6 @@ def variants_of(variants, preset):
                                              PRESET_CHOICES))
 
 
-# The variants' names on the page (their values, VARIANT_CHOICES' keys, are the API's).
-VARIANT_NAMES = {
-    "pre-LN (book)": Message("variant.pre_ln", "pre-LN (book)"),
-    "post-LN": Message("variant.post_ln", "post-LN"),
-    "no shortcut": Message("variant.no_shortcut", "no shortcut"),
-    "no LayerNorm": Message("variant.no_ln", "no LayerNorm"),
-    "ReLU": Message("variant.relu", "ReLU"),
-    "GELU exact": Message("variant.gelu_exact", "GELU exact"),
-    "SiLU": Message("variant.silu", "SiLU"),
-    "expansion 2": Message("variant.expansion_2", "expansion 2"),
-    "expansion 8": Message("variant.expansion_8", "expansion 8"),
-    "tied weights": Message("variant.tied", "tied weights"),
-    "RoPE": Message("variant.rope", "RoPE"),
-}
-
-
-def variant_name(name: str) -> str:
-    return say(VARIANT_NAMES.get(name, name))
 
 
 def live(view) -> dict:
@@ -198,7 +181,7 @@ def _trained(choice, owner):
 
 def trained_caption(trained, corpus: str) -> Message:
     """Where a trained variant's weights come from."""
-    variant = VARIANT_NAMES.get(trained.label, trained.label)
+    variant = VARIANT_LABELS.get(trained.label, trained.label)
     if trained.steps == 1:
         return Message("train.caption_one", "trained {steps} step on {corpus} ({variant})",
                        steps=1, corpus=corpus, variant=variant)
@@ -223,8 +206,7 @@ def train_use(choice, session, request: gr.Request):
                     source=WeightsSource.trained(Text.of(caption)))
     comparison.check_beside(session, key)        # beside model B: both must fit
     CACHE.hold(owner, key, trained.model)
-    session.with_model_a(Model(key, Made("trained", VARIANT_NAMES.get(trained.label,
-                                                                     trained.label),
+    session.with_model_a(Model(key, Made("trained", VARIANT_LABELS.get(trained.label, trained.label),
                                          caption=caption)))
     return {"session": session, **refresh.new_model(session)}
 
@@ -238,7 +220,12 @@ def train_export(choice, request: gr.Request):
     folder = tempfile.mkdtemp(prefix="gpt_explorer_")   # ours; never a path from user text
     files = export_model(trained.model, folder, source=WeightsSource.trained(
         Text.of(trained_caption(trained, job.corpus.name))))
-    return {"train_export_file": gr.update(value=[str(f) for f in files], visible=True)}
+    return {"train_export_file": [str(f) for f in files]}
+
+
+@handler(outputs=("train_export_file",))
+def files_shown():
+    return {"train_export_file": gr.update(visible=True)}
 
 
 def variant_choices():
@@ -329,6 +316,8 @@ def wire(page):
             concurrency_limit=None, show_progress="minimal")
     page.on(page["train_tab"].select, train_view, [], api_name="train_view",
             show_progress="hidden")
-    page.on("train_export_btn.click", train_export, ["train_choice"], api_name="train_export")
+    exported = page.on("train_export_btn.click", train_export, ["train_choice"],
+                       api_name="train_export")
+    page.then(exported, files_shown, [], api_visibility="private", show_progress="hidden")
     page.on("train_use_btn.click", train_use, ["train_choice", "session"], api_name="train_use",
             show_progress_on=[page["status"]])
