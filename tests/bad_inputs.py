@@ -773,7 +773,7 @@ CASES += [
 # Item 2: every input of every endpoint is checked for its type. A valid call per endpoint
 # (in a session that has built teach-tiny and traced PROMPT); each of its inputs in turn is
 # sent as a list holding the valid value (which passes Gradio's own check of a dropdown) and
-# as a JSON object. The answer must be a message, never "Something went wrong".
+# as a JSON object. The answer must be a message, never "This is a bug ...".
 TYPED_CALLS = {
     "/preset_config": ("teach-tiny",),
     "/build": build_args(),
@@ -795,7 +795,7 @@ TYPED_CALLS = {
 }
 # A message that names what was wrong (ours: "... must be ..."; Gradio's own checks: "not in
 # the list of choices", "`number` component"), and not the unexpected-error path.
-TYPE_MESSAGE = (r"^(?!.*Something went wrong)(?=.*(must be|must all be|not in the list of "
+TYPE_MESSAGE = (r"^(?!.*This is a bug)(?=.*(must be|must all be|not in the list of "
                 r"choices|component|is empty))")
 
 

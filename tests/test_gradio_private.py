@@ -51,3 +51,14 @@ def test_files_go_to_gradios_cache(tmp_path):
     assert path.startswith(gradio_private.cache_folder())
     with open(path, "rb") as f:
         assert f.read() == b"a,b\r\n"
+
+
+def test_a_translated_labels_id_is_found_in_the_component_and_in_the_api_description():
+    i18n = gr.I18n(en={"x.label": "a label"})
+    with gr.Blocks() as demo:
+        box = gr.Textbox(label=i18n("x.label"))
+        box.submit(lambda s: s, box, box, api_name="echo")
+    assert gradio_private.label_key(box.label) == "x.label"
+    described = gradio_private.api_info(demo)["named_endpoints"]["/echo"]["parameters"][0]
+    assert gradio_private.label_key(described["label"]) == "x.label"
+    assert gradio_private.label_key("plain text") is None

@@ -146,8 +146,11 @@ def import_graph(sources: dict[str, str] | None = None) -> dict[str, set[str]]:
     for module, source in sources.items():
         path = ROOT.joinpath(*module.split("."))
         path = path / "__init__.py" if (path / "__init__.py").exists() else path.with_suffix(".py")
+        # ("from . import sibling" names the package too: a module's own package is always
+        # loaded before it, so that is no edge of a cycle)
+        parent = module.rsplit(".", 1)[0] if path.name != "__init__.py" else None
         graph[module] = {name for name in imports_of(path, source)
-                         if name in sources and name != module}
+                         if name in sources and name not in (module, parent)}
     return graph
 
 

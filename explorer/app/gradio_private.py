@@ -8,8 +8,11 @@ each to the pinned Gradio, 6.31): where a public API exists, the app uses it ins
   checks (``guard``).
 - Gradio's file cache (``cache_folder``, ``save_to_cache``): the exports are served from it
   and removed with it (``delete_cache``).
+- How a translated label appears in Gradio's API description (``label_key``).
 """
 from __future__ import annotations
+
+import json
 
 import gradio as gr
 from gradio import processing_utils, utils
@@ -43,6 +46,22 @@ def api_info(blocks: gr.Blocks) -> dict:
 def is_session_value(block) -> bool:
     """A component that is not an API input (a gr.State): /call may leave it out."""
     return bool(getattr(block, "skip_api", False))
+
+
+_I18N_PREFIX = "__i18n__"   # how Gradio writes a translated label into its API description
+
+
+def label_key(text) -> str | None:
+    """The id of a translated label (a ``gr.I18nData``, or its form in Gradio's API
+    description); None for plain text."""
+    if hasattr(text, "key"):
+        return text.key
+    if isinstance(text, str) and text.startswith(_I18N_PREFIX):
+        try:
+            return json.loads(text[len(_I18N_PREFIX):]).get("key")
+        except (ValueError, AttributeError):
+            return None
+    return None
 
 
 def cache_folder() -> str:

@@ -30,7 +30,8 @@ import gradio as gr
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 
-from .gradio_private import api_info, functions, is_session_value
+from .gradio_private import api_info, functions, is_session_value, label_key
+from .i18n import english
 
 log = logging.getLogger("gpt_explorer.http")
 
@@ -343,23 +344,13 @@ def _input_counts(fn, route) -> set[int]:
 
 
 def _label(block) -> str | None:
-    """A component's label in English (a translated label is an I18nData: its key)."""
-    text = getattr(block, "label", None)
-    return getattr(text, "key", text)
-
-
-_I18N_PREFIX = "__i18n__"   # how Gradio writes an I18nData label into its API description
+    """A component's label in English (a translated label is an I18nData: its id)."""
+    return _english(getattr(block, "label", None))
 
 
 def _english(text):
-    if hasattr(text, "key"):                       # an I18nData
-        return text.key
-    if isinstance(text, str) and text.startswith(_I18N_PREFIX):
-        try:
-            return json.loads(text[len(_I18N_PREFIX):]).get("key", text)
-        except (ValueError, AttributeError):
-            return text
-    return text
+    key = label_key(text)
+    return english(key) if key is not None else text
 
 
 def _ends_with_view(fn) -> bool:

@@ -13,17 +13,22 @@ from typing import Callable
 
 from .shared import WEIGHTS_NOTES, status_line, weights_note
 
-_new_model: list[tuple[tuple[str, ...], Callable]] = []
-_redraw: list[tuple[tuple[str, ...], Callable]] = []
+# What a model-changing endpoint returns first (its API's order): the status line and the
+# Build tab's views of the new model; then everything else that follows it.
+FIRST = ("status", "arch", "params_table", "params_plot", "memory")
+# (module, function) -> (outputs, function): a module loaded again (a test's reload) replaces
+# its own registrations, in their place.
+_new_model: dict[tuple[str, str], tuple[tuple[str, ...], Callable]] = {}
+_redraw: dict[tuple[str, str], tuple[tuple[str, ...], Callable]] = {}
 
 
 def _register(registry, outputs):
-    taken = {name for names, _ in registry for name in names}
-    if taken & set(outputs):
-        raise RuntimeError(f"registered twice: {sorted(taken & set(outputs))}")
-
     def register(fn):
-        registry.append((tuple(outputs), fn))
+        name = (fn.__module__, fn.__qualname__)
+        taken = {n for key, (names, _) in registry.items() if key != name for n in names}
+        if taken & set(outputs):
+            raise RuntimeError(f"registered twice: {sorted(taken & set(outputs))}")
+        registry[name] = (tuple(outputs), fn)
         return fn
     return register
 
@@ -40,23 +45,23 @@ def on_redraw(*outputs: str):
 
 
 def new_model_outputs() -> tuple[str, ...]:
-    return tuple(name for names, _ in _new_model for name in names)
+    return tuple(name for names, _ in _new_model.values() for name in names)
 
 
 def redraw_outputs() -> tuple[str, ...]:
-    return tuple(name for names, _ in _redraw for name in names)
+    return tuple(name for names, _ in _redraw.values() for name in names)
 
 
 def new_model(session) -> dict:
     out = {}
-    for _, fn in _new_model:
+    for _, fn in _new_model.values():
         out.update(fn(session))
     return out
 
 
 def redraw(session) -> dict:
     out = {}
-    for _, fn in _redraw:
+    for _, fn in _redraw.values():
         out.update(fn(session))
     return out
 

@@ -30,11 +30,15 @@ def session_of(session) -> Session:
     return session if isinstance(session, Session) else Session()
 
 
-def models_of(session: Session) -> list:
-    """The session's models (A, and B beside it), all in memory at once within the budget."""
+def check_model(session: Session) -> None:
     if not session.models:
         raise ExplorerError("session.no_model", "No model yet: build one in the Build tab "
                                                 "first.")
+
+
+def models_of(session: Session) -> list:
+    """The session's models (A, and B beside it), all in memory at once within the budget."""
+    check_model(session)
     return CACHE.get_together(session.keys)
 
 

@@ -34,7 +34,11 @@ class Message:
         return format(str(self), spec)
 
     def __repr__(self) -> str:
-        return f"Message({self.id!r}, {str(self)!r})"
+        try:
+            shown = str(self)
+        except (KeyError, IndexError):   # a template, its fields still to come
+            shown = self.text
+        return f"Message({self.id!r}, {shown!r})"
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Message) and (self.id, self.text, self.fields)

@@ -53,6 +53,11 @@ def t(id: str, text: str, **fields) -> str:
     return say(Message(id, text, **fields))
 
 
+def english(id: str) -> str:
+    """The English text of a label's ``id``."""
+    return _BROWSER["en"].get(id, id)
+
+
 def label(id: str, text: str) -> gr.I18nData:
     """A widget's text for the browser to translate (``I18N``)."""
     for code, (_, locale) in LANGUAGES.items():

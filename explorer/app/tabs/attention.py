@@ -15,7 +15,7 @@ from ..inputs import as_int, layer_in
 from ..pickers import DEFAULT_CONFIG, fitted_head, fitted_layer, head_choices, layer_slider
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
-from ..shared import NO_MODEL_NOTE, models_of, session_of, traces_of
+from ..shared import NO_MODEL_NOTE, check_model, models_of, session_of, traces_of
 
 TITLE = ("tab.attention", "3 · Attention")
 ID = "attention"
@@ -68,10 +68,12 @@ def views(session, layer, head) -> dict:
 def attention_views(session, layer, head):
     """/attention: the views of ``layer`` and ``head`` ("mean" or a number)."""
     session = session_of(session)
+    check_model(session)
     return {**views(session, layer, head), "session": session}
 
 
 @handler(outputs=(*VIEWS, "session"))
+@gpu.gpu_work(duration=gpu.forward_seconds)
 def choice_changed(session, layer, head):
     """The layer or head changed (by the user, or by a new model fitting them): redraw once
     attention is shown, and remember the choice either way."""

@@ -76,14 +76,12 @@ SEED = Message("field.seed", "seed")
 
 def knob_value(knob, value):
     """A knob's widget value, checked as far as the page knows it (GPTConfig checks the rest,
-    with its own messages)."""
+    with its own messages: a flag's kind, a choice, a range)."""
     if knob.kind == "count":
         return as_int(value, knob.label)
     if value is None:
         raise ExplorerError("input.knob_empty", "{name} is empty: enter a value.",
                             name=knob.label)
-    if knob.kind == "flag":
-        return as_flag(value, knob.label)
     return value
 
 
@@ -116,8 +114,8 @@ def parameter_table(counts_seq, names=None) -> dict:
     for part in [*dict.fromkeys(p for ps in parts for p in ps), "total"]:
         values = [c.total if part == "total" else p.get(part, 0)
                   for c, p in zip(counts_seq, parts)]
-        cells = [("0 †" if part == "output head" and c.output_head_tied else f"{v:,}")
-                 for c, v in zip(counts_seq, values)]
+        cells = [(t("params.tied", "0 (tied †)") if part == "output head"
+                  and c.output_head_tied else f"{v:,}") for c, v in zip(counts_seq, values)]
         name = t("params.total", "total") if part == "total" else t(*PARTS[part])
         if len(values) == 1:
             share = "100 %" if part == "total" else percent(values[0] / counts_seq[0].total)
@@ -355,7 +353,7 @@ def build(*args, **kwargs):
 
 # /build's outputs, the API's first (the status line, this tab's views, the pickers, the form,
 # every tab's weights note), then everything else that follows a new model.
-BUILD_OUTPUTS = ("session", "status", *MODEL_VIEWS, "inside_layer", "att_layer", "act_layer",
+BUILD_OUTPUTS = ("session", *refresh.FIRST, "inside_layer", "att_layer", "act_layer",
                  "att_head", *FIELDS, *WEIGHTS_NOTES, "pair", "heat_point",
                  refresh.new_model_outputs)
 build.__signature__ = BUILD_SIGNATURE   # /build's parameters, by name (see above)

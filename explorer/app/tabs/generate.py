@@ -265,7 +265,13 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         yield {**shown(session, live=True, table=with_table), "session": session}
     gen.streaming = False
     if gen.rows:
-        yield {**shown(session), "session": session}   # the final state, always complete
+        # The final state, always complete, with the last step's bars alone: after the same
+        # wait as every update, so that the page has painted the steps before it.
+        wait = sent + STREAM_INTERVAL_S - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        gen.log = ((), ())
+        yield {**shown(session), "session": session}
 
 
 @handler(outputs=SHOWN)

@@ -46,7 +46,7 @@ def _seconds(arguments) -> float:
     return gpu.MIN_SECONDS
 
 
-@handler(outputs=("session", "status", refresh.new_model_outputs))
+@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
 @gpu.gpu_work(duration=_seconds)
 def pin_model(session, request: gr.Request = None):
     """Pin the session's model as B. Until another model is built, loaded or trained, A and B
@@ -68,7 +68,7 @@ def pin_model(session, request: gr.Request = None):
     return {"session": session, **refresh.new_model(session)}
 
 
-@handler(outputs=("session", "status", refresh.new_model_outputs))
+@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
 def unpin_model(session, request: gr.Request = None):
     """End the comparison: the session keeps its model A, without any results."""
     session = session_of(session)

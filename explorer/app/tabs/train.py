@@ -193,7 +193,7 @@ def _use_seconds(arguments) -> float:
     return gpu.MIN_SECONDS
 
 
-@handler(outputs=("session", "status", refresh.new_model_outputs))
+@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
 @gpu.gpu_work(duration=_use_seconds)
 def train_use(choice, session, request: gr.Request):
     """/train_use: the chosen trained variant becomes model A: Inside, Attention, Activations
