@@ -210,14 +210,18 @@ def test_the_bars_and_speed_hold_the_last_steps_for_the_page_to_paint_each(app_u
     n = generate_tab.LIVE_STEPS + 5
     outputs = list(c.submit(DEFAULT_PROMPT, n, "greedy", 1.0, 50, 123, False,
                             api_name="/generate"))
-    steps_in = [[int(x) for x in re.findall(r'data-step="(\d+)"', o[1])] for o in outputs
-                if o[1]]
-    for before, after in zip(steps_in, steps_in[1:]):
+    live = [[int(x) for x in re.findall(r'data-step="(\d+)"', o[1])] for o in outputs[:-1]
+            if o[1]]
+    for before, after in zip(live, live[1:]):
         assert before[-1] in after or after[0] == before[-1] + 1   # no step between updates lost
         assert len(after) <= generate_tab.LIVE_STEPS
-    assert steps_in[-1][-1] == n
-    speeds = [re.findall(r'data-step="(\d+)"', o[3]) for o in outputs if o[3]]
+    assert live[-1][-1] == n
+    speeds = [re.findall(r'data-step="(\d+)"', o[3]) for o in outputs[:-1] if o[3]]
     assert speeds[-1][-1] == str(n)
+    # the final update: the last step's bars and speed alone
+    final = outputs[-1]
+    assert "data-step" not in final[1] and "chosen" in final[1]
+    assert final[3].startswith(f"{n} tokens")
 
 
 def step_rows(table_html):

@@ -1,7 +1,7 @@
 """Every text of the explorer with its id, read from the source (``ast``): the English side of
 each catalogue. A text is written where it is made, as ``t(id, text)``, ``label(id, text)``,
-``Message(id, text)``, ``ExplorerError(id, text)`` or ``Text(id, text)``, or as an ``(id, text)``
-pair in a table that one of those says. The catalogue test checks each language against this;
+``Message(id, text)``, ``ExplorerError(id, text)`` or ``Text(id, text)`` (or a helper's call
+that passes the two on), or as an ``(id, text)`` pair in a table that one of those says. The catalogue test checks each language against this;
 a translator's script can list what a catalogue still lacks::
 
     python -m explorer.app.i18n.texts zh     # the ids zh.json has no text for
@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2]          # explorer/
-MAKERS = {"t", "label", "Message", "ExplorerError", "Text", "M"}
 ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 
 
@@ -26,16 +25,21 @@ def fields_of(text: str) -> set[str]:
 
 
 def _pairs(tree):
+    """(id, text, line) of every id written beside its text: in a call (``t``, ``label``, any
+    helper that passes them on, such as ``layer_slider(name, id, text)``) or a tuple."""
     for node in ast.walk(tree):
-        args = None
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in MAKERS:
-            args = node.args[:2]
-        elif isinstance(node, ast.Tuple) and len(node.elts) == 2:
+        if isinstance(node, ast.Call):
+            args = node.args
+        elif isinstance(node, (ast.Tuple, ast.List)):
             args = node.elts
-        if (args and len(args) == 2 and all(isinstance(a, ast.Constant)
-                                            and isinstance(a.value, str) for a in args)
-                and ID.match(args[0].value)):
-            yield args[0].value, args[1].value, node.lineno
+        else:
+            continue
+        for first, second in zip(args, args[1:]):
+            if (isinstance(first, ast.Constant) and isinstance(first.value, str)
+                    and isinstance(second, ast.Constant) and isinstance(second.value, str)
+                    and ID.match(first.value) and not ID.match(second.value)):
+                # (two ids in a row are no id and its text: event names such as "x.click")
+                yield first.value, second.value, node.lineno
 
 
 def source_texts(package: Path = PACKAGE) -> dict[str, tuple[str, str]]:
