@@ -68,6 +68,9 @@ class Page:
 def by_name(fn, page: Page):
     """``fn``, its ``{name: value}`` results given to Gradio as ``{component: value}``."""
     def components(result):
+        if not result:      # nothing to update (Gradio reads an empty dict as one value)
+            n = len(declared(fn))
+            return None if n == 0 else gr.skip() if n == 1 else (gr.skip(),) * n
         return {page[name]: value for name, value in result.items()}
 
     if inspect.isgeneratorfunction(fn) or inspect.isgeneratorfunction(

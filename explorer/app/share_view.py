@@ -25,6 +25,7 @@ from . import prefs, refresh
 from .handlers import handler
 from .i18n import label, say, t
 from .inputs import as_choice, as_int
+from .pickers import head_choices
 from .share import MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
 from .shared import CACHE, session_of
 from .tabs import attention, build, inside
@@ -80,14 +81,13 @@ def rules_of(page) -> Rules:
 
 # ---------------------------------------------------------------------------------------------
 LINK_OUTPUTS = ("preset", *build.FIELDS, "seed", "weights", "gpt2_size", "trace_prompt",
-                "gen_prompt", "current_tab", "link_builds", "share_note", "share_row",
-                "session")
+                "gen_prompt", "att_layer", "att_head", "current_tab", "link_builds",
+                "share_note", "share_row")
 
 
 def open_link_handler(rules):
     @handler(outputs=LINK_OUTPUTS, name="open_link")
-    def open_link(query, session):
-        session = session_of(session)
+    def open_link(query):
         reading = read_query(query, rules)
         messages = [_message(p) for p in reading.problems]
         out = {}
@@ -100,12 +100,24 @@ def open_link_handler(rules):
         if not reading.builds:
             return {**out, "link_builds": False}
         p = reading.page
-        session.shown.update(att_layer=p.layer, att_head=p.head)
+        # (the Attention tab's pickers: their maximum follows the model the link builds)
+        heads = [str(h) for h in range(p.config.n_heads)]
         return {**out, "preset": p.preset, **{k: getattr(p.config, k) for k in build.FIELDS},
                 "seed": p.seed, "weights": p.weights, "gpt2_size": p.size,
-                "trace_prompt": p.prompt, "gen_prompt": p.prompt, "current_tab": p.tab,
-                "link_builds": True, "session": session}
+                "trace_prompt": p.prompt, "gen_prompt": p.prompt,
+                "att_layer": gr.update(maximum=max(p.config.n_layers - 1, 1),
+                                       value=min(p.layer, p.config.n_layers - 1)),
+                "att_head": gr.update(choices=head_choices(p.config.n_heads),
+                                      value=p.head if p.head in heads else "mean"),
+                "current_tab": p.tab, "link_builds": True}
     return open_link
+
+
+@handler(outputs=("session",))
+def remembered(session, layer, head):
+    session = session_of(session)
+    session.shown.update(att_layer=layer, att_head=str(head))
+    return {"session": session}
 
 
 def _when_link(fn, wanted):
@@ -160,6 +172,7 @@ def share_link(rules, *args):
     layer, head = session.shown.get("att_layer", 0), str(session.shown.get("att_head", "mean"))
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
                 prompt=prompt, tab=tab, lang=prefs.current().lang, layer=int(layer), head=head)
+    session.shown["share"] = "link"    # (a new model closes the box: refresh above)
     note = t("share.note", "This link opens the page with this model, prompt and tab; the page "
                            "copied it to the clipboard (or copy it from the box).")
     return {"share_link": link_query(page, rules), "share_note": " ".join([note, *notes])}
@@ -188,8 +201,17 @@ def closed():
 
 @refresh.on_new_model("share_row", "share_link", "share_note")
 def _new_model(session) -> dict:
-    """A link made for the model that was is not this model's: the box closes."""
+    """A link made for the model that was is not this model's: its box closes (what a link
+    that opened the page could not use stays said)."""
+    if session.shown.pop("share", None) != "link":
+        return {}
     return closed.__wrapped__()
+
+
+@handler(outputs=("share_row", "share_link", "share_note"))
+def left(session):
+    """Another tab chosen: a link's box takes no room there."""
+    return _new_model(session_of(session))
 
 
 def copy_button():
@@ -219,12 +241,15 @@ def wire(page):
         page[f"{tab_id}_tab"].select(None, None, page["current_tab"],
                                      js=f"() => {json.dumps(tab_id)}",
                                      api_visibility="private")
-    opened = page.on(page.demo.load, open_link_handler(rules), ["link_query", "session"],
+    opened = page.on(page.demo.load, open_link_handler(rules), ["link_query"],
                      js=READ_LINK_JS, api_visibility="private", show_progress="hidden")
     # The link's tab is chosen in the page, as a click would choose it (an update of the
     # gr.Tabs would mount every tab again); the model is built by the Build button's handler;
     # then the tab's own view.
-    chosen = opened.success(None, [page["link_builds"], page["current_tab"]], None,
+    # the link's layer and head kept in the session, so the model it builds keeps them
+    kept = page.then(opened, remembered, ["session", "att_layer", "att_head"],
+                     api_visibility="private", show_progress="hidden")
+    chosen = kept.success(None, [page["link_builds"], page["current_tab"]], None,
                             js=OPEN_TAB_JS % json.dumps(list(page.tab_ids)),
                             api_visibility="private")
     link = ["link_builds", "current_tab"]
@@ -248,9 +273,10 @@ def wire(page):
                             show_progress="hidden")
     shown_event.success(None, page["share_link"], page["share_link"], js=COPY_JS,
                         api_visibility="private")
-    page.on(["share_close_btn.click", *[page[f"{tab_id}_tab"].select
-                                        for tab_id in page.tab_ids]],
-            closed, [], api_visibility="private", show_progress="hidden")
+    page.on("share_close_btn.click", closed, [], api_visibility="private",
+            show_progress="hidden")
+    page.on([page[f"{tab_id}_tab"].select for tab_id in page.tab_ids], left, ["session"],
+            api_visibility="private", show_progress="hidden")
 
 
 def share_link_for(rules):

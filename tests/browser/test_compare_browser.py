@@ -53,7 +53,7 @@ def test_a_pinned_model_is_shown_beside_the_next_one_in_every_tab(page, shots):
     # the pin waits in the builds' queue behind the build's follow-ups
     expect(page.locator("#pin_note")).to_contain_text("B (pinned)", timeout=20_000)
     build(page, "teach-tiny")
-    expect(status(page)).to_contain_text("Compared with B (pinned): teach-small")
+    expect(status(page)).to_contain_text("Compared with B: teach-small")
     # Build: both diagrams, what differs, both parameter breakdowns
     expect(page.locator(".cmp-arch")).to_have_count(2)
     expect(page.locator(".cmp-diff")).to_contain_text("n_layers")

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from explorer.app.i18n import ZH
+from zh_text import zh as _zh
 from explorer.app.shared import DEFAULT_PRESET
 from explorer.book.config import PRESETS, count_parameters
 from explorer.book.tokenizer import get_tokenizer
@@ -109,7 +109,7 @@ def shot(page, folder, name, selector=None):
 # ---------------------------------------------------------------------------------------------
 # page helpers
 def zh(text):
-    return ZH.get(text, text)
+    return _zh(text)
 
 
 def tab(page, name):
@@ -749,7 +749,7 @@ PAIRING_TAP = """() => {
             while ((end = text.indexOf("\\n\\n")) >= 0) {
               const message = text.slice(0, end + 2);
               text = text.slice(end + 2);
-              const step = /"(\\d+) tokens /.exec(message);
+              const step = /(?:"|>)(\\d+) tokens /.exec(message);
               if (step) tap.sent.push(+step[1]);
               if (!step || !tap.pairing) { flush(); push(message); continue; }
               if (held === null) { held = message; timer = setTimeout(flush, 200); }
@@ -775,8 +775,9 @@ FRAME_RECORDER = """() => {
   window.__painted = [];
   const frame = () => {
     const speed = document.querySelector("#speed");
-    const m = speed && /^\\s*(\\d+) tokens/.exec(speed.textContent);
-    const bars = Array.from(document.querySelectorAll("#bars .nt-bars div"),
+    const m = speed && /^\\s*(\\d+) tokens/.exec(speed.innerText);
+    const bars = Array.from(document.querySelectorAll("#bars .nt-bars div"))   // shown rows
+                            .filter((row) => row.offsetParent !== null).map(
                             (row) => row.textContent).join("|");
     const n = m ? +m[1] : null, last = window.__painted[window.__painted.length - 1];
     if (!last || last.n !== n || last.bars !== bars) window.__painted.push({n, bars});

@@ -75,10 +75,10 @@ def attention_views(session, layer, head):
 @handler(outputs=(*VIEWS, "session"))
 @gpu.gpu_work(duration=gpu.forward_seconds)
 def choice_changed(session, layer, head):
-    """The layer or head changed (by the user, or by a new model fitting them): redraw once
-    attention is shown, and remember the choice either way."""
+    """The layer or head changed (by the user, or by a new model fitting them): redraw when
+    there is a trace, and remember the choice either way."""
     session = session_of(session)
-    if "attention" not in session.shown or not session.traces:
+    if len(session.traces) != len(session.models) or not session.traces:
         session.shown.update(att_layer=layer, att_head=str(head))
         return {"session": session}
     return {**views(session, layer, head), "session": session}

@@ -176,8 +176,9 @@ def preview(preset: str) -> dict:
 
 
 def model_views(session) -> dict:
-    if not session.models:
-        return preview(session.shown.get("preset", DEFAULT_PRESET))
+    """The session's models; or the preset picked since (a preview), or before any build."""
+    if "preview" in session.shown or not session.models:
+        return preview(session.shown.get("preview", DEFAULT_PRESET))
     keys = session.keys
     counts = [count_parameters(k.config) for k in keys]
     names = comparison.names(session)
@@ -196,6 +197,7 @@ MODEL_VIEWS = ("arch", "params_table", "params_plot", "memory")
 def _new_model(session) -> dict:
     """The Build tab follows the session's model: its views, its form (a checkpoint's or a
     trained model's config), and no export of a model that is gone."""
+    session.shown.pop("preview", None)
     cfg = session.models[0].key.config
     return {**model_views(session), **{f: getattr(cfg, f) for f in FIELDS},
             "export_note": "", "export_files": None}
@@ -217,9 +219,12 @@ def preset_values(preset):
 
 @handler(outputs=MODEL_VIEWS)
 def preset_picked(preset, session):
+    """A preset picked (not built yet; ``preset_values`` fills the form): its diagram and
+    parameters as a preview, so the page never shows one model's form beside another's
+    diagram."""
     session = session_of(session)
-    session.shown["preset"] = as_choice(preset, PRESET, PRESETS)
-    return preview(preset) if not session.models else {}
+    session.shown["preview"] = as_choice(preset, PRESET, PRESETS)
+    return preview(preset)
 
 
 @handler(outputs=("config_column", "seed", "pretrained_row", "file_row", "build_btn"))
@@ -229,7 +234,8 @@ def weights_controls(choice):
             "seed": gr.update(interactive=choice == "random"),
             "pretrained_row": gr.update(visible=choice == "pretrained"),
             "file_row": gr.update(visible=choice == "file"),
-            "build_btn": gr.update(value=label(*BUILD_BUTTON.get(choice, BUILD_BUTTON["random"])))}
+            # (the server's text: the browser translates a label only when the page loads)
+            "build_btn": gr.update(value=t(*BUILD_BUTTON.get(choice, BUILD_BUTTON["random"])))}
 
 
 @handler(outputs=("weights_path",))
