@@ -541,16 +541,34 @@ def test_offline_the_hub_cache_is_used_and_without_it_the_message_says_what_to_d
         assert needed in text
 
 
-def test_an_unreachable_hub_gets_the_same_advice(tiny_gpt2, tmp_path, monkeypatch):
-    # huggingface_hub retries a refused connection with back-off (~23 s of waiting): the waits
-    # are recorded, not slept, since what is tested is what the user is told afterwards.
+def test_an_unreachable_hub_gets_the_same_advice_without_the_clients_back_off(
+        tiny_gpt2, tmp_path, monkeypatch):
+    # huggingface_hub retries a refused connection with back-off (~23 s of waiting) before it
+    # looks in its cache; the explorer's one quick connection answers first. Any wait of the
+    # client's is recorded (not slept): there must be none.
     from huggingface_hub.utils import _http
     waits = []
     monkeypatch.setattr(_http.time, "sleep", waits.append)
+    nothing_there = "http://127.0.0.1:9"   # nothing listens there
+    assert not runtime_hub.hub_reachable(nothing_there)
     with pytest.raises(ValueError, match="cannot be reached.*hf download"):
         runtime_hub.pretrained_source("small", cache_dir=tmp_path / "empty",
-                                  endpoint="http://127.0.0.1:9")   # nothing listens there
-    assert waits, "the hub's client was expected to retry before giving up"
+                                      endpoint=nothing_there)
+    assert waits == [], f"the hub's client backed off {waits} before the advice"
+
+
+def test_an_unreachable_hub_serves_the_file_its_cache_holds(tiny_gpt2, tmp_path, monkeypatch):
+    from huggingface_hub.utils import _http
+    _, file = tiny_gpt2
+    with HubStandIn({("openai-community/gpt2", "model.safetensors"): file}) as hub:
+        runtime_hub.pretrained_source("small", cache_dir=tmp_path / "hf-cache", endpoint=hub.url)
+    waits = []
+    monkeypatch.setattr(_http.time, "sleep", waits.append)
+    # the stand-in has gone: its address refuses connections now
+    cfg, source = runtime_hub.pretrained_source("small", cache_dir=tmp_path / "hf-cache",
+                                                endpoint=hub.url)
+    assert source.repo_id == "openai-community/gpt2" and source.revision == COMMIT
+    assert waits == []
 
 
 def test_the_budget_refuses_a_pretrained_size_before_any_download(tmp_path):

@@ -31,25 +31,29 @@ PREF_PARAMETERS = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWO
                    for name in ("lang", "lecture")]
 
 
+def _error(text: str) -> gr.Error:
+    # It stays until it is closed: a lecturer may be talking when it comes.
+    return gr.Error(text, duration=None, print_exception=False)
+
+
 def shown_error(exc: BaseException, name: str) -> gr.Error:
     """The gr.Error the page shows for ``exc`` raised in handler ``name``, logged once."""
     if isinstance(exc, ExplorerError):
         # (a reason kept from the page, such as why a server path was refused, is logged)
         log.info("%s refused: %s", name, " ".join([str(exc), *getattr(exc, "__notes__", ())]))
-        return gr.Error(say(exc.message), print_exception=False)
+        return _error(say(exc.message))
     if isinstance(exc, gr.Error):        # Gradio's own (ZeroGPU's quota), or a test's
         exc.print_exception = False
         log.info("%s refused: %s", name, exc.message)
         return exc
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         log.warning("%s: out of memory", name)
-        return gr.Error(t("error.memory", "Out of memory: choose a smaller model or a shorter "
-                                          "prompt."), print_exception=False)
+        return _error(t("error.memory", "Out of memory: choose a smaller model or a shorter "
+                                        "prompt."))
     log.exception("unexpected error in %s", name)
-    return gr.Error(t("error.bug", "This is a bug in GPT Explorer ({kind}), not something you "
-                                   "did: the model and your session are unchanged, and the "
-                                   "details are in the server log.", kind=type(exc).__name__),
-                    print_exception=False)
+    return _error(t("error.bug", "This is a bug in GPT Explorer ({kind}), not something you "
+                                 "did: the model and your session are unchanged, and the "
+                                 "details are in the server log.", kind=type(exc).__name__))
 
 
 def handler(outputs=(), name: str | None = None):

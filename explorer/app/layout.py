@@ -12,7 +12,8 @@ import gradio as gr
 from . import gradio_private, refresh, share_view
 from .handlers import handler
 from .i18n import label
-from .languages import LANGUAGES
+from ..book.errors import Message
+from .languages import LANGUAGES, messages
 from .page import Page
 from .plots.generation import NEXT_TOKEN_CSS
 from .plots.model import ARCHITECTURE_CSS
@@ -22,11 +23,18 @@ from .shared import NO_MODEL_STATUS, session_of
 from .tabs import TABS, build, pin, train
 
 STATIC = Path(__file__).parent / "static"
+# The kinds of Gradio's message boxes, which it titles in English, and each other language's
+# words for them (page.js puts them in).
+TOAST_TITLES = {"error": Message("toast.error", "Error"),
+                "warning": Message("toast.warning", "Warning")}
+TOAST_WORDS = {code: {kind: messages(code)[m.id] for kind, m in TOAST_TITLES.items()
+                      if m.id in messages(code)} for code in LANGUAGES if messages(code)}
 CSS = ((STATIC / "page.css").read_text() + NEXT_TOKEN_CSS + ARCHITECTURE_CSS + STAGE_CSS
        + share_view.SHARE_CSS)
-# Run by the page when it loads (page.js), with each language's Gradio locale.
+# Run by the page when it loads (page.js), with each language's Gradio locale and words.
 LOCALES = {code: locale for code, (_, locale) in LANGUAGES.items()}
-JS = "() => { (" + (STATIC / "page.js").read_text() + f")({json.dumps(LOCALES)}); }}"
+JS = ("() => { (" + (STATIC / "page.js").read_text()
+      + f")({json.dumps(LOCALES)}, {json.dumps(TOAST_WORDS, ensure_ascii=False)}); }}")
 
 
 @refresh.on_redraw(*(f"{tab.ID}_tab" for tab in TABS))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ..book.config import GPT2_BY_REPO, GPT2_SIZES, GPTConfig
 from ..book.errors import ExplorerError, Message, Text
@@ -12,6 +14,11 @@ from .checkpoints import check_gpt2, read_safetensors_header, sha256_file, file_
 from .file_config import WEIGHTS_FILE
 from .memory import check_budget
 from .sources import WeightsSource
+
+# How long the hub's host may take to accept a connection before it counts as unreachable.
+# huggingface_hub itself retries an unreachable hub with back-off (~23 s) before it looks in
+# its cache: one quick connection first answers an offline machine in seconds.
+REACH_TIMEOUT_S = 3.0
 
 # "small, medium, large" and "xl", for "... sizes small, medium, large and xl"
 _SHORT = [size.short for size in GPT2_SIZES.values()]
@@ -75,12 +82,14 @@ def pretrained_source(size: str = "gpt2-small", progress=None, *, budget_bytes: 
     if progress is not None:
         progress(0.0, Text("hub.looking", "Looking for {label} in the Hugging Face cache",
                            label=label))
+    offline = constants.is_offline_mode()
+    cache_only = offline or not hub_reachable(endpoint or constants.ENDPOINT)
     try:
         path = download(repo_id, WEIGHTS_FILE, revision=revision, cache_dir=cache_dir,
-                        endpoint=endpoint,
+                        endpoint=endpoint, local_files_only=cache_only,
                         tqdm_class=_progress_class(progress, label) if progress else None)
     except LocalEntryNotFoundError:
-        raise ExplorerError.of(_offline_message(repo_id, constants.is_offline_mode())) from None
+        raise ExplorerError.of(_offline_message(repo_id, offline)) from None
     except Exception as exc:  # noqa: BLE001 - repository gone, disk full, a proxy's error page
         raise ExplorerError("hub.download_failed", "Could not download {weights_file} of "
                             "{repo_id}: {kind}: {error}", weights_file=WEIGHTS_FILE,
@@ -99,6 +108,17 @@ def pretrained_source(size: str = "gpt2-small", progress=None, *, budget_bytes: 
                            digest=digest or sha256_file(path), filename=WEIGHTS_FILE,
                            path=str(path), layout="gpt2", stamp=file_stamp(path))
     return cfg, source
+
+
+def hub_reachable(endpoint: str, timeout: float = REACH_TIMEOUT_S) -> bool:
+    """Whether the hub's host accepts a connection within ``timeout`` seconds."""
+    url = urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout).close()
+        return True
+    except (OSError, ValueError):   # no such name, refused, timed out; a malformed endpoint
+        return False
 
 
 def _offline_message(repo_id: str, offline: bool) -> Message:

@@ -725,7 +725,7 @@ def test_walk_card_table_is_readable_on_a_projector(open_page, shot_dir):
 # The page's queue stream, re-timed as a faster machine (or a busy network) delivers it: while
 # window.__tap.pairing, the server's generation steps reach the page two at a time (the first
 # held until the second comes, at most 200 ms); every other message at once. __tap.sent: the
-# step numbers the server sent (the number of the step counter, "N tokens ·", in a message).
+# step numbers the server sent (the newest step counter, "N tokens ·", in a message).
 PAIRING_TAP = """() => {
   const tap = (window.__tap = {sent: [], pairing: false});
   const original = window.fetch.bind(window);
@@ -749,8 +749,10 @@ PAIRING_TAP = """() => {
             while ((end = text.indexOf("\\n\\n")) >= 0) {
               const message = text.slice(0, end + 2);
               text = text.slice(end + 2);
-              const step = /(?:"|>)(\\d+) tokens /.exec(message);
-              if (step) tap.sent.push(+step[1]);
+              // (a message may carry the last few steps: it sends the newest of them)
+              const counts = [...message.matchAll(/(?:"|>)(\\d+) tokens /g)].map((m) => +m[1]);
+              const step = counts.length > 0;
+              if (step) tap.sent.push(Math.max(...counts));
               if (!step || !tap.pairing) { flush(); push(message); continue; }
               if (held === null) { held = message; timer = setTimeout(flush, 200); }
               else { clearTimeout(timer); push(held + message); held = null; }

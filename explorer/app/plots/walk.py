@@ -38,9 +38,9 @@ STAGE_CSS = """
 .walk-card table {border-collapse: collapse; margin: 2px 0; width: 100%;}
 .walk-card th, .walk-card td {padding: 0 6px; text-align: right; border: none;
                               white-space: nowrap; font-variant-numeric: tabular-nums;}
-.walk-card th {font-weight: normal; color: #444444; font-size: 13px;}
+.walk-card th {font-weight: normal; color: #444444; font-size: 14px;}
 .walk-card th:first-child, .walk-card td:first-child {text-align: left; white-space: normal;}
-.walk-card td small {color: #444444;}
+.walk-card td small {color: #444444; font-size: 14px;}   /* (small's own 83 % is 12 px) */
 .walk-card .walk-section {float: right; color: #8a5a00; margin-left: 10px;}
 .walk-card > small {color: #444444;}
 .walk-hint {color: #444444; padding: 2px;}

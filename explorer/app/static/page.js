@@ -1,6 +1,7 @@
-(LOCALES) => {
+(LOCALES, TOAST_TITLES) => {
   // The page's language and lecture mode (the header's two toggles; explorer/app/prefs.py).
-  // LOCALES: each language's Gradio locale (explorer/app/i18n: one catalogue file each).
+  // LOCALES: each language's Gradio locale (explorer/app/i18n: one catalogue file each);
+  // TOAST_TITLES: each language's words for a message box's kind ({zh: {error: "错误"}}).
   //
   // Labels are translated by Gradio's own i18n (explorer/app/i18n: gr.I18n, given to launch),
   // which starts from the browser's locale. The language toggle switches Gradio's locale with
@@ -36,6 +37,7 @@
   ex.setLang = async (lang) => {
     const locale = LOCALES[lang] || "en";
     document.documentElement.lang = locale;
+    ex.lang = lang;
     try {
       const core = await ex.coreModule();
       if (core && typeof core.changeLocale === "function") core.changeLocale(locale);
@@ -46,6 +48,19 @@
     }
     return lang;
   };
+
+  // Gradio titles a message box by its kind in English ("Error"), whatever gr.Error's title:
+  // in another language, that language's word. (Gradio writes the title once per box.)
+  const titleToasts = () => {
+    const words = TOAST_TITLES[ex.lang];
+    if (!words) return;   // (English)
+    document.querySelectorAll(".toast-title").forEach((title) => {
+      const kind = Array.from(title.classList).find((c) => c in words);
+      const text = kind && Array.from(title.childNodes).find((n) => n.nodeType === Node.TEXT_NODE);
+      if (text && text.data.trim() !== words[kind]) text.data = words[kind] + " ";
+    });
+  };
+  new MutationObserver(titleToasts).observe(document.body, { childList: true, subtree: true });
 
   ex.setLecture = (on) => {
     document.body.classList.toggle("lecture", !!on);
@@ -69,9 +84,9 @@
       for (const root of [bars, speed]) {
         const items = root.querySelectorAll(".nt-step");
         const here = Array.from(items).some((el) => +el.dataset.step === step);
+        root.dataset.painted = "1";   // (the style sheet's own rule steps aside)
         items.forEach((el, i) => {
-          el.style.display = (here ? +el.dataset.step === step : i === items.length - 1)
-            ? "" : "none";
+          el.hidden = !(here ? +el.dataset.step === step : i === items.length - 1);
         });
       }
       shown = step;

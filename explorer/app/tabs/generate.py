@@ -319,14 +319,15 @@ def clear(session):
     return {**shown(session), "session": session}
 
 
-@handler(outputs=("history", "session"))
+@handler(outputs=SHOWN)
 def stopped(session):
-    """After Stop (or a failure): the whole step table (the last update showed the newest
-    rows only), and the session no longer streaming."""
+    """After Stop (or a failure): the generation as far as the server got (a step or two past
+    the page's last update, perhaps), with the whole step table, no longer streaming."""
     session = session_of(session)
     if session.generation is not None:
         session.generation.streaming = False
-    return {"history": history_html(session), "session": session}
+        session.generation.log = ((), ())
+    return {**shown(session), "session": session}
 
 
 @handler(outputs=("lens_plot", "session"))
