@@ -20,6 +20,7 @@ from explorer.app.inputs import MAX_NEW_TOKENS
 from explorer.app.shared import DEFAULT_PROMPT
 from explorer.app.session import Generation, Session
 from explorer.app.tabs import generate as generate_tab
+from explorer.app.tabs import generate_views
 
 
 @pytest.fixture(scope="module")
@@ -180,13 +181,13 @@ def test_a_model_faster_than_the_screen_waits_for_it_and_every_step_is_sent(app_
             yield step
     monkeypatch.setattr(generate_tab, "time", fake_time)
     monkeypatch.setattr(generate_tab, "generate_steps", fast)
-    real_shown = generate_tab.shown
+    real_shown = generate_views.shown
 
     def shown(*args, **kwargs):
         if kwargs.get("live"):
             clock.sent.append(clock.now)
         return real_shown(*args, **kwargs)
-    monkeypatch.setattr(generate_tab, "shown", shown)
+    monkeypatch.setattr(generate_views, "shown", shown)
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     job = c.submit(DEFAULT_PROMPT, 8, "greedy", 1.0, 50, 123, False, api_name="/generate")
@@ -207,14 +208,14 @@ def test_the_bars_and_speed_hold_the_last_steps_for_the_page_to_paint_each(app_u
     monkeypatch.setattr(generate_tab, "STREAM_INTERVAL_S", 0.0)
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
-    n = generate_tab.LIVE_STEPS + 5
+    n = generate_views.LIVE_STEPS + 5
     outputs = list(c.submit(DEFAULT_PROMPT, n, "greedy", 1.0, 50, 123, False,
                             api_name="/generate"))
     live = [[int(x) for x in re.findall(r'data-step="(\d+)"', o[1])] for o in outputs[:-1]
             if o[1]]
     for before, after in zip(live, live[1:]):
         assert before[-1] in after or after[0] == before[-1] + 1   # no step between updates lost
-        assert len(after) <= generate_tab.LIVE_STEPS
+        assert len(after) <= generate_views.LIVE_STEPS
     assert live[-1][-1] == n
     speeds = [re.findall(r'data-step="(\d+)"', o[3]) for o in outputs[:-1] if o[3]]
     assert speeds[-1][-1] == str(n)
@@ -255,8 +256,8 @@ def test_live_step_table_shows_the_newest_rows_and_the_final_one_every_row(app_u
     assert step_rows(job.result()[2]) == list(range(n, 0, -1))
     # After Stop, the page asks for the whole table from the session's rows.
     session = Session(generation=Generation("x", 1, [[1]], [[2, "b"], [1, "a"]], [], {}, "x"))
-    assert step_rows(generate_tab.history_html(session)) == [2, 1]
-    assert "<tbody></tbody>" in generate_tab.history_html(Session())
+    assert step_rows(generate_views.history_html(session)) == [2, 1]
+    assert "<tbody></tbody>" in generate_views.history_html(Session())
 
 
 def test_next_token_continues_a_generation_and_its_step_table(app_url):

@@ -17,7 +17,6 @@ from explorer.app.tabs import activations, attention, build, generate, inside, p
 from explorer.book.config import PRESETS
 from explorer.book.generate import generate_steps
 from explorer.book.tokenizer import get_tokenizer
-from explorer.probes import trace
 from explorer.probes.compare import compare_configs, first_parting, lockstep, parted, series_pair
 from explorer.runtime.cache import ModelCache
 from explorer.runtime.memory import model_bytes

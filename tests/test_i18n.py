@@ -4,11 +4,9 @@ id with the same fields; nothing translates rendered English back; the languages
 files present. The texts are read from the source (``i18n.texts``), so a new one without a
 translation, a stale entry or a renamed field fails here."""
 import ast
-import json
 import re
 import string
 import time
-from pathlib import Path
 
 import pytest
 import torch

@@ -111,7 +111,13 @@ def test_views_before_a_trace_are_hints_and_a_rebuild_clears_old_results():
     assert out["book_grad_plot"] is None and out["gpt_grad_plot"] is None
     assert "Press <b>Generate</b>" in out["bars"]
     assert out["export_note"] == "" and out["export_files"] is None   # no old export either
-    assert out["share_row"]["visible"] is False                       # nor an old link
+    assert "share_row" not in out               # no link was shown: the box is left alone
+    session = out["session"]
+    session.shown["share"] = "link"             # as /share_link leaves it (the box shows it)
+    cfg = PRESETS["teach-tiny"].to_dict()
+    again = build.build("teach-tiny", *cfg.values(), 124, "cpu", "float32", session=session,
+                        progress=lambda *a, **k: None)
+    assert again["share_row"]["visible"] is False and again["share_link"]["value"] == ""
 
 
 def test_bytes_of_one_character_are_grouped_under_it():

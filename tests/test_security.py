@@ -402,7 +402,7 @@ def test_the_docker_image_listens_beyond_the_loopback_so_server_paths_are_off():
 def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeypatch):
     """Missing, a folder, unreadable, another kind of file, a lying header: one message."""
     from explorer.app.shared import SERVER_PATH_REFUSED
-    from explorer.app.tabs import build
+    from explorer.app import checkpoint_input
     from explorer.book.errors import ExplorerError
 
     (tmp_path / "text.safetensors").write_text("root:x:0:0:root:/root:/bin/bash\n")
@@ -414,6 +414,6 @@ def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeyp
     messages = set()
     for path in paths:
         with pytest.raises(ExplorerError) as refused:
-            build._server_checkpoint(str(path), "float32")
+            checkpoint_input.server_checkpoint(str(path), "float32")
         messages.add(str(refused.value))
     assert messages == {SERVER_PATH_REFUSED.text}

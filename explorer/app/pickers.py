@@ -53,8 +53,10 @@ HIST_PAIRS = {
     "feed-forward hidden: before vs after activation": ("ff_pre", "ff_post"),
     "residual stream: entering vs leaving the block": ("resid_pre", "resid_post"),
 }
-HIST_NAMES = {"norm1: before vs after LayerNorm": ("pair.norm1", "norm1: before vs after LayerNorm"),
-              "norm2: before vs after LayerNorm": ("pair.norm2", "norm2: before vs after LayerNorm"),
+HIST_NAMES = {"norm1: before vs after LayerNorm":
+                  ("pair.norm1", "norm1: before vs after LayerNorm"),
+              "norm2: before vs after LayerNorm":
+                  ("pair.norm2", "norm2: before vs after LayerNorm"),
               "final_norm: before vs after": ("pair.final_norm", "final_norm: before vs after"),
               "feed-forward hidden: before vs after activation":
                   ("pair.ff", "feed-forward hidden: before vs after activation"),

@@ -36,8 +36,6 @@ KEY_ALIASES = {"emb_size": "emb_dim", "n_embd": "emb_dim", "d_model": "emb_dim",
                "n_positions": "context_length", "n_ctx": "context_length",
                "dropout": "drop_rate", "bias": "qkv_bias"}
 
-_INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "ff_expansion")
-_BOOL_FIELDS = ("qkv_bias", "shortcut", "tie_weights")
 _CHOICES = {"norm_placement": NORM_PLACEMENTS, "activation": ACTIVATIONS,
             "pos_encoding": POS_ENCODINGS}
 
@@ -116,6 +114,11 @@ class GPTConfig:
 
     def replace(self, **changes) -> "GPTConfig":
         return GPTConfig.from_dict({**self.to_dict(), **changes})
+
+
+# Each field's kind, from its annotation: a new knob declares it once, in GPTConfig.
+_INT_FIELDS = tuple(f.name for f in fields(GPTConfig) if f.type == "int")
+_BOOL_FIELDS = tuple(f.name for f in fields(GPTConfig) if f.type == "bool")
 
 
 def _as_int(name, value) -> int:

@@ -30,13 +30,16 @@ class Stage:
 # activations", 4.4 "Adding shortcut connections", 4.5 "Connecting attention and linear
 # layers in a transformer block", 4.6 "Coding the GPT model".
 STAGES = (
-    Stage("embeddings", Text("stage.embeddings", "Token and positional embeddings"), "2.7, 2.8", "model"),
+    Stage("embeddings", Text("stage.embeddings", "Token and positional embeddings"),
+          "2.7, 2.8", "model"),
     Stage("norm1", Text("stage.norm1", "norm1 (LayerNorm before attention)"), "4.2", "block"),
     Stage("attention", Text("stage.attention", "Masked multi-head attention"), "3.5, 3.6", "block"),
     Stage("shortcut1", Text("stage.shortcut1", "Shortcut around attention"), "4.4", "block"),
-    Stage("norm2", Text("stage.norm2", "norm2 (LayerNorm before the feed-forward network)"), "4.2", "block"),
+    Stage("norm2", Text("stage.norm2", "norm2 (LayerNorm before the feed-forward network)"),
+          "4.2", "block"),
     Stage("feed_forward", Text("stage.feed_forward", "Feed-forward network"), "4.3", "block"),
-    Stage("shortcut2", Text("stage.shortcut2", "Shortcut around the feed-forward network"), "4.4", "block"),
+    Stage("shortcut2", Text("stage.shortcut2", "Shortcut around the feed-forward network"),
+          "4.4", "block"),
     Stage("final_norm", Text("stage.final_norm", "Final LayerNorm"), "4.2, 4.6", "model"),
     Stage("out_head", Text("stage.out_head", "Output head (logits)"), "4.6", "model"),
 )

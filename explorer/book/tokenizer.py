@@ -32,7 +32,8 @@ GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9
 
 # tiktoken's gpt2/r50k_base pattern: GPT-2's original regex with possessive
 # quantifiers (same splits, faster). A test checks it against tiktoken_ext.
-GPT2_PAT_STR = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+GPT2_PAT_STR = (r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++"""
+                r"""|\s++$|\s+(?!\S)|\s""")
 
 
 def load_ranks(path: str | os.PathLike = GPT2_TIKTOKEN_PATH) -> dict[bytes, int]:

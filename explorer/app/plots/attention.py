@@ -63,12 +63,14 @@ def _why_not(trace, layer, head) -> str | None:
     if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool):
         return None
     if layer >= trace.n_layers:
-        return t("attention.no_layer_layers_0", "no layer {layer} (layers 0 to {last})", layer=layer, last=trace.n_layers - 1)
+        return t("attention.no_layer_layers_0", "no layer {layer} (layers 0 to {last})",
+                 layer=layer, last=trace.n_layers - 1)
     if layer not in trace.attention:
         return t("attention.layer_was_not_kept", "layer {layer} was not kept", layer=layer)
     n_heads = trace.attention[layer].shape[0]
     if isinstance(head, (int, np.integer)) and not isinstance(head, bool) and head >= n_heads:
-        return t("attention.no_head_heads_0", "no head {head} (heads 0 to {last})", head=head, last=n_heads - 1)
+        return t("attention.no_head_heads_0", "no head {head} (heads 0 to {last})", head=head,
+                 last=n_heads - 1)
     return None
 
 
@@ -113,51 +115,61 @@ def attention_figure(traces, layer, head, names=None) -> go.Figure:
     tokens, ids = traces[0].tokens[start:], traces[0].token_ids[start:]
     cats, tickvals, ticktext = token_axis(tokens, start, ids=ids, **x_ticks)
     _, y_vals, y_text = token_axis(tokens, start, ids=ids, **y_ticks)
-    notes = [t("attention.each_row_how_much", "each row: how much one query token attends to each earlier token")]
+    notes = [t("attention.each_row_how_much", "each row: how much one query token attends to "
+               "each earlier token")]
     if start:
-        notes = [t("attention.last_tokens_keys_before", "the last {shown} of {n} tokens; keys before token {start} are hidden, so "
-                   "rows sum to less than 1", shown=MAX_TOKEN_COLUMNS, n=n_tokens, start=start)]
+        notes = [t("attention.last_tokens_keys_before", "the last {shown} of {n} tokens; keys "
+                   "before token {start} are hidden, so rows sum to less than 1",
+                   shown=MAX_TOKEN_COLUMNS, n=n_tokens, start=start)]
     matrices = []
     for tr, name in zip(traces, names):
         why = None if alone else _why_not(tr, layer, head)
         matrices.append(None if why else _weights(tr, layer, head))   # alone: says why not
         if why:
-            notes.append(t("attention.has_not_compared", "{name} has {why}: not compared", name=name, why=why))
+            notes.append(t("attention.has_not_compared", "{name} has {why}: not compared",
+                           name=name, why=why))
     fig = panels(n_panels, horizontal_spacing=0.075,
                  subplot_titles=[*names, t("attention.difference", "A − B (difference)")])
     zs = [None if w is None else _masked(w, start) for w in matrices]
     top = _largest(zs)
     # one colour bar for the weights; beside two models' panels it has no title (it would run
     # into the third panel, whose title says what it measures)
-    bar = (dict(title=dict(text=t("attention.weight", "weight"), side="right"), tickfont=dict(size=TICK_SIZE))
+    bar = (dict(title=dict(text=t("attention.weight", "weight"), side="right"),
+                tickfont=dict(size=TICK_SIZE))
            if alone else dict(x=0.645, thickness=14, len=0.8, tickfont=dict(size=TICK_SIZE)))
     for col, (z, tr, name) in enumerate(zip(zs, traces, names), 1):
         if z is None:
-            _message(fig, t("attention.text", "{name}: {why}", name=name, why=_why_not(tr, layer, head)), col)
+            _message(fig, t("attention.text", "{name}: {why}", name=name,
+                            why=_why_not(tr, layer, head)), col)
             continue
         add(fig, go.Heatmap(z=z, x=cats, y=cats, colorscale=SEQUENTIAL_SCALE, zmin=0, zmax=top,
                             hoverongaps=False, name=t("attention.weight", "weight"), colorbar=bar,
                             showscale=False if col > 1 else None,
                             hovertemplate=("" if alone else name + "<br>")
-                                          + t("attention.query_br_key_br", "query %{y}<br>key %{x}<br>weight %{z:.3f}")
+                                          + t("attention.query_br_key_br",
+                                              "query %{y}<br>key %{x}<br>weight %{z:.3f}")
                                           + "<extra></extra>"), col=col)
     if not alone:
         diff = (None if any(m is None for m in matrices)
                 else attention_difference(*matrices))
         if diff is None:
-            _message(fig, t("attention.no_difference_map_and", "no difference map: A and B do not both have this head"), 3)
+            _message(fig, t("attention.no_difference_map_and", "no difference map: A and B do "
+                            "not both have this head"), 3)
         else:
             z = _masked(diff, start)
             largest = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 0.0
             bound = max(largest, 1e-6)
-            notes.append(t("attention.is_zero_everywhere_two", "A − B is zero everywhere (the two attend alike)") if largest == 0
-                         else t("attention.largest_red_attends_more", "largest |A − B| {largest:.3g} (red: A attends more, blue: B "
+            notes.append(t("attention.is_zero_everywhere_two",
+                           "A − B is zero everywhere (the two attend alike)") if largest == 0
+                         else t("attention.largest_red_attends_more",
+                                "largest |A − B| {largest:.3g} (red: A attends more, blue: B "
                                 "does)", largest=largest))
             add(fig, go.Heatmap(z=z, x=cats, y=cats, colorscale=DIVERGING_SCALE, zmid=0,
                                 zmin=-bound, zmax=bound, hoverongaps=False, name="A − B",
                                 colorbar=dict(x=1.0, thickness=14, len=0.8,
                                               tickfont=dict(size=TICK_SIZE)),
-                                hovertemplate=t("attention.query_br_key_br_2", "query %{y}<br>key %{x}<br>A − B %{z:.3f}")
+                                hovertemplate=t("attention.query_br_key_br_2",
+                                                "query %{y}<br>key %{x}<br>A − B %{z:.3f}")
                                               + "<extra></extra>"), col=3)
     fig.update_xaxes(type="category", tickvals=tickvals, ticktext=ticktext, showgrid=False,
                      tickangle=0 if x_ticks else -90)
@@ -165,15 +177,20 @@ def attention_figure(traces, layer, head, names=None) -> go.Figure:
                      autorange="reversed")
     for col in range(2, n_panels + 1):
         axes(fig, "y", col=col, showticklabels=False)      # the first panel names the queries
-    axes(fig, "x", col=1 if alone else 2, title_text=t("attention.key_token_looked_at", "key (the token looked at)"))
-    axes(fig, "y", col=1, title_text=t("attention.query_token_looking", "query (the token looking)"))
+    axes(fig, "x", col=1 if alone else 2,
+         title_text=t("attention.key_token_looked_at", "key (the token looked at)"))
+    axes(fig, "y", col=1,
+         title_text=t("attention.query_token_looking", "query (the token looking)"))
     fig.update_layout(plot_bgcolor=MASK_COLOR)
     heads = {tr.attention[layer].shape[0] for tr, w in zip(traces, matrices) if w is not None}
     head_text = (t("attention.head_n", "head {head}", head=int(head)) if head != "mean" else
-                 t("attention.mean_over_heads", "mean over {n} heads", n=heads.pop()) if len(heads) == 1 else
+                 t("attention.mean_over_heads", "mean over {n} heads",
+                   n=heads.pop()) if len(heads) == 1 else
                  t("attention.mean_over_heads_2", "mean over heads"))
-    title = (t("attention.attention_in_layer", "Attention in layer {layer}, {head}", layer=layer, head=head_text) if alone
-             else t("attention.attention_in_layer_and", "Attention in layer {layer}, {head}: A, B and A − B", layer=layer,
+    title = (t("attention.attention_in_layer", "Attention in layer {layer}, {head}", layer=layer,
+               head=head_text) if alone
+             else t("attention.attention_in_layer_and",
+                    "Attention in layer {layer}, {head}: A, B and A − B", layer=layer,
                     head=head_text))
     return finish(fig, title, _token_axis_height(len(y_vals)), notes=notes,
                   margin=None if alone else dict(r=90), wrap=120, plot_min=HEATMAP_MIN)
@@ -233,21 +250,27 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
         grids.append(None if why else _grid_of(tr, layer, budget))
     shown = [g for g in grids if g is not None]
     if not shown:
-        return empty_figure(t("attention.every_head_layer_and", "Every head of layer {layer}: A and B", layer=layer),
-                            t("attention.neither_model_has_attention", "Neither model has attention for layer {layer}.", layer=layer))
+        return empty_figure(t("attention.every_head_layer_and",
+                              "Every head of layer {layer}: A and B", layer=layer),
+                            t("attention.neither_model_has_attention",
+                              "Neither model has attention for layer {layer}.", layer=layer))
     cols = min(GRID_COLS[len(traces) - 1], max(g[0].shape[0] for g in shown))
     rows_of = [math.ceil(g[0].shape[0] / cols) if g is not None else 1 for g in grids]
     titles = []
     for grid, name, rows in zip(grids, names, rows_of):
         who = "" if alone else f"{name.split(' ')[0]} · "
-        heads = ([t("attention.no_layer", "{name}: no layer {layer}", name=name, layer=layer)] if grid is None else
-                 [who + t("attention.head_n", "head {head}", head=h) for h in range(grid[0].shape[0])])
+        heads = ([t("attention.no_layer", "{name}: no layer {layer}", name=name, layer=layer)]
+                 if grid is None else
+                 [who + t("attention.head_n", "head {head}", head=h)
+                  for h in range(grid[0].shape[0])])
         titles += heads + [""] * (rows * cols - len(heads))
     n_rows = sum(rows_of)
     fig = panels(cols, n_rows, subplot_titles=titles, horizontal_spacing=0.03 if alone else 0.02,
                  vertical_spacing=(0.25 if alone else 0.3) / n_rows)
-    notes = [] if alone else [t("attention.top_below", "top: {a}; below: {b}", a=names[0], b=names[1])]
-    notes.append(t("attention.queries_top_bottom_keys", "queries top to bottom, keys left to right; grey = future tokens (masked)"))
+    notes = [] if alone else [t("attention.top_below", "top: {a}; below: {b}", a=names[0],
+                                b=names[1])]
+    notes.append(t("attention.queries_top_bottom_keys", "queries top to bottom, keys left to "
+                   "right; grey = future tokens (masked)"))
     first_row, blocky = 1, False
     for grid, tr, name, rows in zip(grids, traces, names, rows_of):
         if grid is None:
@@ -256,24 +279,27 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
         z, starts, all_heads = grid
         n_tokens, n_heads = len(tr.token_ids), z.shape[0]
         blocky |= len(starts) < n_tokens
-        hover = (t("attention.queries_from_keys_from", "queries from %{y}, keys from %{x}<br>mean weight %{z:.4f}")
-                 if len(starts) < n_tokens else t("attention.query_key_br_weight", "query %{y}, key %{x}<br>weight %{z:.3f}"))
+        hover = (t("attention.queries_from_keys_from",
+                   "queries from %{y}, keys from %{x}<br>mean weight %{z:.4f}")
+                 if len(starts) < n_tokens else
+                 t("attention.query_key_br_weight", "query %{y}, key %{x}<br>weight %{z:.3f}"))
         who = "" if alone else name + " · "
         for h in range(n_heads):
             add(fig, go.Heatmap(z=z[h], x=starts.astype(np.int32), y=starts.astype(np.int32),
                                 coloraxis="coloraxis", hoverongaps=False,
-                                hovertemplate=who + t("attention.head_n", "head {head}", head=h) + "<br>" + hover
-                                              + "<extra></extra>"),
+                                hovertemplate=who + t("attention.head_n", "head {head}", head=h)
+                                              + "<br>" + hover + "<extra></extra>"),
                 row=first_row + h // cols, col=h % cols + 1)
         own = []
         if all_heads > n_heads:
-            own.append(t("attention.first_heads_see_one", "the first {n} of {all} heads (see one head at a time for the others)",
-                         n=n_heads, all=all_heads))
+            own.append(t("attention.first_heads_see_one", "the first {n} of {all} heads (see one "
+                         "head at a time for the others)", n=n_heads, all=all_heads))
         if len(starts) < n_tokens:
-            own.append(t("attention.tokens_shown_as_cells", "{n} tokens shown as {side} × {side} cells per head (neighbouring "
-                         "tokens averaged, ~{size:.0f} per cell)", n=n_tokens, side=len(starts),
-                         size=n_tokens / len(starts)))
-        notes += own if alone else [t("attention.text", "{name}: {why}", name=name, why=n) for n in own]
+            own.append(t("attention.tokens_shown_as_cells", "{n} tokens shown as {side} × {side} "
+                         "cells per head (neighbouring tokens averaged, ~{size:.0f} per cell)",
+                         n=n_tokens, side=len(starts), size=n_tokens / len(starts)))
+        notes += own if alone else [t("attention.text", "{name}: {why}", name=name, why=n)
+                                    for n in own]
         first_row += rows
     bare = dict(showticklabels=False, showgrid=False, zeroline=False, ticks="",
                 showline=False)
@@ -283,7 +309,8 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
         plot_bgcolor=MASK_COLOR,
         coloraxis=dict(colorscale=SEQUENTIAL_SCALE, cmin=0,
                        cmax=_largest([g[0] for g in shown]),
-                       colorbar=dict(title=dict(text=t("attention.mean_weight", "mean weight") if blocky else t("attention.weight", "weight"),
+                       colorbar=dict(title=dict(text=t("attention.mean_weight", "mean weight")
+                                                if blocky else t("attention.weight", "weight"),
                                                 side="right"),
                                      tickfont=dict(size=TICK_SIZE))))
     fig.update_annotations(font=dict(size=FONT_SIZE if alone else FONT_SIZE - 2))
@@ -292,9 +319,12 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
     all_heads = grids[0][2] if grids[0] is not None else 0
     n_heads = grids[0][0].shape[0] if grids[0] is not None else 0
     title = (t("attention.attention_in_layer_2", "Attention in layer {layer}: {shown}", layer=layer,
-               shown=t("attention.all_heads", "all {n} heads", n=n_heads) if n_heads == all_heads else
-               t("attention.heads_0", "heads 0–{last} of {all}", last=n_heads - 1, all=all_heads)) if alone else
-             t("attention.every_head_layer_and", "Every head of layer {layer}: A and B", layer=layer))
+               shown=t("attention.all_heads", "all {n} heads", n=n_heads)
+               if n_heads == all_heads else
+               t("attention.heads_0", "heads 0–{last} of {all}", last=n_heads - 1,
+                 all=all_heads)) if alone else
+             t("attention.every_head_layer_and", "Every head of layer {layer}: A and B",
+               layer=layer))
     return finish(fig, title, top + 40 + n_rows * row_px, notes=notes,
                   margin=dict(l=30, r=30, b=30), axes=False, plot_min=150 * n_rows)
 
@@ -304,17 +334,21 @@ def entropy_figure(traces, names=None) -> go.Figure:
     models side by side on one colour scale, with the largest |A − B|."""
     traces, names = models(traces, names)
     alone = len(traces) == 1
-    title = (t("attention.attention_entropy_per_head", "Attention entropy per head (bits)") if alone else
-             t("attention.attention_entropy_per_head_2", "Attention entropy per head (bits): A and B"))
+    title = (t("attention.attention_entropy_per_head", "Attention entropy per head (bits)")
+             if alone else t("attention.attention_entropy_per_head_2",
+                             "Attention entropy per head (bits): A and B"))
     ents = [np.asarray(tr.attention_entropy) for tr in traces]
     if any(e.ndim != 3 or e.size == 0 for e in ents):
-        return empty_figure(title, t("attention.no_attention_entropy_recorded", "No attention entropy recorded."))
+        return empty_figure(title, t("attention.no_attention_entropy_recorded",
+                                     "No attention entropy recorded."))
     n_tokens = ents[0].shape[2]
     # The largest possible mean: every query spreads evenly over all tokens it may see.
     most = float(np.mean(np.log2(np.arange(1, n_tokens + 1))))
-    notes = [] if alone else [t("attention.left_right", "left: {a} · right: {b}", a=names[0], b=names[1])]
-    notes.append(t("attention.0_looks_at_one", "0 = looks at one token; {most:.2f} = spread evenly over all earlier tokens "
-                   "(mean over {n} queries)", most=most, n=n_tokens))
+    notes = [] if alone else [t("attention.left_right", "left: {a} · right: {b}", a=names[0],
+                                b=names[1])]
+    notes.append(t("attention.0_looks_at_one", "0 = looks at one token; {most:.2f} = spread "
+                   "evenly over all earlier tokens (mean over {n} queries)", most=most,
+                   n=n_tokens))
     fig = panels(len(traces), horizontal_spacing=0.1, subplot_titles=["A", "B"])
     zs, bad_any = [], False
     for col, (ent, name) in enumerate(zip(ents, names), 1):
@@ -334,7 +368,8 @@ def entropy_figure(traces, names=None) -> go.Figure:
             colorbar=dict(title=dict(text=t("attention.bits", "bits"), side="right"),
                           tickfont=dict(size=TICK_SIZE)),
             hovertemplate=("" if alone else name + "<br>")
-                          + t("attention.layer_head_br_mean", "layer %{y}, head %{x}<br>mean entropy %{z:.3f} bits")
+                          + t("attention.layer_head_br_mean",
+                              "layer %{y}, head %{x}<br>mean entropy %{z:.3f} bits")
                           + "<extra></extra>"), col=col)
         axes(fig, "x", col=col, dtick=1 if n_heads * len(traces) <= 25 else None,
              showgrid=False, title_text=t("attention.head_2", "head"))
@@ -342,12 +377,14 @@ def entropy_figure(traces, names=None) -> go.Figure:
         notes.append(t("attention.inf_nan_values_shown", "inf/NaN values shown as gaps (grey)"))
     if not alone and zs[0].shape == zs[1].shape:
         largest = float(np.nanmax(np.abs(zs[0] - zs[1]))) if zs[0].size else 0.0
-        notes.append(t("attention.is_zero_for_every", "A − B is zero for every head") if largest == 0 else
-                     t("attention.largest_bits", "largest |A − B| {largest:.3g} bits", largest=largest))
+        notes.append(t("attention.is_zero_for_every", "A − B is zero for every head")
+                     if largest == 0 else
+                     t("attention.largest_bits", "largest |A − B| {largest:.3g} bits",
+                       largest=largest))
     elif not alone:
-        notes.append(t("attention.has_layers_heads_compared", "A has {la} layers × {ha} heads, B {lb} × {hb}: compared side by side "
-                       "only", la=zs[0].shape[0], ha=zs[0].shape[1], lb=zs[1].shape[0],
-                       hb=zs[1].shape[1]))
+        notes.append(t("attention.has_layers_heads_compared", "A has {la} layers × {ha} heads, B "
+                       "{lb} × {hb}: compared side by side only", la=zs[0].shape[0],
+                       ha=zs[0].shape[1], lb=zs[1].shape[0], hb=zs[1].shape[1]))
     n_layers = max(z.shape[0] for z in zs)
     fig.update_yaxes(dtick=1 if n_layers <= 24 else None, showgrid=False,
                      **({} if alone else dict(tickformat="d")))

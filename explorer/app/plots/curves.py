@@ -48,7 +48,8 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
                              "edge than counts.")
         total = counts.sum()
         if total == 0:
-            note = t("curves.real_feed_forward_inputs", "the real feed-forward inputs are all inf/NaN: no histogram")
+            note = t("curves.real_feed_forward_inputs",
+                     "the real feed-forward inputs are all inf/NaN: no histogram")
             notes.append(note if alone else t("curves.text", "{name}: {why}", name=name, why=note))
             continue
         # The histograms own the base axis (drawn first, underneath); the curves go on
@@ -66,13 +67,14 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
                           + ("<extra></extra>" if alone else f"<extra>{name}</extra>")))
         outside = counts[(centres < x_lo) | (centres > x_hi)].sum() / total
         if outside > 0.005:
-            note = t("curves.real_inputs_lie_outside", "{share:.0%} of the real inputs lie outside the x range shown",
-                     share=outside)
+            note = t("curves.real_inputs_lie_outside",
+                     "{share:.0%} of the real inputs lie outside the x range shown", share=outside)
             notes.append(note if alone else t("curves.text", "{name}: {why}", name=name, why=note))
     if curve_axis == "y2":
         fig.update_layout(
             yaxis=dict(side="right", showgrid=False, rangemode="tozero", tickformat=".0%",
-                       title_text=t("curves.share_real_inputs_bars", "share of real inputs (bars)")),
+                       title_text=t("curves.share_real_inputs_bars",
+                                    "share of real inputs (bars)")),
             yaxis2=dict(overlaying="y", side="left", title_text=t("curves.output", "output")))
     for i, name in enumerate(show):
         f = functions[name]
@@ -87,13 +89,14 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
                 x=x, y=np.asarray(f["dy"], dtype=np.float32), mode="lines", yaxis=curve_axis,
                 name=t("curves.derivative", "derivative of {name}", name=say(f["label"])),
                 line=dict(color=color, width=2.5, dash="dash"),
-                hovertemplate=t("curves.x_slope", "x %{x:.2f}: slope %{y:.3f}") + "<extra>" + f["label"]
-                              + "</extra>"))
+                hovertemplate=t("curves.x_slope", "x %{x:.2f}: slope %{y:.3f}") + "<extra>"
+                              + f["label"] + "</extra>"))
     fig.update_xaxes(range=[x_lo, x_hi])
     fig.layout["yaxis2" if curve_axis == "y2" else "yaxis"].update(
         zeroline=True, zerolinecolor=GREY, zerolinewidth=1.5)
     fig.update_layout(barmode="overlay", bargap=0)
-    title = t("curves.activation_functions_and_their", "Activation functions and their derivatives") if derivatives \
+    title = t("curves.activation_functions_and_their",
+              "Activation functions and their derivatives") if derivatives \
         else t("curves.activation_functions", "Activation functions")
     return finish(fig, title, 540, notes=notes, x_title=t("curves.input_x", "input x"),
                   y_title=None if curve_axis == "y2" else t("curves.output", "output"), legend=True,
@@ -124,12 +127,13 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
     weights = [html.escape(n.removesuffix(".weight")) for n in names]
     fig = go.Figure()
     notes = []
-    for data, name, color in ((without, t("curves.without_shortcut", "without shortcut"), VERMILLION),
+    for data, name, color in ((without, t("curves.without_shortcut", "without shortcut"),
+                               VERMILLION),
                               (with_, t("curves.with_shortcut", "with shortcut"), BLUE)):
         values = [float(data.get(n, float("nan"))) for n in names]
         if any(not (v > 0 and math.isfinite(v)) for v in values):
-            notes.append(t("curves.zero_or_missing_gradients", "{name}: zero or missing gradients are not drawn (log scale)",
-                           name=name))
+            notes.append(t("curves.zero_or_missing_gradients", "{name}: zero or missing "
+                           "gradients are not drawn (log scale)", name=name))
         values = [v if v > 0 and math.isfinite(v) else None for v in values]
         fig.add_trace(go.Bar(x=values, y=labels, orientation="h", name=name,
                              marker_color=color, texttemplate="%{x:.2~g}",
@@ -150,10 +154,12 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_layout(barmode="group", bargap=0.12, bargroupgap=0.12)
     # two bars a layer, each at least a label high
-    return finish(fig, t("curves.mean_gradient_per_layer", "Mean |gradient| per layer (book, section 4.4)"), 520,
-                  notes=notes or [t("curves.first_layer_at_top", "first layer at the top: gradients flow back from the "
-                                    "loss at the bottom")],
-                  x_title=t("curves.mean_gradient_log_scale", "mean |gradient| (log scale)"), y_title=t("curves.layer_weight", "layer (weight)"),
+    return finish(fig, t("curves.mean_gradient_per_layer",
+                         "Mean |gradient| per layer (book, section 4.4)"), 520,
+                  notes=notes or [t("curves.first_layer_at_top", "first layer at the top: "
+                                    "gradients flow back from the loss at the bottom")],
+                  x_title=t("curves.mean_gradient_log_scale", "mean |gradient| (log scale)"),
+                  y_title=t("curves.layer_weight", "layer (weight)"),
                   legend=True, plot_min=14 * scaled(TICK_SIZE))
 
 
@@ -167,14 +173,16 @@ def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.F
     notes = []
     for grads, label, color, dash in ((grads_a, labels[0], BLUE, "solid"),
                                       (grads_b, labels[1], VERMILLION, "dash")):
-        cats = [t("curves.embedding", "embedding"), *[t("curves.block", "block {n}", n=i) for i in range(len(grads.blocks))],
+        cats = [t("curves.embedding", "embedding"),
+                *[t("curves.block", "block {n}", n=i) for i in range(len(grads.blocks))],
                 t("curves.output_head", "output head")]
         values = [grads.embedding, *grads.blocks, grads.output_head]
         if any(not (v > 0 and math.isfinite(v)) for v in values):
             notes.append(t("curves.zero_or_inf_nan", "{name}: zero or inf/NaN gradients not drawn",
                            name=html.escape(str(label))))
         values = [float(v) if v > 0 and math.isfinite(v) else None for v in values]
-        name = t("curves.loss", "{name} (loss {loss:.2f})", name=html.escape(str(label)), loss=grads.loss)
+        name = t("curves.loss", "{name} (loss {loss:.2f})", name=html.escape(str(label)),
+                 loss=grads.loss)
         fig.add_trace(go.Scatter(x=cats, y=values, mode="lines+markers", name=name,
                                  line=dict(color=color, width=3, dash=dash),
                                  marker=dict(size=9), connectgaps=False,
@@ -183,6 +191,8 @@ def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.F
     fig.update_xaxes(type="category")   # plotly turns the labels when they would overlap
     _log_axis(fig, [grads_a.embedding, *grads_a.blocks, grads_a.output_head,
                     grads_b.embedding, *grads_b.blocks, grads_b.output_head])
-    return finish(fig, t("curves.mean_gradient_from_input", "Mean |gradient| from input to output"), 500, notes=notes,
+    return finish(fig, t("curves.mean_gradient_from_input", "Mean |gradient| from input to output"),
+                  500, notes=notes,
                   x_title=t("curves.where_in_model_input", "where in the model (input → output)"),
-                  y_title=t("curves.mean_gradient_log_scale", "mean |gradient| (log scale)"), legend=True)
+                  y_title=t("curves.mean_gradient_log_scale", "mean |gradient| (log scale)"),
+                  legend=True)

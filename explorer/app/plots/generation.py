@@ -63,12 +63,16 @@ def next_token_bars_html(sides) -> str:
     if not 1 <= len(sides) <= 2:
         raise ValueError(f"Bars of one or two models; got {len(sides)}.")
     if len(sides) == 1:
-        return ('<section class="nt-bars"><h4>' + t("generation.next_token_candidates", "Next-token candidates") + " <small>"
-                + t("generation.bar_probability_full_bar", "(bar = probability; a full bar is 100 %)") + "</small></h4>"
+        return ('<section class="nt-bars"><h4>'
+                + t("generation.next_token_candidates", "Next-token candidates") + " <small>"
+                + t("generation.bar_probability_full_bar",
+                    "(bar = probability; a full bar is 100 %)") + "</small></h4>"
                 + _side_html(sides[0], True) + _SCALE + "</section>")
     return ('<section class="nt-bars two"><h4>'
-            + html.escape(t("generation.next_token_candidates_and", "Next-token candidates of A and B"))
-            + " <small>" + html.escape(t("generation.full_bar_is_100", "(a full bar is 100 %; orange: the token chosen; "
+            + html.escape(t("generation.next_token_candidates_and",
+                            "Next-token candidates of A and B"))
+            + " <small>" + html.escape(t("generation.full_bar_is_100",
+                                         "(a full bar is 100 %; orange: the token chosen; "
                                          "marked: where the two part)"))
             + '</small></h4><div class="ss">'
             + "".join(f'<div class="s">{_side_html(side, False)}</div>' for side in sides)
@@ -81,7 +85,8 @@ def live_rows(rows, width: int) -> list:
     if len(rows) <= LIVE_TABLE_ROWS:
         return list(rows)
     more = len(rows) - LIVE_TABLE_ROWS
-    return rows[:LIVE_TABLE_ROWS] + [["…", t("generation.earlier_steps", "{n} earlier steps", n=more)]
+    return rows[:LIVE_TABLE_ROWS] + [["…", t("generation.earlier_steps", "{n} earlier steps",
+                                             n=more)]
                                      + [""] * (width - 2)]
 
 
@@ -110,8 +115,10 @@ def parted_texts_html(prompt: str, runs, names, parted_at) -> str:
                        for text, parted in model_runs)
         return (f'<p><b style="color:{color}">{html.escape(name)}</b> '
                 f'<span class="pr">{html.escape(prompt[-60:])}</span>{body}</p>')
-    where = (t("generation.and_agree_on_every", "A and B agree on every token so far") if parted_at is None else
-             t("generation.and_part_at_step", "A and B part at step {step} (marked: the tokens where they differ)",
+    where = (t("generation.and_agree_on_every", "A and B agree on every token so far")
+             if parted_at is None else
+             t("generation.and_part_at_step",
+               "A and B part at step {step} (marked: the tokens where they differ)",
                step=parted_at + 1))
     return (f'<div class="cmp-texts"><h4>{html.escape(where)}</h4>'
             + "".join(line(r, n, c) for r, n, c in zip(runs, names, MODEL_COLORS))

@@ -35,14 +35,15 @@ def logit_lens_figure(lenses, names=None) -> go.Figure:
     models: A's layers on top, B's below, on one colour scale."""
     lenses, names = models(lenses, names, what="lenses")
     alone = len(lenses) == 1
-    title = (t("lens.logit_lens_each_layer", "Logit lens: each layer's guess for the next token") if alone else
-             t("lens.logit_lens_and", "Logit lens: A and B"))
+    title = (t("lens.logit_lens_each_layer", "Logit lens: each layer's guess for the next token")
+             if alone else t("lens.logit_lens_and", "Logit lens: A and B"))
     positions = list(lenses[0].lens_positions)
     if not positions:
-        return empty_figure(title, t("lens.logit_lens_was_not", "The logit lens was not read for this input."))
+        return empty_figure(title, t("lens.logit_lens_was_not",
+                                     "The logit lens was not read for this input."))
     if any(list(lens.lens_positions) != positions for lens in lenses):
-        return empty_figure(title, t("lens.logit_lens_was_not_2", "The logit lens was not read at the same positions for "
-                                     "both models."))
+        return empty_figure(title, t("lens.logit_lens_was_not_2", "The logit lens was not read "
+                                     "at the same positions for both models."))
     keep = slice(max(0, len(positions) - MAX_LENS_POSITIONS), len(positions))
     positions = positions[keep]
     n_pos = len(positions)
@@ -61,7 +62,8 @@ def logit_lens_figure(lenses, names=None) -> go.Figure:
     for row, (lens, name) in enumerate(zip(lenses, names), 1):
         probs, cell_text, custom, bad = _panel(lens, keep, chars)
         if bad:
-            notes.append(t("lens.inf_nan_probabilities_shown", "inf/NaN probabilities shown as gaps (grey)"))
+            notes.append(t("lens.inf_nan_probabilities_shown",
+                           "inf/NaN probabilities shown as gaps (grey)"))
         add(fig, go.Heatmap(
             z=probs, x=cats, y=np.arange(probs.shape[0]), text=cell_text,
             texttemplate="%{text}" if chars >= 4 else None,
@@ -70,7 +72,8 @@ def logit_lens_figure(lenses, names=None) -> go.Figure:
             colorbar=dict(title=dict(text=t("lens.probability", "probability"), side="right"),
                           tickfont=dict(size=TICK_SIZE)),
             hovertemplate=("" if alone else name + "<br>")
-                          + t("lens.layer_after_input_br", "layer %{y}, after input %{x}<br>top-1 guess: %{customdata[0]} "
+                          + t("lens.layer_after_input_br",
+                              "layer %{y}, after input %{x}<br>top-1 guess: %{customdata[0]} "
                               "(p = %{z:.3f})<br>p of the final prediction %{customdata[2]}: "
                               "%{customdata[1]:.3f}") + "<extra></extra>"), row=row)
         axes(fig, "y", row=row, col=1, title_text=t("lens.layer", "layer"),
@@ -78,17 +81,18 @@ def logit_lens_figure(lenses, names=None) -> go.Figure:
     if not alone:
         final_a, final_b = (list(lens.lens_ids[-1][keep]) for lens in lenses)
         agree = sum(int(a == b) for a, b in zip(final_a, final_b))
-        notes.insert(0, t("lens.final_predictions_last_layer", "the final predictions (last layer) agree at {k} of {n} positions",
-                          k=agree, n=n_pos))
+        notes.insert(0, t("lens.final_predictions_last_layer", "the final predictions (last "
+                          "layer) agree at {k} of {n} positions", k=agree, n=n_pos))
     if chars < 4:
-        notes.append(t("lens.too_many_positions_print", "too many positions to print the guesses in the cells: hover over a "
-                       "cell to read it"))
+        notes.append(t("lens.too_many_positions_print", "too many positions to print the guesses "
+                       "in the cells: hover over a cell to read it"))
     fig.update_xaxes(type="category", tickvals=cats, ticktext=labels,
                      tickangle=0 if n_pos <= 10 else -90, showgrid=False)
     for row in range(1, len(lenses)):
         axes(fig, "x", row=row, col=1, showticklabels=False)   # the bottom panel's labels
     axes(fig, "x", row=len(lenses), col=1,
-         title_text=t("lens.input_token_guess_is", "input token (the guess is for the token after it)"))
+         title_text=t("lens.input_token_guess_is",
+                      "input token (the guess is for the token after it)"))
     fig.update_layout(plot_bgcolor=MASK_COLOR)
     extra = len(lenses) - 1
     height = max(400 + 120 * extra, min(1000 + 200 * extra, 230 + 70 * extra + 34 * sum(layers)))

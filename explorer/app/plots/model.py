@@ -69,7 +69,8 @@ def parameter_figure(counts_seq, names=None) -> go.Figure:
             x=values, y=labels, orientation="h", name=None if alone else name,
             marker_color=color, text=text, textposition="outside", cliponaxis=False,
             textfont=dict(size=FONT_SIZE),
-            hovertemplate=("" if alone else name + ": ") + t("model.parameters_2", "%{y}: %{x:,} parameters")
+            hovertemplate=("" if alone else name + ": ")
+                          + t("model.parameters_2", "%{y}: %{x:,} parameters")
                           + "<extra></extra>"))
     # Room right of each bar for its label ("6.43 M  (47.0 %)"): the figure is half the page
     # wide, ~315 px of bars at 1280 px, and a label (~0.52 of the type size a letter) may
@@ -81,16 +82,19 @@ def parameter_figure(counts_seq, names=None) -> go.Figure:
     fig.update_xaxes(range=[0, max(most * (1.6 if alone else 1.35), end)], tickformat="~s")
     if alone:
         counts = counts_seq[0]
-        notes = [t("model.without_output_head_book", "{n} without the output head (the book's count with weight tying)",
-                   n=human_count(counts.total_without_output_head)) if counts.output_head
-                 else t("model.output_head_shares_token", "the output head shares the token embedding (tied weights)")]
-        title = t("model.parameters_in_total", "Parameters: {n} in total ({total:,})", n=human_count(counts.total),
-                  total=counts.total)
+        notes = [t("model.without_output_head_book", "{n} without the output head (the book's "
+                   "count with weight tying)", n=human_count(counts.total_without_output_head))
+                 if counts.output_head
+                 else t("model.output_head_shares_token",
+                        "the output head shares the token embedding (tied weights)")]
+        title = t("model.parameters_in_total", "Parameters: {n} in total ({total:,})",
+                  n=human_count(counts.total), total=counts.total)
     else:
         fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05,
                           legend=dict(traceorder="reversed"))
         diff = counts_seq[0].total - counts_seq[1].total
-        notes = [t("model.text", "A: {a} · B: {b} · A − B: {diff}", a=human_count(counts_seq[0].total),
+        notes = [t("model.text", "A: {a} · B: {b} · A − B: {diff}",
+                   a=human_count(counts_seq[0].total),
                    b=human_count(counts_seq[1].total),
                    diff=t("model.none", "none") if diff == 0 else ("+" if diff > 0 else "−")
                    + human_count(abs(diff)))]
@@ -98,7 +102,8 @@ def parameter_figure(counts_seq, names=None) -> go.Figure:
     # every bar at least as thick as its label is high (two models: two bars a component)
     bars = len(components) * len(counts_seq)
     return finish(fig, title, 170 + 30 * (not alone) + (52 + 18 * (not alone)) * len(components),
-                  notes=notes, x_title=t("model.parameters", "parameters"), y_title=t("model.component", "component"),
+                  notes=notes, x_title=t("model.parameters", "parameters"),
+                  y_title=t("model.component", "component"),
                   legend=not alone, margin=dict(r=40),
                   plot_min=max(PLOT_MIN, round(1.2 * scaled(FONT_SIZE) * bars)))
 
@@ -184,11 +189,14 @@ def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
         rows = "".join(f"<li><code>{html.escape(field)}</code>: A <b>{html.escape(str(a))}</b>"
                        f" · B <b>{html.escape(str(b))}</b></li>" for field, a, b in differences)
         head = (f"<b>{html.escape(t('model.what_differs', 'What differs'))}</b> "
-                + html.escape(t("model.outlined_in_both_diagrams", "(outlined in both diagrams)")) + f"<ul>{rows}</ul>")
+                + html.escape(t("model.outlined_in_both_diagrams", "(outlined in both diagrams)"))
+                + f"<ul>{rows}</ul>")
     elif weights is None:
-        head = html.escape(t("model.and_are_same_model", "A and B are the same model: nothing differs."))
+        head = html.escape(t("model.and_are_same_model",
+                             "A and B are the same model: nothing differs."))
     else:
-        head = html.escape(t("model.same_architecture_different_weights", "Same architecture, different weights: A {a}; B {b}.",
+        head = html.escape(t("model.same_architecture_different_weights",
+                             "Same architecture, different weights: A {a}; B {b}.",
                              a=say(weights[0]), b=say(weights[1])))
     return f"<div class=\"cmp-diff\">{head}</div><div class=\"cmp-pair\">{columns}</div>"
 
@@ -206,19 +214,23 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
     c = counts
     drop = f"p = {cfg.drop_rate:g}"
     parts = [f"<div style=\"{_SMALL};text-align:center\">"
-             + html.escape(t("model.input_token_ids_shape", "input: token ids, shape (batch, T), T ≤ {n:,}",
+             + html.escape(t("model.input_token_ids_shape",
+                             "input: token ids, shape (batch, T), T ≤ {n:,}",
                              n=cfg.context_length)) + "</div>", _arrow()]
     first_embedding = len(parts)
-    parts.append(_box("embed", t("model.token_embedding", "Token embedding"), t("model.ids", "{v:,} ids → {d}", v=v, d=d),
+    parts.append(_box("embed", t("model.token_embedding", "Token embedding"),
+                      t("model.ids", "{v:,} ids → {d}", v=v, d=d),
                       _params(c, c.token_embedding) if c else None, "tok_emb"))
     if cfg.pos_encoding == "learned":
         parts.append("<div style=\"text-align:center;font-size:18px;color:#666666\">+</div>")
         parts.append(_box("embed", t("model.positional_embedding", "Positional embedding"),
-                          t("model.positions", "{n:,} positions → {d}", n=cfg.context_length, d=d),
+                          t("model.positions", "{n:,} positions → {d}", n=cfg.context_length,
+                            d=d),
                           _params(c, c.position_embedding) if c else None, "pos_emb"))
     else:
         parts.append(f"<div style=\"{_SMALL};text-align:center\">"
-                     + html.escape(t("model.no_positional_embedding_rope", "(no positional embedding: RoPE rotates queries and keys "
+                     + html.escape(t("model.no_positional_embedding_rope",
+                                     "(no positional embedding: RoPE rotates queries and keys "
                                      "inside attention)")) + "</div>")
     parts += [_arrow(), _box("drop", t("model.dropout", "Dropout"), drop, None, "drop_emb")]
     if stages:   # the embeddings (and their dropout) are one stage: one button
@@ -226,13 +238,14 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
             parts[first_embedding:]) + "</div>"]
     parts.append(_arrow(f"(batch, T, {d})"))
 
-    norms = {n: _box("norm", "LayerNorm", t("model.features_scale_and_shift", "{d} features, scale and shift", d=d),
+    norms = {n: _box("norm", "LayerNorm", t("model.features_scale_and_shift",
+                                            "{d} features, scale and shift", d=d),
                      _params(c, c.norms_per_block // 2) if c else None, n, walk(n))
              for n in ("norm1", "norm2")}
     rope = ", RoPE" if cfg.pos_encoding == "rope" else ""
     att = _box("att", t("model.masked_multi_head_attention", "Masked multi-head attention"),
-               t("model.heads", "{d} → {heads} heads × {head_dim} → {d}", d=d, heads=cfg.n_heads,
-                 head_dim=cfg.head_dim) + rope,
+               t("model.heads", "{d} → {heads} heads × {head_dim} → {d}", d=d,
+                 heads=cfg.n_heads, head_dim=cfg.head_dim) + rope,
                _params(c, c.attention_per_block) if c else None, "att", walk("attention"))
     ff = _box("ff", t("model.feed_forward", "Feed-forward"),
               f"{d} → {h} → {d}, {say(ACTIVATION_LABELS[cfg.activation])}",
@@ -241,7 +254,8 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
     dropout = _box("drop", t("model.dropout", "Dropout"), drop, None, "drop_shortcut")
 
     def add(stage):   # one per sub-block: each is its own stage of the walk
-        return _box("add", t("model.add_shortcut", "⊕ Add the shortcut"), "x = x + shortcut", attrs=walk(stage))
+        return _box("add", t("model.add_shortcut", "⊕ Add the shortcut"), "x = x + shortcut",
+                    attrs=walk(stage))
 
     def sub_block(norm_name, core, shortcut_stage):
         steps = []
@@ -256,14 +270,16 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
             inner = (f"<div style=\"border-left:4px solid {_BOX_COLORS['add'][1]};"
                      f"padding-left:10px;margin-left:2px\"><div style=\"{_SMALL};"
                      f"color:{_BOX_COLORS['add'][1]}\">"
-                     + html.escape(t("model.shortcut_x_input_this", "shortcut = x (input of this part)")) + "</div>"
+                     + html.escape(t("model.shortcut_x_input_this",
+                                     "shortcut = x (input of this part)")) + "</div>"
                      f"{inner}</div>")
         if cfg.norm_placement == "post":
             inner += _arrow() + norms[norm_name]
         return inner
 
     placement = t(*PLACEMENTS[cfg.norm_placement])
-    shortcut = t("model.with_shortcut_connections", "with shortcut connections") if cfg.shortcut else t("model.no_shortcut_connections", "no shortcut connections")
+    shortcut = t("model.with_shortcut_connections", "with shortcut connections") if cfg.shortcut \
+        else t("model.no_shortcut_connections", "no shortcut connections")
     block_params = (f"<span style=\"float:right;{_SMALL}\">"
                     + html.escape(t("model.params_each_in_all", "{each} params each, {all} in all",
                                     each=human_count(c.per_block),
@@ -274,28 +290,33 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
         f"background:#fafafa{_mark('trf_blocks')}\">{block_params}"
         f"<div><b>{cfg.n_layers} × TransformerBlock</b> <code style=\"font-size:15px\">"
         f"trf_blocks</code></div>"
-        f"<div style=\"{_SMALL};margin-bottom:8px\">{html.escape(placement)}{t('model.text_2', ', ')}{shortcut}"
+        f"<div style=\"{_SMALL};margin-bottom:8px\">"
+        f"{html.escape(placement)}{t('model.text_2', ', ')}{shortcut}"
         f"</div>{sub_block('norm1', att, 'shortcut1')}{_arrow()}"
         f"{sub_block('norm2', ff, 'shortcut2')}</div>")
     parts.append(_arrow(f"(batch, T, {d})"))
     if cfg.norm_placement == "none":
-        parts.append(_box("drop", t("model.no_final_norm", "No final norm"), t("model.identity_norm_placement_none", "Identity (norm_placement none)"),
+        parts.append(_box("drop", t("model.no_final_norm", "No final norm"),
+                          t("model.identity_norm_placement_none", "Identity (norm_placement none)"),
                           None, "final_norm", walk("final_norm")))
     else:
-        parts.append(_box("norm", t("model.final_layernorm", "Final LayerNorm"), t("model.features", "{d} features", d=d),
+        parts.append(_box("norm", t("model.final_layernorm", "Final LayerNorm"),
+                          t("model.features", "{d} features", d=d),
                           _params(c, c.final_norm) if c else None, "final_norm",
                           walk("final_norm")))
     parts.append(_arrow())
-    tied = t("model.tied_tok_emb_shares", ", tied to tok_emb (shares its weights)") if cfg.tie_weights else ""
+    tied = t("model.tied_tok_emb_shares", ", tied to tok_emb (shares its weights)") \
+        if cfg.tie_weights else ""
     parts.append(_box("out", t("model.output_head", "Output head"), f"Linear {d} → {v:,}{tied}",
                       _params(c, c.output_head) if c and c.output_head else None, "out_head",
                       walk("out_head")))
     parts += [_arrow(), f"<div style=\"{_SMALL};text-align:center\">"
-                        + html.escape(t("model.logits_shape_batch_t", "logits, shape (batch, T, {v:,})", v=v)) + "</div>"]
+                        + html.escape(t("model.logits_shape_batch_t",
+                                        "logits, shape (batch, T, {v:,})", v=v)) + "</div>"]
     if c:
         parts.append("<div style=\"margin-top:8px\">" + t(
-            "model.total_parameters", "<b>Total:</b> {n} parameters ({total:,})", n=human_count(c.total),
-            total=c.total) + "</div>")
+            "model.total_parameters", "<b>Total:</b> {n} parameters ({total:,})",
+            n=human_count(c.total), total=c.total) + "</div>")
     return ("<div style=\"font-family:Arial,Helvetica,sans-serif;font-size:16px;"
             "line-height:1.4;color:#222222;max-width:760px\">" + "".join(parts) + "</div>")
 

@@ -44,14 +44,15 @@ def _point_stats(trace, point: str):
 
 def _missing_note(points) -> str:
     if any(p.startswith(("ln", "final_norm")) for p in points):
-        return t("statistics.not_in_this_model", "not in this model: {points} (no normalisation layers)",
-                 points=", ".join(points))
+        return t("statistics.not_in_this_model", "not in this model: {points} (no normalisation "
+                 "layers)", points=", ".join(points))
     return t("statistics.not_recorded", "not recorded: {points}", points=", ".join(points))
 
 
 def _named(notes, name, alone) -> list[str]:
     """One model's notes; beside another model's, each says whose it is."""
-    return list(notes) if alone else [t("statistics.text", "{name}: {why}", name=name, why=n) for n in notes]
+    return list(notes) if alone else [t("statistics.text", "{name}: {why}", name=name, why=n)
+                                      for n in notes]
 
 
 def _check_layer(trace, layer) -> int:
@@ -67,8 +68,8 @@ def _layers_note(tr_a, tr_b) -> list[str]:
     if la == lb:
         return []
     who, first, last = ("A", lb, la - 1) if la > lb else ("B", la, lb - 1)
-    return [t("statistics.has_layers_only_has", "A has {a} layers, B {b}: only {who} has layers {first}–{last} (not compared)",
-              a=la, b=lb, who=who, first=first, last=last)]
+    return [t("statistics.has_layers_only_has", "A has {a} layers, B {b}: only {who} has layers "
+              "{first}–{last} (not compared)", a=la, b=lb, who=who, first=first, last=last)]
 
 
 def difference_note(tr_a, tr_b, points, stats=("mean", "std")) -> str:
@@ -89,7 +90,8 @@ def difference_note(tr_a, tr_b, points, stats=("mean", "std")) -> str:
     if largest == 0:
         return t("statistics.zero_at_every_layer", "A − B: zero at every layer (the two agree)")
     n = min(tr_a.n_layers, tr_b.n_layers)
-    return t("statistics.largest_over_layers_0", "largest |A − B| over layers 0–{last}: {parts}", last=n - 1,
+    return t("statistics.largest_over_layers_0",
+             "largest |A − B| over layers 0–{last}: {parts}", last=n - 1,
              parts=" · ".join(parts))
 
 
@@ -129,8 +131,9 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
                 continue
             x, series, bad = got
             if bad:
-                nonfinite += _named([t("statistics.inf_nan_in", "{point}: inf/NaN in {layers}", point=point_label(point),
-                                       layers=layers_text(bad))], name, alone)
+                nonfinite += _named([t("statistics.inf_nan_in", "{point}: inf/NaN in {layers}",
+                                       point=point_label(point), layers=layers_text(bad))],
+                                    name, alone)
             # one model: a colour per point; two: a colour per model, a panel per point
             color = PALETTE[len(found) % len(PALETTE)] if alone else model_color
             found.append(dict(col=1 if alone else i + 1, x=x, series=series, color=color,
@@ -138,10 +141,13 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
                               group=point if alone else name))
         if lacks:
             missing += ([_missing_note(lacks)] if alone else
-                        [t("statistics.has_no", "{name} has no {point}", name=name, point=p) for p in lacks])
-    title = t("statistics.statistics_across_layers", "Statistics across layers") if alone else t("statistics.statistics_across_layers_and", "Statistics across layers: A and B")
+                        [t("statistics.has_no", "{name} has no {point}", name=name, point=p)
+                         for p in lacks])
+    title = t("statistics.statistics_across_layers", "Statistics across layers") if alone else \
+        t("statistics.statistics_across_layers_and", "Statistics across layers: A and B")
     if not found:
-        return empty_figure(title, t("statistics.none_these_probe_points", "None of these probe points was recorded for this model."),
+        return empty_figure(title, t("statistics.none_these_probe_points", "None of these probe "
+                                     "points was recorded for this model."),
                             notes=missing)
     # bands first (the widest at the back), so every band edge and every line stays visible
     widths = [np.nanmean(f["series"]["max"] - f["series"]["min"])
@@ -157,7 +163,8 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
             fill="tonexty", showlegend=False, customdata=series["max"],
             # two models' bands overlap: each shows through the other
             fillcolor=lighter(f["color"]) if alone else translucent(f["color"]),
-            hovertemplate=t("statistics.layer_min_max", "layer %{x}: min %{y:.3g}, max %{customdata:.3g}")
+            hovertemplate=t("statistics.layer_min_max",
+                            "layer %{x}: min %{y:.3g}, max %{customdata:.3g}")
                           + f"<extra>{f['group']}</extra>"), col=f["col"])
     lines = (("mean", None, None, t("statistics.layer_mean", "layer %{x}: mean %{y:.4g}")),
              ("std", "dash", "square", t("statistics.layer_std", "layer %{x}: std %{y:.4g}")))
@@ -169,8 +176,8 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
                 else None, line=dict(color=f["color"], width=3.5, dash=dash),
                 marker=dict(size=9, symbol=symbol),
                 hovertemplate=hover + f"<extra>{f['group']}</extra>"), col=f["col"])
-    notes.append(t("statistics.solid_line_mean_dashed", "solid line: mean · dashed line: standard deviation · light band: "
-                   "min to max"))
+    notes.append(t("statistics.solid_line_mean_dashed", "solid line: mean · dashed line: "
+                   "standard deviation · light band: min to max"))
     if not alone:
         tr_a, tr_b = traces
         notes.append(difference_note(tr_a, tr_b, points))
@@ -180,10 +187,12 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
         notes += _layers_note(tr_a, tr_b)
     notes += missing
     if nonfinite:
-        notes += nonfinite + [t("statistics.inf_nan_values_are", "(inf/NaN values are shown as gaps)")]
+        notes += nonfinite + [t("statistics.inf_nan_values_are",
+                                "(inf/NaN values are shown as gaps)")]
     most = max(tr.n_layers for tr in traces)
     fig.update_xaxes(dtick=1 if most * cols <= 30 else None, tickformat="d",
-                     range=[-0.3, most - 0.7], title_text=t("statistics.layer_transformer_block", "layer (transformer block)"))
+                     range=[-0.3, most - 0.7], title_text=t("statistics.layer_transformer_block",
+                                                            "layer (transformer block)"))
     axes(fig, "y", col=1, title_text=t("statistics.value", "value"))
     return finish(fig, title, 540, notes=notes, legend=True, wrap=120)   # as wide as the page
 
@@ -212,8 +221,8 @@ def histogram_figure(traces, layer, points=("ln1_in", "ln1_out"), names=None) ->
         if alone:
             layer = _check_layer(tr, layer)
         elif not final_only and not 0 <= layer < tr.n_layers:   # A's layer, beyond B's
-            notes.append(t("statistics.has_no_layer_its", "{name} has no layer {layer} (its layers: 0 to {last})", name=name,
-                           layer=layer, last=tr.n_layers - 1))
+            notes.append(t("statistics.has_no_layer_its", "{name} has no layer {layer} (its "
+                           "layers: 0 to {last})", name=name, layer=layer, last=tr.n_layers - 1))
             continue
         missing, own = [], []
         for i, point in enumerate(points):
@@ -224,7 +233,8 @@ def histogram_figure(traces, layer, points=("ln1_in", "ln1_out"), names=None) ->
             row = 0 if is_final else layer
             bars = _density(stats, row)
             if bars is None:
-                own.append(t("statistics.no_finite_values", "{point}: no finite values", point=point))
+                own.append(t("statistics.no_finite_values", "{point}: no finite values",
+                             point=point))
                 continue
             x, y, width = bars
             shown += 1
@@ -232,23 +242,31 @@ def histogram_figure(traces, layer, points=("ln1_in", "ln1_out"), names=None) ->
                             showlegend=False if col > 1 else None,
                             marker=dict(color=PALETTE[i % len(PALETTE)], line=dict(width=0)),
                             opacity=0.55,
-                            hovertemplate=t("statistics.value_density", "value %{x:.3g}: density %{y:.3g}")
+                            hovertemplate=t("statistics.value_density",
+                                            "value %{x:.3g}: density %{y:.3g}")
                                           + f"<extra>{point}</extra>"), col=col)
             if stats.overall["nonfinite"][row]:
-                own.append(t("statistics.inf_nan_values_left", "{point}: {n} inf/NaN values left out", point=point,
+                own.append(t("statistics.inf_nan_values_left",
+                             "{point}: {n} inf/NaN values left out", point=point,
                              n=int(stats.overall["nonfinite"][row])))
         if missing:
             own.append(_missing_note(missing))
         notes += _named(own, name, alone)
-    title = (t("statistics.distribution_values_at_final", "Distribution of values at the final norm") if final_only
-             else t("statistics.distribution_values_in_layer", "Distribution of values in layer {layer}", layer=layer))
+    title = (t("statistics.distribution_values_at_final",
+               "Distribution of values at the final norm") if final_only
+             else t("statistics.distribution_values_in_layer",
+                    "Distribution of values in layer {layer}", layer=layer))
     if not alone:
-        title = (t("statistics.distribution_values_at_final_2", "Distribution of values at the final norm: A and B") if final_only
-                 else t("statistics.distribution_values_in_layer_2", "Distribution of values in layer {layer}: A and B", layer=layer))
+        title = (t("statistics.distribution_values_at_final_2",
+                   "Distribution of values at the final norm: A and B") if final_only
+                 else t("statistics.distribution_values_in_layer_2",
+                        "Distribution of values in layer {layer}: A and B", layer=layer))
     if not shown:
-        return empty_figure(title, t("statistics.nothing_show_for_these", "Nothing to show for these probe points."), notes=notes)
+        return empty_figure(title, t("statistics.nothing_show_for_these",
+                                     "Nothing to show for these probe points."), notes=notes)
     fig.update_layout(barmode="overlay", bargap=0)
-    fig.update_xaxes(title_text=t("statistics.activation_value", "activation value"), **({} if alone else dict(matches="x")))
+    fig.update_xaxes(title_text=t("statistics.activation_value", "activation value"),
+                     **({} if alone else dict(matches="x")))
     axes(fig, "y", col=1, title_text=t("statistics.density", "density"))
     return finish(fig, title, 500, notes=notes, legend=True, wrap=120)   # as wide as the page
 
@@ -277,9 +295,12 @@ def token_heatmap_figure(traces, point="resid_pre", stat="std", names=None) -> g
         raise ValueError(f"Unknown statistic {stat!r}; choose from {', '.join(STAT_NAMES)}.")
     title = t("statistics.per_token", "{stat} per token", stat=t(*STAT_TITLES[stat]))
     if not alone:
-        title = t("statistics.per_token_and", "{stat} per token: A and B", stat=t(*STAT_TITLES[stat]))
-    notes = [t("statistics.measured_at", "measured at: {label} ({point})", label=point_label(point), point=point)
-             if alone else t("statistics.measured_at_one_colour", "measured at: {label} ({point}); one colour scale for both",
+        title = t("statistics.per_token_and", "{stat} per token: A and B",
+                  stat=t(*STAT_TITLES[stat]))
+    notes = [t("statistics.measured_at", "measured at: {label} ({point})",
+               label=point_label(point), point=point)
+             if alone else t("statistics.measured_at_one_colour",
+                             "measured at: {label} ({point}); one colour scale for both",
                              label=point_label(point), point=point)]
     panels_of, missing = [], []
     for col, (tr, name) in enumerate(zip(traces, names), 1):
@@ -292,10 +313,11 @@ def token_heatmap_figure(traces, point="resid_pre", stat="std", names=None) -> g
         n_tokens = z.shape[1]
         start = max(0, n_tokens - MAX_TOKEN_COLUMNS)
         if start:
-            notes.append(t("statistics.last_tokens", "the last {shown} of {n} tokens", shown=MAX_TOKEN_COLUMNS,
-                           n=n_tokens))
+            notes.append(t("statistics.last_tokens", "the last {shown} of {n} tokens",
+                           shown=MAX_TOKEN_COLUMNS, n=n_tokens))
         if bad:
-            notes.append(t("statistics.inf_nan_values_shown", "inf/NaN values shown as gaps (grey)"))
+            notes.append(t("statistics.inf_nan_values_shown",
+                           "inf/NaN values shown as gaps (grey)"))
         layers = [tr.n_layers - 1] if is_final else list(range(z.shape[0]))
         panels_of.append((col, tr, name, np.ascontiguousarray(z[:, start:]), start, layers,
                           is_final))
@@ -309,14 +331,16 @@ def token_heatmap_figure(traces, point="resid_pre", stat="std", names=None) -> g
             z=z, x=cats, y=layers, hoverongaps=False, **scale,
             showscale=False if col > 1 else None,     # one colour bar for every panel
             colorbar=dict(title=dict(text=stat, side="right"), tickfont=dict(size=TICK_SIZE)),
-            hovertemplate=("" if alone else name + " · ") + t("statistics.layer_token", "layer %{y}, token %{x}")
+            hovertemplate=("" if alone else name + " · ")
+                          + t("statistics.layer_token", "layer %{y}, token %{x}")
                           + "<br>" + stat + " %{z:.4g}<extra></extra>"), col=col)
         axes(fig, "x", col=col, type="category", tickvals=tickvals, ticktext=ticktext,
              tickangle=-90 if len(tickvals) * len(traces) > 12 else 0, showgrid=False)
     most = max(len(p[5]) for p in panels_of)
     fig.update_yaxes(dtick=1 if most <= 24 else None, tickformat="d", showgrid=False)
     axes(fig, "y", col=1,
-         title_text=t("statistics.layer_final_norm", "layer (final norm)") if panels_of[0][6] else t("statistics.layer", "layer"))
+         title_text=t("statistics.layer_final_norm", "layer (final norm)") if panels_of[0][6]
+                    else t("statistics.layer", "layer"))
     fig.update_xaxes(title_text=t("statistics.token", "token"))
     fig.update_layout(plot_bgcolor=MASK_COLOR)
     height = max(420, min(900, 260 + 20 * (len(traces) - 1) + 34 * most))

@@ -50,7 +50,9 @@ def loss_figure(view) -> go.Figure:
     """Train (solid) and validation (dashed) loss at the book's evaluation points, against
     steps; one colour per variant, named once in a legend to the right of the plot."""
     if view is None or not any(r.eval_steps for r in view.runs):
-        return empty_figure(t("training.loss", "Loss"), t("training.curves_grow_here_while", "The curves grow here while the variants train."), 380)
+        return empty_figure(t("training.loss", "Loss"),
+                            t("training.curves_grow_here_while",
+                              "The curves grow here while the variants train."), 380)
     fig = go.Figure()
     for i, run in enumerate(view.runs):
         name = _text(variant_name(run.label))
@@ -64,18 +66,22 @@ def loss_figure(view) -> go.Figure:
                 name=name, showlegend=False if dash == "dash" else None,
                 line=dict(color=color_of(i), width=3, dash=dash),
                 marker=dict(size=6), legendgroup=name,
-                hovertemplate=f"{name} {kind}<br>" + t("training.step", "step") + " %{x}: " + t("training.loss_2", "loss")
-                + " %{y:.3f}<extra></extra>"))
-    notes = [t("training.solid_training_loss_dashed", "solid: training loss · dashed: validation loss (the book's evaluate_model)")]
-    diverged = [t("training.diverged_at_step", "{variant} diverged at step {step}", variant=variant_name(r.label), step=r.diverged_at)
+                hovertemplate=f"{name} {kind}<br>" + t("training.step", "step") + " %{x}: "
+                + t("training.loss_2", "loss") + " %{y:.3f}<extra></extra>"))
+    notes = [t("training.solid_training_loss_dashed", "solid: training loss · dashed: validation "
+               "loss (the book's evaluate_model)")]
+    diverged = [t("training.diverged_at_step", "{variant} diverged at step {step}",
+                  variant=variant_name(r.label), step=r.diverged_at)
                 for r in view.runs if r.diverged]
     if diverged:
         notes.append("; ".join(diverged))
     # The legend sits right of the plot, never over it nor below it: below, its rows (one per
     # two or three variants) pushed the bottom margin past what lecture mode's height left
     # the plot, and plotly.js 3 stopped the page ("Something went wrong with axis scaling").
-    return finish(fig, t("training.loss", "Loss"), 440, notes=notes, x_title=t("training.step", "step"),
-                  y_title=t("training.cross_entropy_loss", "cross-entropy loss"), legend="right", wrap=HALF_WIDTH_WRAP)
+    return finish(fig, t("training.loss", "Loss"), 440, notes=notes,
+                  x_title=t("training.step", "step"),
+                  y_title=t("training.cross_entropy_loss", "cross-entropy loss"),
+                  legend="right", wrap=HALF_WIDTH_WRAP)
 
 
 def grad_norm_figure(view) -> go.Figure:
@@ -84,7 +90,8 @@ def grad_norm_figure(view) -> go.Figure:
     runs = [] if view is None else [r for r in view.runs if r.grad_steps]
     if not runs:
         return empty_figure(t("training.gradient_norm_per_block", "Gradient norm per block"),
-                            t("training.each_variant_s_gradient", "Each variant's gradient norms per block appear here."), 300)
+                            t("training.each_variant_s_gradient",
+                              "Each variant's gradient norms per block appear here."), 300)
     finite = [v for r in runs for row in r.grad_norms for v in row
               if v > 0 and math.isfinite(v)]
     low, high = (math.log10(min(finite)), math.log10(max(finite))) if finite else (-3.0, 0.0)
@@ -92,7 +99,8 @@ def grad_norm_figure(view) -> go.Figure:
         low, high = low - 0.5, high + 0.5
     cols = min(len(runs), 2)
     rows = math.ceil(len(runs) / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_text(variant_name(r.label)) for r in runs],
+    fig = make_subplots(rows=rows, cols=cols,
+                        subplot_titles=[_text(variant_name(r.label)) for r in runs],
                         horizontal_spacing=0.1, vertical_spacing=0.22 if rows > 1 else 0.1)
     for i, run in enumerate(runs):
         norms = np.asarray(run.grad_norms, dtype=np.float64).T      # (blocks, recorded steps)
@@ -102,7 +110,8 @@ def grad_norm_figure(view) -> go.Figure:
             z=z, x=np.asarray(run.grad_steps, dtype=np.float32),
             y=[str(b) for b in range(norms.shape[0])], coloraxis="coloraxis",
             customdata=norms.astype(np.float32),
-            hovertemplate=(f"{_text(variant_name(run.label))}<br>" + t("training.step", "step") + " %{x}, " + t("training.block", "block")
+            hovertemplate=(f"{_text(variant_name(run.label))}<br>" + t("training.step", "step")
+                           + " %{x}, " + t("training.block", "block")
                            + " %{y}: %{customdata:.3g}<extra></extra>")),
             row=i // cols + 1, col=i % cols + 1)
     fig.update_layout(coloraxis=dict(
@@ -114,19 +123,23 @@ def grad_norm_figure(view) -> go.Figure:
     fig.update_yaxes(showticklabels=False, col=2)     # the first column names the blocks
     for i in range(len(runs)):
         if i + cols >= len(runs):      # no panel below it: its axis title collides with none
-            fig.update_xaxes(title_text=t("training.step", "step"), row=i // cols + 1, col=i % cols + 1)
-    return finish(fig, t("training.gradient_norm_per_block", "Gradient norm per block"), 150 + 260 * rows,
-                  notes=[t("training.block_0_is_next", "block 0 is next to the input; dark: gradients that barely reach "
-                           "the block")], y_title=t("training.block_input_output", "block (input → output)"),
+            fig.update_xaxes(title_text=t("training.step", "step"), row=i // cols + 1,
+                             col=i % cols + 1)
+    return finish(fig, t("training.gradient_norm_per_block", "Gradient norm per block"),
+                  150 + 260 * rows,
+                  notes=[t("training.block_0_is_next", "block 0 is next to the input; dark: "
+                           "gradients that barely reach the block")],
+                  y_title=t("training.block_input_output", "block (input → output)"),
                   wrap=HALF_WIDTH_WRAP, plot_min=150 * rows)
 
 
 def table_rows(view) -> dict:
     """The table of variants, headers included (a Dataframe value)."""
     rows = [] if view is None else [
-        [variant_name(r.label), f"{r.parameters:,}", f"{r.tokens_seen:,}", _number(r.train_loss_now),
-         _number(r.val_loss_now), _number(r.seconds_per_step, 3),
-         t("training.yes_at_step", "yes, at step {step}", step=r.diverged_at) if r.diverged else t("training.no", "no")]
+        [variant_name(r.label), f"{r.parameters:,}", f"{r.tokens_seen:,}",
+         _number(r.train_loss_now), _number(r.val_loss_now), _number(r.seconds_per_step, 3),
+         t("training.yes_at_step", "yes, at step {step}", step=r.diverged_at) if r.diverged
+         else t("training.no", "no")]
         for r in view.runs]
     return {"headers": [t(*h) for h in TABLE_HEADERS], "data": rows}
 
@@ -134,10 +147,12 @@ def table_rows(view) -> dict:
 def samples_markdown(view) -> str:
     if view is None or not view.runs:
         return ""
-    lines = [t("training.latest_samples_greedy_from", "**Latest samples** (greedy, from the start context):")]
+    lines = [t("training.latest_samples_greedy_from",
+               "**Latest samples** (greedy, from the start context):")]
     for r in view.runs:
         text = _text(r.sample) if r.sample else "…"
-        at = t("training.step_2", " (step {step})", step=r.sample_step) if r.sample_step is not None else ""
+        at = t("training.step_2", " (step {step})", step=r.sample_step) \
+            if r.sample_step is not None else ""
         lines.append(f"- **{_text(variant_name(r.label))}**{at}: {text}")
     return "\n".join(lines)
 
@@ -151,11 +166,12 @@ STATUS_WORDS = {"ready": ("training.ready", "Ready"), "running": ("training.runn
 
 def progress_markdown(view) -> str:
     if view is None:
-        return t("training.no_training_yet_choose", "No training yet: choose the data and two to four variants, then press "
-                 "**Train**.")
+        return t("training.no_training_yet_choose", "No training yet: choose the data and two to "
+                 "four variants, then press **Train**.")
     share = view.step / view.total_steps if view.total_steps else 0.0
-    line = t("training.step_tokens_per_variant", "**{status}** — step {step:,} of {total:,} ({share:.0%}), {seen} of {tokens} "
-             "tokens per variant, on *{corpus}*, {seconds:.0f} s.",
+    line = t("training.step_tokens_per_variant", "**{status}** — step {step:,} of {total:,} "
+             "({share:.0%}), {seen} of {tokens} tokens per variant, on *{corpus}*, "
+             "{seconds:.0f} s.",
              status=t(*STATUS_WORDS[view.status]), step=view.step,
              total=view.total_steps, share=share, seen=human_count(view.tokens_seen),
              tokens=human_count(view.total_tokens), corpus=_text(say(view.corpus)),

@@ -59,8 +59,9 @@ def stage_attrs(name: str, cfg) -> str:
     """The attributes that make a diagram element the walk's stage ``name``: a focusable
     button, named for screen readers, with the book's section in its tooltip."""
     stage = STAGES_BY_NAME[name]
-    text = html.escape(t("walk.section_click_for_its", "{title} (section {section}): click for its shape and statistics",
-                         title=say(title_of(stage, cfg)), section=stage.section), quote=True)
+    text = html.escape(t("walk.section_click_for_its", "{title} (section {section}): click for "
+                         "its shape and statistics", title=say(title_of(stage, cfg)),
+                         section=stage.section), quote=True)
     return (f' data-stage="{name}" role="button" tabindex="0" aria-label="{text}"'
             f' title="{text}"')
 
@@ -79,10 +80,12 @@ def stage_html(details: StageDetails, cfg) -> str:
     """The card for one stage: its title, block and the book's sections; a row per probe point
     (shape and statistics), or the logits' shape for the output head; the prompt."""
     stage = details.stage
-    block = (" · " + html.escape(t("walk.block_trf_blocks", "block {block} of {n} (trf_blocks[{block}])",
+    block = (" · " + html.escape(t("walk.block_trf_blocks",
+                                   "block {block} of {n} (trf_blocks[{block}])",
                                    block=details.block, n=details.n_blocks))
              if details.block is not None else "")
-    section = (t("walk.book_in_transformer_block", "book §{section}, in the transformer block of §{block}", section=stage.section,
+    section = (t("walk.book_in_transformer_block",
+                 "book §{section}, in the transformer block of §{block}", section=stage.section,
                  block=BLOCK_SECTION) if stage.scope == "block"
                else t("walk.book", "book §{section}", section=stage.section))
     head = (f"<div><span class=\"walk-section\">{html.escape(section)}</span>"
@@ -98,22 +101,24 @@ def stage_html(details: StageDetails, cfg) -> str:
             f"<td>{_shape(p.shape)}</td>"
             + "".join(f"<td>{_number(p.stats[s])}</td>" for s in WALK_STATS) + "</tr>"
             for p in details.points)
-        body = (f"<div>{html.escape(t('walk.shape_batch_tokens_channels', 'shape: (batch, tokens, channels)'))}</div>"
-                f"<table><tr>{header}</tr>{rows}</table>")
+        shape = t("walk.shape_batch_tokens_channels", "shape: (batch, tokens, channels)")
+        body = f"<div>{html.escape(shape)}</div><table><tr>{header}</tr>{rows}</table>"
         if any(p.nonfinite for p in details.points):
-            body += "<div>" + html.escape(t("walk.some_values_are_inf", "Some values are inf or NaN: they overflowed.")) \
+            body += "<div>" + html.escape(t("walk.some_values_are_inf",
+                                            "Some values are inf or NaN: they overflowed.")) \
                 + "</div>"
     if details.next_token is not None:
         text, prob = details.next_token
-        body = ("<div>" + t("walk.logits_shape_batch_tokens", "logits, shape (batch, tokens, vocabulary): <b>{shape}</b>",
+        body = ("<div>" + t("walk.logits_shape_batch_tokens",
+                            "logits, shape (batch, tokens, vocabulary): <b>{shape}</b>",
                             shape=_shape(details.shape)) + "</div><div>"
-                + t("walk.one_score_per_vocabulary", "One score per vocabulary entry at every position. The most likely next "
-                    "token after the last one: <b>{token}</b> ({p:.2%}).",
-                    token=token_label(text), p=prob) + "</div>")
+                + t("walk.one_score_per_vocabulary", "One score per vocabulary entry at every "
+                    "position. The most likely next token after the last one: <b>{token}</b> "
+                    "({p:.2%}).", token=token_label(text), p=prob) + "</div>")
     prompt = "".join(details.tokens)
     shown = prompt if len(prompt) <= 80 else prompt[:77] + "…"
-    foot = t("walk.for_prompt_tokens", "for the prompt “{prompt}” ({n} tokens)", prompt=html.escape(shown),
-             n=len(details.tokens))
+    foot = t("walk.for_prompt_tokens", "for the prompt “{prompt}” ({n} tokens)",
+             prompt=html.escape(shown), n=len(details.tokens))
     return f"<div class=\"walk-card\">{head}{body}<small>{foot}</small></div>"
 
 

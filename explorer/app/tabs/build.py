@@ -7,11 +7,9 @@ The knobs come from the book's one table of them (``explorer.book.knobs``): thei
 checks and ``/build`` parameters follow from it."""
 from __future__ import annotations
 
-import contextvars
 import html
 import inspect
 import os
-import threading
 import time
 
 import gradio as gr
@@ -27,6 +25,8 @@ from ...runtime.hub import pretrained_source
 from ...runtime.memory import model_bytes
 from .. import comparison, gpu, refresh
 from . import pin, walk
+from ..checkpoint_input import (CONFIG_SUFFIX, WEIGHTS_SUFFIXES, reporter, server_checkpoint,
+                                uploaded)
 from ..exports import fresh_folder
 from ..handlers import handler
 from ..i18n import label, say, t
@@ -34,9 +34,8 @@ from ..inputs import as_choice, as_flag, as_int
 from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
 from ..session import Made, Model
-from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, MAX_PATH_CHARS, NAMES,
-                      SERVER_PATH_REFUSED, WEIGHTS_NOTES, model_a, server_paths_allowed,
-                      session_of)
+from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, WEIGHTS_NOTES, model_a,
+                      server_paths_allowed, session_of)
 
 TITLE = ("tab.build", "1 · Build")
 ID = "build"
@@ -47,9 +46,6 @@ WEIGHTS_CHOICES = {"random": ("weights.random", "random (seed)"),
                    "pretrained": ("weights.pretrained", "pretrained GPT-2 (OpenAI)"),
                    "file": ("weights.file", "from a file")}
 GPT2_SIZE_CHOICES = tuple(size.short for size in GPT2_SIZES.values())   # "small" ... "xl"
-WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
-CONFIG_SUFFIX = ".json"
-IGNORED_UPLOADS = ("generation_config.json",)        # save_pretrained's decoding defaults
 DEVICES = ("auto", "cpu", "cuda")   # offered: cuda where there is one (CACHE.key checks)
 DTYPES = ("float32", "bfloat16")
 BUILD_BUTTON = {"random": ("build.button", "Build the model"),
@@ -245,70 +241,12 @@ def path_box():
     return {"weights_path": gr.update(visible=server_paths_allowed())}
 
 
-def _reporter(progress):
-    """``progress(fraction, text)`` callable from any thread. gr.Progress finds its event
-    through context variables, which the threads of the hub's download do not have (their
-    reports were silently dropped): each report runs in a copy of the handler's context."""
-    context, lock = contextvars.copy_context(), threading.Lock()
-
-    def report(fraction, desc=None):   # gr.Progress's own form: progress(0.3, "text") too
-        with lock:   # a context can be entered by one thread at a time
-            context.run(lambda: progress(fraction, desc=desc and say(desc)))
-    return report
-
-
-def _uploaded(upload):
-    """The weights file and its config.json (if any) among the uploaded files."""
-    files = upload if isinstance(upload, (list, tuple)) else [upload]
-    files = [getattr(f, "path", None) or (f.get("path") if isinstance(f, dict) else f)
-             for f in files]
-    if not all(isinstance(f, str) and f for f in files):
-        raise ExplorerError("upload.unreadable", "The upload could not be read; upload the "
-                                                 "file again.")
-    files = [f for f in files if os.path.basename(f).lower() not in IGNORED_UPLOADS]
-    weights = [f for f in files if f.lower().endswith(WEIGHTS_SUFFIXES)]
-    configs = [f for f in files if f.lower().endswith(CONFIG_SUFFIX)]
-    others = [os.path.basename(f) for f in files if f not in weights + configs]
-    if others or len(weights) != 1 or len(configs) > 1:
-        raise ExplorerError("upload.which", "Upload one weights file ({suffixes}), and if you "
-                            "have it its config.json (got {names}).",
-                            suffixes=", ".join(WEIGHTS_SUFFIXES),
-                            names=", ".join(os.path.basename(f) for f in files))
-    return weights[0], configs[0] if configs else None
-
-
-def _server_checkpoint(path, dtype):
-    """A checkpoint by its path on the server. Every refusal is the same message, whatever
-    the file is (missing, unreadable, a folder, not a checkpoint): a visitor learns nothing
-    about the server's files from it. The reason goes to the server log."""
-    if path is None or (isinstance(path, str) and not path.strip()):
-        raise ExplorerError("weights.no_file", "From a file: give the path of a "
-                            "model.safetensors (or the book's model.pth) on the server, or "
-                            "upload the file.")
-    if not isinstance(path, str):
-        raise ExplorerError("weights.path_text", "The weights path must be text (got "
-                                                 "{kind}).", kind=type(path).__name__)
-    if not server_paths_allowed():
-        raise ExplorerError("weights.paths_off", "Loading a path on the server is switched "
-                                                 "off here; upload the file instead.")
-    path = path.strip()
-    reason = "not a path to a checkpoint file"
-    if len(path) <= MAX_PATH_CHARS and path.lower().endswith(WEIGHTS_SUFFIXES):
-        try:
-            return file_source(path, None, budget_bytes=CACHE.budget_bytes, dtype=dtype)
-        except ValueError as refused:
-            reason = str(refused)
-    refusal = ExplorerError(SERVER_PATH_REFUSED.id, SERVER_PATH_REFUSED.text)
-    refusal.add_note(f"server path: {reason}")   # for the server log only
-    raise refusal
-
-
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
     given.apply_defaults()
     inputs = given.arguments
     session = session_of(inputs["session"])
-    progress = _reporter(inputs["progress"])
+    progress = reporter(inputs["progress"])
     preset = as_choice(inputs["preset"], PRESET, PRESETS)
     choice = as_choice(inputs["weights"] or "random", Message("field.weights", "weights"),
                        WEIGHTS_CHOICES)
@@ -336,14 +274,14 @@ def build(*args, **kwargs):
                                             dtype=dtype)
         else:
             upload = inputs["weights_upload"]
-            path, config = (_uploaded(upload) if upload
+            path, config = (uploaded(upload) if upload
                             else (inputs["weights_path"], None))
             if isinstance(path, str):
                 progress(0.0, desc=t("build.checking_file", "Checking {name} (shapes, sha256)",
                                      name=os.path.basename(path.strip())))
             cfg, source, info = (file_source(path, config, budget_bytes=CACHE.budget_bytes,
                                              dtype=dtype) if upload
-                                 else _server_checkpoint(path, dtype))
+                                 else server_checkpoint(path, dtype))
             notes = tuple(info.assumptions)
         key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
         what = Message("build.from_checkpoint", "config from the checkpoint")

@@ -23,7 +23,7 @@ from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_
                                        default_corpus, default_settings, make_variants)
 from .. import comparison, gpu, refresh, shared
 from ..handlers import handler
-from ..i18n import label, say, t
+from ..i18n import label, t
 from ..inputs import as_choice, as_choices, as_int, as_number
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows, variant_name)
@@ -206,7 +206,8 @@ def train_use(choice, session, request: gr.Request):
                     source=WeightsSource.trained(Text.of(caption)))
     comparison.check_beside(session, key)        # beside model B: both must fit
     CACHE.hold(owner, key, trained.model)
-    session.with_model_a(Model(key, Made("trained", VARIANT_LABELS.get(trained.label, trained.label),
+    session.with_model_a(Model(key, Made("trained",
+                                         VARIANT_LABELS.get(trained.label, trained.label),
                                          caption=caption)))
     return {"session": session, **refresh.new_model(session)}
 
