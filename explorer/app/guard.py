@@ -215,7 +215,8 @@ class RequestCheck:
 
     def _fn(self, route, api_name, payload):
         if api_name is not None:
-            return next((f for f in functions(self.blocks).values() if f.api_name == api_name), None)
+            return next((f for f in functions(self.blocks).values()
+                         if f.api_name == api_name), None)
         index = payload.get("fn_index") if route == "queue/join" else None
         return functions(self.blocks).get(index) if isinstance(index, int) and \
             not isinstance(index, bool) else None

@@ -1,8 +1,9 @@
 """Every event's handler is wrapped once, here.
 
 ``@handler(outputs=(...))`` declares the names (elem_ids) of the components a handler may
-update (a function among them gives more names, once the page is put together); the handler returns (or yields) ``{name: value}`` for some of them, and ``Page.on``
-hands Gradio ``{component: value}``. So no output is ever found by its position.
+update (a function among them gives more names, once the page is put together); the handler
+returns (or yields) ``{name: value}`` for some of them, and ``Page.on`` hands Gradio
+``{component: value}``. So no output is ever found by its position.
 
 The wrapper also:
 - takes the page's view settings (``lang``, ``lecture``: every event's last two inputs, optional

@@ -1,8 +1,9 @@
 """Every text of the explorer with its id, read from the source (``ast``): the English side of
 each catalogue. A text is written where it is made, as ``t(id, text)``, ``label(id, text)``,
 ``Message(id, text)``, ``ExplorerError(id, text)`` or ``Text(id, text)`` (or a helper's call
-that passes the two on), or as an ``(id, text)`` pair in a table that one of those says. The catalogue test checks each language against this;
-a translator's script can list what a catalogue still lacks::
+that passes the two on), or as an ``(id, text)`` pair in a table that one of those says. The
+catalogue test checks each language against this; a translator's script can list what a
+catalogue still lacks::
 
     python -m explorer.app.i18n.texts zh     # the ids zh.json has no text for
 """

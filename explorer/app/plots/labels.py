@@ -103,8 +103,8 @@ def percent(share: float) -> str:
 def layers_text(layers) -> str:
     layers = [int(i) for i in layers]
     if len(layers) > 6:
-        return t("labels.layers_from", "{n} layers from {first} to {last}", n=len(layers), first=layers[0],
-                 last=layers[-1])
+        return t("labels.layers_from", "{n} layers from {first} to {last}", n=len(layers),
+                 first=layers[0], last=layers[-1])
     if len(layers) == 1:
         return t("labels.layer", "layer {layers}", layers=layers[0])
     return t("labels.layers", "layers {layers}", layers=", ".join(map(str, layers)))

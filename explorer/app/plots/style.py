@@ -178,7 +178,8 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
         _lecture_traces(fig)
     layout = fig.layout.to_plotly_json()
     _merge(layout, dict(
-        height=int(height), title=title_dict, margin={**dict(l=80, r=30, t=top, b=40), **(margin or {})},
+        height=int(height), title=title_dict,
+        margin={**dict(l=80, r=30, t=top, b=40), **(margin or {})},
         font=dict(family=FONT_FAMILY, size=_size(FONT_SIZE),
                   color=LECTURE_INK if lecture else TEXT_COLOR),
         paper_bgcolor="#ffffff", plot_bgcolor=layout.get("plot_bgcolor") or "#ffffff",

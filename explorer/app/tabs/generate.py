@@ -36,8 +36,8 @@ DECODING = ("greedy", "sample")
 # updates that reach the page within one animation frame would show only the second: the bars
 # and the speed line hold a generation's last steps (generate_views.LIVE_STEPS; each new one
 # is appended, and an appended string travels as its new part only), and the page paints them
-# one a frame (static/page.js, gptExplorer.paintSteps). The step table re-renders all its rows, so it
-# follows twice a second, and completely at the end.
+# one a frame (static/page.js, gptExplorer.paintSteps). The step table re-renders all its
+# rows, so it follows twice a second, and completely at the end.
 STREAM_INTERVAL_S = 1 / 30
 TABLE_INTERVAL_S = 0.5
 # The C one-token step and greedy summary, where they apply (else the model's own forward).
@@ -49,8 +49,8 @@ MAX_NEW = Message("field.max_new", "max new tokens")
 def _arguments(max_new_tokens, mode, temperature, top_k, seed):
     max_new = as_int(max_new_tokens, MAX_NEW)
     if not 1 <= max_new <= MAX_NEW_TOKENS:
-        raise ExplorerError("gen.max_new_range", "max new tokens must be between 1 and {most} in the "
-                            "explorer (got {n}).", most=MAX_NEW_TOKENS, n=max_new)
+        raise ExplorerError("gen.max_new_range", "max new tokens must be between 1 and {most} "
+                            "in the explorer (got {n}).", most=MAX_NEW_TOKENS, n=max_new)
     mode = as_choice(mode, Message("field.decoding", "decoding"), DECODING)
     for value, name, wanted in (
             (temperature, Message("field.temperature", "temperature"),
