@@ -169,7 +169,8 @@ def main():
                      verdict(same_as_book)])
 
     step = next(iter(generate_steps(model, PROMPT, 1, show_top=10)))
-    size = len(next_token_bars_html(step.top_texts, step.top_probs, 0).encode())
+    size = len(next_token_bars_html([dict(texts=step.top_texts, probs=step.top_probs,
+                                               chosen=0)]).encode())
     rows.append(["one bar-chart update (HTML bars)", f"{size:,} B", "<= 2,000 B",
                  verdict(size <= 2000)])
 

@@ -41,7 +41,7 @@ def main():
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
     from explorer.runtime.cache import ModelCache
-    from explorer.runtime.weights import load_file
+    from explorer.runtime.loading import load_file
 
     hf_logging.disable_progress_bar()
     with tempfile.TemporaryDirectory(prefix="gpt-explorer-bench-") as folder:

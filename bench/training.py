@@ -25,8 +25,9 @@ import torch
 from explorer.book.model import GPTModel
 from explorer.book.seeding import seeded
 from explorer.book.training import create_dataloader_v1, split_text, train_model_simple
-from explorer.runtime.training import (DEFAULT_PRESET, DEFAULT_VARIANTS, TrainingJob,
-                                       default_corpus, default_settings, make_variants)
+from explorer.runtime.training_job import TrainingJob
+from explorer.runtime.training_setup import (DEFAULT_PRESET, DEFAULT_VARIANTS, default_corpus,
+                                             default_settings, make_variants)
 
 
 def run_lab(variants, corpus, settings):

@@ -33,10 +33,11 @@ from explorer.book.config import PRESETS, GPTConfig, get_preset
 from explorer.book.generate import generate_steps, generate_text_simple
 from explorer.runtime.build import build_model
 from explorer.probes import trace
-from explorer.runtime import weights
+from explorer.runtime import checkpoints, export, loading
+from explorer.runtime import hub as runtime_hub
 from explorer.app.shared import SERVER_PATH_REFUSED as _REFUSED
 
-SERVER_PATH_REFUSED = "^" + re.escape(_REFUSED) + "$"   # the same words for every server path
+SERVER_PATH_REFUSED = "^" + re.escape(_REFUSED.text) + "$"   # the same words for every server path
 
 PROMPT = "Every effort moves you"
 TRACE_VIEW = ("norm1: before vs after LayerNorm", "resid_pre", "std")
@@ -187,11 +188,11 @@ def a_file(content: bytes, name="model.safetensors"):
 def exported(env, hf_layout=False):
     """The teach-tiny model exported to a new folder: the path of its model.safetensors."""
     folder = Path(tempfile.mkdtemp(dir=_FILES))
-    return weights.export_model(env.model, folder, hf_layout=hf_layout)[0]
+    return export.export_model(env.model, folder, hf_layout=hf_layout)[0]
 
 
 def load(path_fn, **kwargs):
-    return lambda env: weights.load_file(path_fn(env), cache=env.cache, **kwargs)
+    return lambda env: loading.load_file(path_fn(env), cache=env.cache, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,12 +478,12 @@ CASES: list[Case] = [
          build={}, traced=True, app_expect=r"not in the list of choices"),
 
     # ----- weights: pretrained sizes, checkpoint files, export -----------------------------
-    Case("weights-size-unknown", "weights", lambda env: weights.pretrained_source("huge"),
+    Case("weights-size-unknown", "weights", lambda env: runtime_hub.pretrained_source("huge"),
          r"small, medium, large and xl"),
-    Case("weights-size-number", "weights", lambda env: weights.pretrained_source(124),
+    Case("weights-size-number", "weights", lambda env: runtime_hub.pretrained_source(124),
          r"small, medium, large and xl"),
     Case("weights-xl-over-budget", "weights",
-         lambda env: weights.pretrained_source("xl", budget_bytes=100 * 2 ** 20,
+         lambda env: runtime_hub.pretrained_source("xl", budget_bytes=100 * 2 ** 20,
                                                download=lambda *a, **k: 1 / 0),
          BUDGET, max_seconds=5),
     Case("weights-file-none", "weights", load(lambda env: None), r"Give the path"),
@@ -505,13 +506,13 @@ CASES: list[Case] = [
     Case("weights-config-wrong-heads", "weights", load(exported, config={"n_heads": 5}),
          r"emb_dim \(64\) must be divisible by n_heads \(5\)"),
     Case("weights-export-not-a-model", "weights",
-         lambda env: weights.export_model("model", tempfile.mkdtemp(dir=_FILES)),
+         lambda env: export.export_model("model", tempfile.mkdtemp(dir=_FILES)),
          r"saves a GPTModel"),
     Case("weights-export-into-a-file", "weights",
-         lambda env: weights.export_model(env.model, a_file(b"x", "notes.txt")),
+         lambda env: export.export_model(env.model, a_file(b"x", "notes.txt")),
          r"is a file; choose a folder"),
     Case("weights-export-round-trip", "weights",
-         lambda env: weights.load_file(exported(env), cache=env.cache)[0],
+         lambda env: loading.load_file(exported(env), cache=env.cache)[0],
          py_check=lambda model, env: torch.equal(model.tok_emb.weight,
                                                  env.model.tok_emb.weight)),
 
@@ -772,7 +773,7 @@ CASES += [
 # Item 2: every input of every endpoint is checked for its type. A valid call per endpoint
 # (in a session that has built teach-tiny and traced PROMPT); each of its inputs in turn is
 # sent as a list holding the valid value (which passes Gradio's own check of a dropdown) and
-# as a JSON object. The answer must be a message, never "Something went wrong".
+# as a JSON object. The answer must be a message, never "This is a bug ...".
 TYPED_CALLS = {
     "/preset_config": ("teach-tiny",),
     "/build": build_args(),
@@ -794,7 +795,7 @@ TYPED_CALLS = {
 }
 # A message that names what was wrong (ours: "... must be ..."; Gradio's own checks: "not in
 # the list of choices", "`number` component"), and not the unexpected-error path.
-TYPE_MESSAGE = (r"^(?!.*Something went wrong)(?=.*(must be|must all be|not in the list of "
+TYPE_MESSAGE = (r"^(?!.*This is a bug)(?=.*(must be|must all be|not in the list of "
                 r"choices|component|is empty))")
 
 
@@ -983,13 +984,13 @@ def padded(size=2 * 1024 ** 3):
 def hashing_forbidden(fn):
     """fn(env) with the file hash made to fail: a refusal must come before any hashing."""
     def run(env):
-        before = weights.sha256_file
-        weights.sha256_file = lambda *a, **k: (_ for _ in ()).throw(
+        before = checkpoints.sha256_file
+        checkpoints.sha256_file = lambda *a, **k: (_ for _ in ()).throw(
             AssertionError("the file was hashed before it was checked"))
         try:
             return fn(env)
         finally:
-            weights.sha256_file = before
+            checkpoints.sha256_file = before
     return run
 
 
@@ -1007,7 +1008,7 @@ def broken_model(value):
 def broken_checkpoint(value):
     def make(env):
         folder = Path(tempfile.mkdtemp(dir=_FILES))
-        return weights.export_model(broken_model(value)(env), folder)[0]
+        return export.export_model(broken_model(value)(env), folder)[0]
     return make
 
 
@@ -1015,7 +1016,7 @@ def bare(env, config_text: str, hf_layout=False):
     """teach-tiny's weights without the explorer's metadata, and ``config_text`` as the
     config.json beside them (a checkpoint made by another tool)."""
     folder = Path(tempfile.mkdtemp(dir=_FILES))
-    written = weights.export_model(env.model, folder, hf_layout=hf_layout)[0]
+    written = export.export_model(env.model, folder, hf_layout=hf_layout)[0]
     header, data = _header_and_data(written)
     header.pop("__metadata__", None)
     head = json.dumps(header).encode()
@@ -1115,7 +1116,7 @@ CASES += [
            args=upload_with_config(text), app_expect=r"not a table of settings|not valid JSON")
       for name, text in NOT_A_TABLE.items()],
     *[Case(f"weights-config-given-{name}", "weights",
-           lambda env, text=text: weights.load_file(exported(env), config_file(text)(env),
+           lambda env, text=text: loading.load_file(exported(env), config_file(text)(env),
                                                     cache=env.cache),
            r"not a table of settings|not valid JSON")
       for name, text in NOT_A_TABLE.items()],
@@ -1128,7 +1129,7 @@ CASES += [
     Case("weights-config-upload-2mb", "weights", None, api="/build",
          args=upload_with_config(BIG_CONFIG), app_expect=r"over 64 KB: not a model config"),
     Case("weights-config-given-2mb", "weights",
-         lambda env: weights.load_file(exported(env), config_file(BIG_CONFIG)(env),
+         lambda env: loading.load_file(exported(env), config_file(BIG_CONFIG)(env),
                                        cache=env.cache), r"over 64 KB: not a model config"),
     # smaller things
     Case("train-text-just-over-the-limit", "training", None, api="/train_start",

@@ -15,8 +15,12 @@ from explorer.book.generate import generate_text_simple
 from explorer.runtime.build import build_model
 from explorer.app.server import create_demo
 from explorer.book.tokenizer import get_tokenizer
-from explorer.app.shared import DEFAULT_PROMPT, MAX_NEW_TOKENS
+from explorer.app.plots.generation import LIVE_TABLE_ROWS
+from explorer.app.inputs import MAX_NEW_TOKENS
+from explorer.app.shared import DEFAULT_PROMPT
+from explorer.app.session import Generation, Session
 from explorer.app.tabs import generate as generate_tab
+from explorer.app.tabs import generate_views
 
 
 @pytest.fixture(scope="module")
@@ -160,48 +164,65 @@ def test_generation_streams_the_engines_greedy_tokens(app_url, monkeypatch):
     assert "12 tokens" in final[3] and "tokens/s" in final[3]
 
 
-def test_generation_faster_than_a_page_draws_skips_steps_on_screen_but_never_the_last(
-        app_url, monkeypatch):
-    # An update at most every 1000 s: the first step, then the complete final state.
-    monkeypatch.setattr(generate_tab, "STREAM_INTERVAL_S", 1000.0)
-    c = client(app_url)
-    c.predict(**build_args("teach-tiny"))
-    job = c.submit(DEFAULT_PROMPT, 30, "greedy", 1.0, 50, 123, False, api_name="/generate")
-    outputs = list(job)
-    texts = [o[0] for o in outputs if isinstance(o[0], str) and o[0]]
-    assert len(texts) == 2 and "1 tokens" in outputs[0][3]
-    final = job.result()
-    assert final[0] == _greedy_reference("teach-tiny", DEFAULT_PROMPT, 30)
-    assert step_rows(final[2]) == list(range(30, 0, -1))               # newest first
-    assert "30 tokens" in final[3] and "chosen" in final[1]
-
-
-def test_a_late_step_of_a_slow_model_is_held_back_a_moment_not_skipped(app_url, monkeypatch):
-    # Steps 30 ms apart (a model slower than the 40 updates/s limit), except that step 5 comes
-    # 40 ms late and step 6 right behind it: step 6 must still get its own update, a few ms
-    # later (arrivals are on a fixed schedule here, as a paced model's are, so the steps
-    # after it are held back a little too). A fake clock: nothing depends on real timing.
-    clock = types.SimpleNamespace(now=0.0, slept=[])
+def test_a_model_faster_than_the_screen_waits_for_it_and_every_step_is_sent(app_url,
+                                                                           monkeypatch):
+    """Steps come every 10 ms (faster than 30 updates a second): each still gets its own
+    update, each sent at least STREAM_INTERVAL_S after the one before; none is skipped. A fake
+    clock: nothing depends on real timing."""
+    clock = types.SimpleNamespace(now=0.0, sent=[])
     fake_time = types.SimpleNamespace(
         perf_counter=lambda: clock.now,
-        sleep=lambda s: (clock.slept.append(s), setattr(clock, "now", clock.now + s)))
-    arrivals = iter([0.03, 0.06, 0.09, 0.12, 0.19, 0.1905, 0.22, 0.25])
+        sleep=lambda s: setattr(clock, "now", clock.now + s))
     real_steps = generate_tab.generate_steps
 
-    def scheduled(*args, **kwargs):
+    def fast(*args, **kwargs):
         for step in real_steps(*args, **kwargs):
-            clock.now = max(clock.now, next(arrivals))
+            clock.now += 0.01
             yield step
     monkeypatch.setattr(generate_tab, "time", fake_time)
-    monkeypatch.setattr(generate_tab, "generate_steps", scheduled)
+    monkeypatch.setattr(generate_tab, "generate_steps", fast)
+    real_shown = generate_views.shown
+
+    def shown(*args, **kwargs):
+        if kwargs.get("live"):
+            clock.sent.append(clock.now)
+        return real_shown(*args, **kwargs)
+    monkeypatch.setattr(generate_views, "shown", shown)
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     job = c.submit(DEFAULT_PROMPT, 8, "greedy", 1.0, 50, 123, False, api_name="/generate")
     texts = [o[0] for o in job if isinstance(o[0], str) and o[0]]
     assert len(set(texts)) == 8                      # every step on screen
-    # Held back from step 6 on until the late step's delay is absorbed, each by < 25 ms.
-    assert clock.slept and all(0 < s <= generate_tab.STREAM_INTERVAL_S for s in clock.slept)
-    assert clock.now < 0.25 + generate_tab.STREAM_INTERVAL_S
+    assert len(clock.sent) == 8
+    gaps = [b - a for a, b in zip(clock.sent, clock.sent[1:])]
+    assert all(g >= generate_tab.STREAM_INTERVAL_S - 1e-9 for g in gaps), gaps
+    final = job.result()
+    assert final[0] == _greedy_reference("teach-tiny", DEFAULT_PROMPT, 8)
+    assert step_rows(final[2]) == list(range(8, 0, -1))                 # newest first
+
+
+def test_the_bars_and_speed_hold_the_last_steps_for_the_page_to_paint_each(app_url,
+                                                                          monkeypatch):
+    """Two updates that reach the page in one frame would show only the second: every update
+    of a stream holds the stream's latest steps (the page paints each in turn)."""
+    monkeypatch.setattr(generate_tab, "STREAM_INTERVAL_S", 0.0)
+    c = client(app_url)
+    c.predict(**build_args("teach-tiny"))
+    n = generate_views.LIVE_STEPS + 5
+    outputs = list(c.submit(DEFAULT_PROMPT, n, "greedy", 1.0, 50, 123, False,
+                            api_name="/generate"))
+    live = [[int(x) for x in re.findall(r'data-step="(\d+)"', o[1])] for o in outputs[:-1]
+            if o[1]]
+    for before, after in zip(live, live[1:]):
+        assert before[-1] in after or after[0] == before[-1] + 1   # no step between updates lost
+        assert len(after) <= generate_views.LIVE_STEPS
+    assert live[-1][-1] == n
+    speeds = [re.findall(r'data-step="(\d+)"', o[3]) for o in outputs[:-1] if o[3]]
+    assert speeds[-1][-1] == str(n)
+    # the final update: the last step's bars and speed alone
+    final = outputs[-1]
+    assert "data-step" not in final[1] and "chosen" in final[1]
+    assert final[3].startswith(f"{n} tokens")
 
 
 def step_rows(table_html):
@@ -225,7 +246,7 @@ def test_live_step_table_shows_the_newest_rows_and_the_final_one_every_row(app_u
                                                                           monkeypatch):
     monkeypatch.setattr(generate_tab, "STREAM_INTERVAL_S", 0.0)
     monkeypatch.setattr(generate_tab, "TABLE_INTERVAL_S", 0.0)    # a table with every update
-    n = generate_tab.LIVE_TABLE_ROWS + 10
+    n = LIVE_TABLE_ROWS + 10
     c = client(app_url)
     c.predict(**build_args("teach-tiny"))
     job = c.submit(DEFAULT_PROMPT, n, "greedy", 1.0, 50, 123, False, api_name="/generate")
@@ -234,9 +255,9 @@ def test_live_step_table_shows_the_newest_rows_and_the_final_one_every_row(app_u
     assert step_rows(last_live) == list(range(n, 10, -1)) and "10 earlier steps" in last_live
     assert step_rows(job.result()[2]) == list(range(n, 0, -1))
     # After Stop, the page asks for the whole table from the session's rows.
-    state = {"gen_rows": [[2, "b"], [1, "a"]]}
-    assert step_rows(generate_tab.full_table(state)) == [2, 1]
-    assert "<tbody></tbody>" in generate_tab.full_table(None)
+    session = Session(generation=Generation("x", 1, [[1]], [[2, "b"], [1, "a"]], [], {}, "x"))
+    assert step_rows(generate_views.history_html(session)) == [2, 1]
+    assert "<tbody></tbody>" in generate_views.history_html(Session())
 
 
 def test_next_token_continues_a_generation_and_its_step_table(app_url):

@@ -299,15 +299,16 @@ class _Collect(logging.Handler):
 
 @pytest.fixture(scope="module")
 def app_url():
-    from explorer.app.tabs import train
+    from explorer.app import shared
+    from explorer.runtime.training_lab import TrainingLab
     # Follow-ups of the training endpoints train a few steps in several sessions at once.
-    lab, train.LAB = train.LAB, train.TrainingLab(max_jobs=APP_WORKERS)
+    lab, shared.LAB = shared.LAB, TrainingLab(max_jobs=APP_WORKERS)
     demo = create_demo()
     options = {**launch_options(host="127.0.0.1"), "server_port": None}
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **options)
     yield url
     demo.close()
-    train.LAB = lab
+    shared.LAB = lab
 
 
 @pytest.fixture(scope="module")
@@ -359,7 +360,7 @@ def test_every_endpoint_works_again_after_an_error(app_outcomes):
 
 def test_no_bad_input_reached_the_unexpected_error_path(app_outcomes):
     """Every refusal was a message raised on purpose, not an exception we did not foresee
-    ("Something went wrong", logged with its traceback)."""
+    ("This is a bug ...", logged with its traceback)."""
     assert app_outcomes["_unexpected"] == []
 
 

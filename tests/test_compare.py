@@ -8,18 +8,19 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.app import gpu, pinning, prefs
-from explorer.app.i18n import translate
-from explorer.app.plots.compare_generation import _side
-from explorer.app.shared import CACHE
+from explorer.app import comparison, gpu, prefs
+from explorer.app.i18n import say
+from explorer.app.plots.generation import next_token_bars_html
+from explorer.app.session import Session
+from explorer.app.shared import CACHE, models_of
 from explorer.app.tabs import activations, attention, build, generate, inside, pin
 from explorer.book.config import PRESETS
 from explorer.book.generate import generate_steps
 from explorer.book.tokenizer import get_tokenizer
-from explorer.probes import trace
-from explorer.probes.compare import (attention_input, compare_configs, first_parting,
-                                     lockstep, parted, series_pair)
-from explorer.runtime.cache import ModelCache, ModelKey, model_bytes
+from explorer.probes.compare import compare_configs, first_parting, lockstep, parted, series_pair
+from explorer.runtime.cache import ModelCache
+from explorer.runtime.memory import model_bytes
+from explorer.runtime.sources import ModelKey
 
 PROMPT = "Every effort moves you"
 PAIR = "norm1: before vs after LayerNorm"
@@ -30,54 +31,66 @@ def no_progress(*args, **kwargs):
     return None
 
 
-def built(preset="teach-tiny", state=None, seed=123, **changes):
-    """The state after building ``preset`` (with ``changes``) in a session whose state was
-    ``state``."""
+def built(preset="teach-tiny", session=None, seed=123, **changes):
+    """The session after building ``preset`` (with ``changes``) in ``session`` (a new one by
+    default)."""
+    session = Session() if session is None else session
     cfg = {**PRESETS[preset].to_dict(), **changes}
-    return build.build(preset, *cfg.values(), seed, "cpu", "float32", state=state,
-                       progress=no_progress)[5]
+    build.build(preset, *cfg.values(), seed, "cpu", "float32", session=session,
+                progress=no_progress)
+    return session
 
 
-def pinned(state):
-    return pin.pin_model(state, REQUEST)[-1]
+def pinned(session):
+    pin.pin_model(session, REQUEST)
+    return session
 
 
-def traced(state, layer=0):
-    return inside.run_trace(PROMPT, state, layer, PAIR, "resid_pre", "std")
+def traced(session, layer=0):
+    return inside.run_trace(PROMPT, session, layer, PAIR, "resid_pre", "std")
 
 
-def generated(state, n=8, mode="greedy", **kwargs):
+def generated(session, n=8, mode="greedy", **kwargs):
     args = {**dict(temperature=1.0, top_k=50, seed=123, stop_at_eot=False), **kwargs}
     return list(generate.generate(PROMPT, n, mode, args["temperature"], args["top_k"],
-                                  args["seed"], args["stop_at_eot"], state))
+                                  args["seed"], args["stop_at_eot"], session))
+
+
+def attention_input(trace):
+    """The statistics of what each block's attention reads: norm1's output in a pre-LN block,
+    the block input itself (not normalised) in post-LN and no-LN blocks."""
+    point = {"pre": "ln1_out", "post": "resid_pre", "none": "resid_pre"}
+    return trace.points[point[trace.config["norm_placement"]]]
 
 
 # ---------------------------------------------------------------------------------------------
 def test_comparing_a_model_with_itself_shows_zero_differences_everywhere():
     state = pinned(built("teach-tiny"))      # A and B: the same model
-    assert pinning.comparing(state) and state["key"] == state["pinned_key"]
+    assert state.comparing and state.keys[0] == state.keys[1]
     # Build: nothing differs
-    arch, table, params, _ = build.model_views(state)
+    views = build.model_views(state)
+    arch, table = views["arch"], views["params_table"]
     assert "the same model: nothing differs" in arch and "outline:" not in arch
     assert {row[3] for row in table["data"]} == {"same"}
     # Inside: every statistic at every probe point and layer, and the figures' notes
-    *_, state = out = traced(state)
-    tr_a, tr_b = state["trace"], state["pinned_trace"]
+    out = traced(state)
+    tr_a, tr_b = state.traces
     for point in [*tr_a.points, *tr_a.final]:
         for stat in ("mean", "std", "rms", "min", "max", "abs_mean", "zero_frac"):
             assert np.all(series_pair(tr_a, tr_b, point, stat)[2] == 0), (point, stat)
-    assert "zero at every layer" in str(out[2].layout.title.subtitle.text)
+    assert "zero at every layer" in str(out["stats_plot"].layout.title.subtitle.text)
     # Attention: the difference map is zero (one head and the mean), both entropy maps equal
     for head in ("mean", "0", "3"):
-        att, grid, entropy, state = attention.attention_views(state, 1, head)
-        difference = [d for d in att.data if d.coloraxis == "coloraxis2"][0]
+        views = attention.attention_views(state, 1, head)
+        att, entropy = views["att_plot"], views["entropy_plot"]
+        difference = [d for d in att.data if d.name == "A − B"][0]
         assert np.nanmax(np.abs(difference.z)) == 0
         assert "zero everywhere" in att.layout.title.subtitle.text
     assert "zero for every head" in entropy.layout.title.subtitle.text
     # Generate: the two never part; the logit lens agrees everywhere
     final = generated(state, 10)[-1]
-    assert "agree on every token so far" in final[2] and "≠" not in final[2]
-    lens, state = generate.logit_lens(PROMPT, final[-1])
+    assert "agree on every token so far" in final["history"] and "≠" not in final["history"]
+    lens = generate.logit_lens(PROMPT, state)["lens_plot"]
     assert "agree at 4 of 4 positions" in lens.layout.title.subtitle.text
     a, b = lens.data
     assert np.array_equal(a.z, b.z) and a.text == b.text
@@ -87,11 +100,11 @@ def test_pre_ln_and_post_ln_differ_where_expected_computed_independently():
     """Same seed, same weights; only norm1's place differs. At layer 0 pre-LN's norm1 input
     is the block input (the embeddings), post-LN's the embeddings plus attention's output of
     them; attention reads the normalised input in pre-LN and the raw block input in post-LN."""
-    state = built("teach-tiny", state=pinned(built("teach-tiny")), norm_placement="post")
-    post, pre = pinning.pair_of(state)                              # A: post-LN, B: pre-LN
+    state = built("teach-tiny", pinned(built("teach-tiny")), norm_placement="post")
+    post, pre = models_of(state)                                    # A: post-LN, B: pre-LN
     assert torch.equal(post.tok_emb.weight, pre.tok_emb.weight)
-    *_, state = traced(state)
-    tr_post, tr_pre = state["trace"], state["pinned_trace"]
+    traced(state)
+    tr_post, tr_pre = state.traces
 
     ids = torch.tensor([get_tokenizer().encode(PROMPT)])
     with torch.no_grad():
@@ -112,7 +125,7 @@ def test_pre_ln_and_post_ln_differ_where_expected_computed_independently():
     assert token_std.min() > 1.2
     np.testing.assert_allclose(attention_input(tr_pre).per_token["std"][0], 1.0, atol=1e-3)
     # the figure says it, and draws it
-    stats_figure = traced(state)[2]
+    stats_figure = traced(state)["stats_plot"]
     notes = stats_figure.layout.title.subtitle.text
     assert "post-LN, attention reads the block input (not normalised)" in notes
     assert "pre-LN, norm1 normalises the block input" in notes
@@ -120,13 +133,13 @@ def test_pre_ln_and_post_ln_differ_where_expected_computed_independently():
                     and d.line.dash is None]
     assert [float(d.y[0]) for d in before_means] == pytest.approx(
         [stats["mean"][0], stats["mean"][1]], abs=1e-5)
-    assert "norm_placement" in build.model_views(state)[0]
+    assert "norm_placement" in build.model_views(state)["arch"]
 
 
 @pytest.mark.parametrize("mode", ["greedy", "sample"])
 def test_a_lockstep_generation_equals_two_separate_generations(mode):
-    state = built("teach-small", state=pinned(built("teach-tiny")))
-    model_a, model_b = pinning.pair_of(state)
+    state = built("teach-small", pinned(built("teach-tiny")))
+    model_a, model_b = models_of(state)
     ids = get_tokenizer().encode(PROMPT)
     kwargs = dict(temperature=0.8 if mode == "sample" else 0.0,
                   top_k=40 if mode == "sample" else None, seed=7 if mode == "sample" else None,
@@ -134,18 +147,17 @@ def test_a_lockstep_generation_equals_two_separate_generations(mode):
     alone = [[s.token_id for s in generate_steps(m, ids, 15, **kwargs)]
              for m in (model_a, model_b)]
     final = generated(state, 15, mode, temperature=0.8, top_k=40, seed=7)[-1]
-    after = final[-1]
-    assert after["gen_ids"] == ids + alone[0] and after["pinned_gen_ids"] == ids + alone[1]
+    gen = state.generation
+    assert gen.ids[0] == ids + alone[0] and gen.ids[1] == ids + alone[1]
     tokenizer = get_tokenizer()
-    assert final[0] == PROMPT + tokenizer.decode(alone[0])
-    assert after["pinned_gen_text"] == PROMPT + tokenizer.decode(alone[1])
-    assert f"part at step {first_parting(*alone) + 1}" in final[2]
-    assert len(re.findall(r"<tr", final[2])) == 15 + 1          # header + one row per step
+    assert final["gen_output"] == PROMPT + tokenizer.decode(alone[0])
+    assert f"part at step {first_parting(*alone) + 1}" in final["history"]
+    assert len(re.findall(r"<tr", final["history"])) == 15 + 1   # header + one row per step
     # Next token continues both, as two separate generations of one more token would
-    text, bars, table, speed, after = generate.next_token(PROMPT, final[0], mode, 0.8, 40, 7,
-                                                          after)
-    for model, got, before in ((model_a, after["gen_ids"], alone[0]),
-                               (model_b, after["pinned_gen_ids"], alone[1])):
+    after = generate.next_token(PROMPT, final["gen_output"], mode, 0.8, 40, 7, state)
+    bars, speed = after["bars"], after["speed"]
+    for model, got, before in ((model_a, state.generation.ids[0], alone[0]),
+                               (model_b, state.generation.ids[1], alone[1])):
         step = next(iter(generate_steps(model, ids + before, 1,
                                         **{**kwargs, "seed": None if mode == "greedy" else
                                            7 + len(ids) + len(before)})))
@@ -178,67 +190,77 @@ def test_a_pair_that_does_not_fit_is_refused_before_anything_is_built(monkeypatc
     monkeypatch.setattr(CACHE, "budget_bytes", need - 1)
     seed = 98765   # a model no other test built
     with pytest.raises(Exception, match=r"together need .* MB"):
-        built("teach-tiny", state=state, seed=seed)
+        built("teach-tiny", state, seed=seed)
     assert CACHE.key(small, seed=seed, device="cpu") not in CACHE
 
 
 def test_views_say_what_is_compared_when_layers_contexts_and_vocabularies_differ():
     # A: teach-tiny (2 layers, context 64), B: teach-small (4 layers, context 128, more vocab)
-    state = built("teach-tiny", state=pinned(built("teach-small", vocab_size=50304)))
-    assert [d[0] for d in compare_configs(state["key"].config,
-                                          state["pinned_key"].config).differences] == [
+    state = built("teach-tiny", pinned(built("teach-small", vocab_size=50304)))
+    assert [d[0] for d in compare_configs(state.keys[0].config,
+                                          state.keys[1].config).differences] == [
         "vocab_size", "context_length", "emb_dim", "n_layers"]
-    assert pinning.names(state) == ("A · 2 layers, emb_dim 64…", "B · 4 layers, emb_dim 128…")
+    assert comparison.names(state) == ("A · 2 layers, emb_dim 64…",
+                                       "B · 4 layers, emb_dim 128…")
     with pytest.raises(Exception, match="model A's context_length is 64"):
         inside.run_trace("word " * 100, state, 0, PAIR, "resid_pre", "std")
-    chips, info, stats_figure, hist, heat, state = traced(state)
+    stats_figure = traced(state)["stats_plot"]
     assert "only B has layers 2–3 (not compared)" in stats_figure.layout.title.subtitle.text
-    speed = generated(state, 3)[-1][3]
+    speed = generated(state, 3)[-1]["speed"]
     assert "context: A 64 tokens, B 128" in speed
     assert "vocabularies of 50,257 and 50,304 entries" in speed
-    att, grid, entropy, state = attention.attention_views(state, 1, "mean")
+    entropy = attention.attention_views(state, 1, "mean")["entropy_plot"]
     assert "A has 2 layers × 4 heads, B 4 × 4" in entropy.layout.title.subtitle.text
-    figure = activations.activation_view(-4, 4, ["gelu"], False, 1, state)
+    figure = activations.activation_view(-4, 4, ["gelu"], False, 1, state)["act_plot"]
     assert sum(d.type == "bar" for d in figure.data) == 2
 
 
 def test_bar_updates_stay_within_2_kb_per_model():
-    state = built("teach-small", state=pinned(built("teach-tiny")))
+    state = built("teach-small", pinned(built("teach-tiny")))
+    sent = ""
     for update in generated(state, 12):
-        for side in update[-1]["gen_bars"]:
-            assert len(_side(side, "#000000").encode()) <= 2000
-        assert len(update[1].encode()) <= 2 * 2000
+        for side in state.generation.bars:
+            assert len(next_token_bars_html([side]).encode()) <= 2000
+        # what the update adds to the last one (an appended string travels as its new part)
+        bars = update["bars"]
+        new = bars[len(sent):] if bars.startswith(sent) else bars
+        assert len(new.encode()) <= 2 * 2000 + 200
+        sent = bars
 
 
 def test_compare_handlers_ask_zero_gpu_for_both_models():
-    state = {"key": ModelKey(PRESETS["gpt2-small"], 1, "cpu", "float32")}
-    both = {**state, "pinned_key": ModelKey(PRESETS["gpt2-medium"], 1, "cpu", "float32")}
+    a = ModelKey(PRESETS["gpt2-small"], 1, "cpu", "float32")
+    b = ModelKey(PRESETS["gpt2-medium"], 1, "cpu", "float32")
+    one = types.SimpleNamespace(keys=(a,))
+    both = types.SimpleNamespace(keys=(a, b))
     for estimate in (gpu.forward_seconds, gpu.generate_seconds):
         arguments = {"prompt": PROMPT, "max_new_tokens": 20}
-        assert estimate({**arguments, "state": both}) > estimate({**arguments, "state": state})
+        assert estimate({**arguments, "session": both}) > estimate({**arguments,
+                                                                    "session": one})
 
 
 def test_unpinning_keeps_model_a_and_forgets_b_and_its_results():
-    state = built("teach-small", state=pinned(built("teach-tiny")))
-    *_, state = traced(state)
-    status, *_, note, state = pin.unpin_model(state, REQUEST)
-    assert not pinning.comparing(state) and "Compared with" not in status
-    assert state["key"].config == PRESETS["teach-small"] and "trace" not in state
-    assert traced(state)[2].layout.title.text == "<b>Statistics across layers</b>"
+    state = built("teach-small", pinned(built("teach-tiny")))
+    traced(state)
+    status = pin.unpin_model(state, REQUEST)["status"]
+    assert not state.comparing and "Compared with" not in status
+    assert state.keys[0].config == PRESETS["teach-small"] and state.traces == ()
+    assert traced(state)["stats_plot"].layout.title.text == "<b>Statistics across layers</b>"
 
 
 def test_a_pinned_trained_model_is_held_for_the_session_until_unpinned():
-    from explorer.runtime.cache import WeightsSource
+    from explorer.runtime.sources import WeightsSource
     from explorer.runtime.build import build_model
     model = build_model(PRESETS["teach-tiny"], seed=5, device="cpu")
     key = ModelKey(PRESETS["teach-tiny"], None, "cpu", "float32",
                    WeightsSource.trained("trained 1 step on test"))
     CACHE.hold("test-compare", key, model)
     try:
-        state = pinned({"key": key, "status": {"kind": "trained", "variant": "pre-LN (book)",
-                                               "source": "x"}})
+        from explorer.app.session import Made, Model
+        state = pinned(Session(models=(Model(key, Made("trained", "pre-LN (book)",
+                                                       caption="x")),)))
         CACHE.release("test-compare")           # "Use this model" of another variant, say
-        assert pinning.pair_of(state)[1] is model
+        assert models_of(state)[1] is model
         pin.unpin_model(state, REQUEST)
         assert key not in CACHE
     finally:
@@ -254,7 +276,7 @@ def test_the_pair_budget_message_reads_in_chinese():
         cache.check_together([ModelKey(PRESETS["teach-tiny"], 1, "cpu", "float32"),
                               ModelKey(PRESETS["teach-small"], 1, "cpu", "float32")])
     with prefs.using(prefs.Prefs(lang="zh")):
-        chinese = translate(str(refused.value))
+        chinese = say(refused.value)
     assert chinese != str(refused.value) and "MB" in chinese
 
 
@@ -276,12 +298,12 @@ def test_the_same_endpoints_serve_a_comparison_through_the_api():
         c = local_client(url)
         c.predict(**build_args("teach-small"))
         status, arch, *_ = c.predict(api_name="/pin_model")
-        assert "Compared with **B (pinned)**" in status and "the same model" in arch
+        assert "Compared with **B**" in status and "the same model" in arch
         status, arch = c.predict(**build_args("teach-tiny"))[:2]
-        assert "Compared with **B (pinned)**: teach-small" in status and "n_layers" in arch
+        assert "Compared with **B**: teach-small" in status and "n_layers" in arch
         chips, info, stats, hist, heat = c.predict(PROMPT, 1, PAIR, "resid_pre", "std",
                                                    api_name="/trace")
-        assert "(A) and" in info
+        assert "(A) · traced in" in info and "(B)" in info
         for figure in (stats, hist, heat):
             assert "A and B" in json.loads(figure["plot"])["layout"]["title"]["text"]
         att, grid, entropy = c.predict(1, "mean", api_name="/attention")
@@ -311,7 +333,7 @@ def test_the_same_endpoints_serve_a_comparison_through_the_api():
 
 
 def test_a_prompt_beyond_bs_vocabulary_names_model_b():
-    state = built("teach-tiny", state=pinned(built("teach-tiny", vocab_size=1000)))
+    state = built("teach-tiny", pinned(built("teach-tiny", vocab_size=1000)))
     for call in (lambda: traced(state), lambda: generated(state, 2),
                  lambda: generate.logit_lens(PROMPT, state)):
         with pytest.raises(Exception, match=r"model B's vocab_size is 1,000"):

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from explorer.book.config import (
     ACTIVATIONS,
+    GPT2_BY_REPO,
+    GPT2_SIZES,
     GPT_CONFIG_124M,
     NORM_PLACEMENTS,
     POS_ENCODINGS,
@@ -57,6 +59,18 @@ def test_qkv_bias_adds_three_biases_per_block():
 ])
 def test_larger_gpt2_presets_match_book_exercise(name, total):
     assert count_parameters(get_preset(name)).total == total
+
+
+def test_gpt2_sizes_are_one_table_and_the_presets_follow_it():
+    """Each of OpenAI's four sizes once: its preset (GPT-2 small is the book's dict), its hub
+    repository and its name on the page."""
+    assert list(GPT2_SIZES) == ["gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl"]
+    assert [n for n in PRESETS if n.startswith("gpt2-")] == list(GPT2_SIZES)
+    assert PRESETS["gpt2-small"] == GPTConfig.from_dict(GPT_CONFIG_124M)
+    for name, size in GPT2_SIZES.items():
+        assert PRESETS[name] == size.config() and GPT2_BY_REPO[size.repo_id] is size
+        assert size.page_name == f"GPT-2 {size.short if size.short != 'xl' else 'XL'}"
+    assert GPT2_SIZES["gpt2-small"].repo_id == "openai-community/gpt2"
 
 
 def test_memory_halves_in_16_bit():

@@ -5,7 +5,8 @@ import gradio as gr
 import pytest
 
 from explorer.runtime import heap
-from explorer.app import shared
+from explorer.app.handlers import handler
+from explorer.book.errors import ExplorerError
 
 
 def test_glibc_settings_apply_on_linux():
@@ -23,19 +24,20 @@ def trims(monkeypatch):
 
 
 def test_every_handler_trims_the_heap_when_done_even_after_an_error(trims):
-    ok = shared.friendly(lambda: "done")
-    assert ok() == "done" and len(trims) == 1
+    ok = handler(outputs=("x",))(lambda: {"x": "done"})
+    assert ok() == {"x": "done"} and len(trims) == 1
 
     def broken():
-        raise ValueError("bad input")
+        raise ExplorerError("test.bad", "bad input")
     with pytest.raises(gr.Error, match="bad input"):
-        shared.friendly(broken)()
+        handler(outputs=())(broken)()
     assert len(trims) == 2
 
 
 def test_a_streaming_handler_trims_once_at_its_end_not_per_update(trims):
     def stream():
-        yield from range(5)
-    updates = shared.friendly(stream)()
-    assert next(updates) == 0 and trims == []
-    assert list(updates) == [1, 2, 3, 4] and len(trims) == 1
+        for i in range(5):
+            yield {"n": i}
+    updates = handler(outputs=("n",))(stream)()
+    assert next(updates) == {"n": 0} and trims == []
+    assert [u["n"] for u in updates] == [1, 2, 3, 4] and len(trims) == 1

@@ -1,559 +1,174 @@
-"""The Chinese catalogues are complete and well formed.
-
-- ``ZH_UI``: every text of ``explorer/app`` that goes through ``t()`` or ``label()`` (found in
-  the source with ``ast``: the constant arguments, and the tables of names that reach them
-  through a variable, ``indirect()`` below), and every message the app raises as a ValueError.
-- ``ZH_CORE``: every message the core (``book``, ``probes``, ``runtime``, ``native``) raises as
-  a ValueError, and the texts of the core that the page shows (``PAGE_TEXTS``), each keyed by
-  its f-string as written in the source (``template``): a changed message fails the test.
-- ``ZH_SHARE``: the share and walk views' texts, the app's and the core's (their own file, so
-  that branches merge cleanly); each counts as a ZH_UI or ZH_CORE entry above.
-- Each Chinese text has exactly its key's ``{fields}``, is not empty and is not the English.
-- ``translate()`` turns real core errors into Chinese with their numbers, and every message of
-  the bad-input catalogue (``tests/bad_inputs.py``) comes out in Chinese.
-"""
-from __future__ import annotations
-
+"""The page in every language of its catalogues (``explorer/app/i18n``): each text is written
+once, in English, with a stable id, where it is made; each catalogue (``zh.json``) says every
+id with the same fields; nothing translates rendered English back; the languages are the
+files present. The texts are read from the source (``i18n.texts``), so a new one without a
+translation, a stale entry or a renamed field fails here."""
 import ast
-import importlib
-import inspect
 import re
-from pathlib import Path
+import string
+import time
 
 import pytest
 import torch
+from markdown_it import MarkdownIt
 
+from bad_inputs import CASES
 from explorer.app import i18n, prefs
-from explorer.app.i18n.zh_compare import SAME_IN_CHINESE_COMPARE, ZH_COMPARE
-from explorer.app.i18n.zh_core import FILLED_IN, ZH_CORE
-from explorer.app.i18n.zh_share import ZH_SHARE
-from explorer.app.i18n.zh_ui import SAME_IN_CHINESE, ZH_UI
+from explorer.app.i18n.texts import PACKAGE, fields_of, source_texts
+from explorer.app.languages import CATALOGUES, FOLDER, LANGUAGES, messages
+from explorer.book.errors import ExplorerError, Message
+from test_bad_inputs import Env, run_bounded
 
-# The share and compare views' texts have their own catalogues: an app text is in ZH_UI,
-# ZH_SHARE or ZH_COMPARE, a core message in ZH_CORE, ZH_SHARE or ZH_COMPARE.
-APP_ZH = {**ZH_UI, **ZH_SHARE, **ZH_COMPARE}
-SAME = (*SAME_IN_CHINESE, *SAME_IN_CHINESE_COMPARE)
-
-from test_bad_inputs import PY_CASES, Env, run_bounded
-
-ROOT = Path(__file__).resolve().parents[1]
-APP = ROOT / "explorer" / "app"
-CORE_WINGS = ("book", "probes", "runtime", "native")
 CJK = re.compile(r"[\u3400-\u9fff]")
-FIELD = re.compile(r"\{([^{}]+)\}")        # as explorer.app.i18n reads a key's fields
-ZH = "zh"
+ZH = prefs.Prefs("zh")
+TEXTS = source_texts()
+ZH_MESSAGES = messages("zh")
+# Texts the same in Chinese: the book's config keys and code names, numbers and names.
+SAME = re.compile(r"^[\s\W\d]*$|^[A-Za-z_][\w]*$|^[A-Za-z_\-·{}:,.!%() ×0-9]*$")
+
+
+def _zh(message) -> str:
+    with prefs.using(ZH):
+        return i18n.say(message)
 
 
 # ---------------------------------------------------------------------------------------------
-# Keys from the source
-_CONVERSION = {-1: "", ord("r"): "!r", ord("s"): "!s", ord("a"): "!a"}
+# The catalogues against the source
+def test_the_languages_are_the_catalogue_files_present():
+    files = sorted(p.stem for p in FOLDER.glob("*.json"))
+    assert list(LANGUAGES) == ["en", *files] and "zh" in files
+    for code in files:
+        language = CATALOGUES[code]["language"]
+        assert language["name"] and language["locale"]
 
 
-def template(node) -> list[str] | None:
-    """The catalogue keys an expression makes (None: it makes no text).
-
-    A string is itself; an f-string is its text with each field as ``ast.unparse`` spells its
-    expression (plus ``!r`` and ``:spec``); implicitly concatenated f-strings are one f-string.
-    A conditional whose branches are texts (around a text, or as one of an f-string's fields)
-    gives one key per branch; ``a + b`` joins the keys of both sides (a side that is no text
-    becomes a field)."""
-    if isinstance(node, ast.Constant):
-        return [node.value] if isinstance(node.value, str) else None
-    if isinstance(node, ast.JoinedStr):
-        keys = [""]
-        for part in node.values:
-            if isinstance(part, ast.Constant):
-                pieces = [part.value]
-            else:
-                pieces = (template(part.value) if isinstance(part.value, ast.IfExp)
-                          and part.conversion == -1 and part.format_spec is None else None)
-                if pieces is None:
-                    spec = "" if part.format_spec is None else ":" + template(part.format_spec)[0]
-                    pieces = ["{" + ast.unparse(part.value) + _CONVERSION[part.conversion]
-                              + spec + "}"]
-            keys = [key + piece for key in keys for piece in pieces]
-        return keys
-    if isinstance(node, ast.IfExp):
-        body, orelse = template(node.body), template(node.orelse)
-        return None if body is None or orelse is None else body + orelse
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = template(node.left), template(node.right)
-        if left is None and right is None:
-            return None
-        left = left if left is not None else ["{" + ast.unparse(node.left) + "}"]
-        right = right if right is not None else ["{" + ast.unparse(node.right) + "}"]
-        return [a + b for a in left for b in right]
-    return None
+def test_there_are_many_texts_and_every_id_is_a_short_stable_name():
+    assert len(TEXTS) > 700
+    for id_ in TEXTS:
+        assert re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z0-9_]+)+", id_) and len(id_) <= 48, id_
 
 
-def _texts(node) -> list[str]:
-    """``template`` of an expression, of each operand of ``a or b`` and of each item of a
-    list; no empty texts."""
-    if isinstance(node, ast.BoolOp):
-        return [k for value in node.values for k in _texts(value)]
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [k for item in node.elts for k in _texts(item)]
-    return [k for k in template(node) or [] if k]
+def test_every_text_of_the_source_has_a_chinese_entry_with_its_fields():
+    missing = [f"{where}: {id_}: {text!r}" for id_, (text, where) in TEXTS.items()
+               if id_ not in ZH_MESSAGES]
+    assert not missing, "\n".join(missing)
+    wrong = [f"{id_}: {sorted(fields_of(ZH_MESSAGES[id_]))} instead of "
+             f"{sorted(fields_of(text))}" for id_, (text, _) in TEXTS.items()
+             if fields_of(ZH_MESSAGES[id_]) != fields_of(text)]
+    assert not wrong, "\n".join(wrong)
 
 
-def _files(folder: Path):
-    return sorted(p for p in folder.rglob("*.py") if "i18n" not in p.parts)
+def test_no_stale_entries():
+    stale = [id_ for id_ in ZH_MESSAGES if id_ not in TEXTS]
+    assert not stale, stale
 
 
-def _module(path: Path):
-    return importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
-
-
-def _call_name(node) -> str | None:
-    func = node.func
-    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-
-
-def _functions(tree, names) -> list[ast.FunctionDef]:
-    return [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name in names]
-
-
-def _raised_values(tree):
-    """(node, message expression) of every ``raise ValueError(message, ...)``."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) \
-                and _call_name(node.exc) == "ValueError" and node.exc.args:
-            yield node, node.exc.args[0]
-
-
-# --- the core --------------------------------------------------------------------------------
-# Functions that make a message which the core then raises (``raise ValueError(problem)``).
-MESSAGE_MAKERS = {"_head_message", "_offline_message", "describe_differences"}
-# Functions whose texts the page shows: what they return, the ``message``/``note`` they set,
-# what they append to a list of notes (file -> functions).
-PAGE_TEXTS = {
-    "runtime/cache.py": {"caption"},                    # WeightsSource.caption
-    "native/__init__.py": {"decoding_label"},
-    "probes/tracing.py": {"trace"},                     # Trace.notes
-    "runtime/weights.py": {"_guess_heads", "_infer_book_config"},   # FileInfo.assumptions
-    "book/config.py": {"notes"},                        # ParameterCount.notes()
-    "runtime/training.py": {"_train_step", "_evaluate", "_finish", "cancel", "_work",
-                            "weights_source"},          # job.message, run.note, weights source
-}
-# Functions whose plain-text variables are the values of a message's fields ({advice}, {why}):
-# translated by ``translate`` as catalogue entries of their own.
-FIELD_TEXTS = {"runtime/cache.py": {"check_budget"}, "runtime/weights.py": {"_offline_message"}}
-# ``progress(fraction, text)``: the core's reports while it downloads, converts or checks a
-# checkpoint (the Build tab's progress bar).
-PROGRESS = "progress"
-
-
-def _page_texts(function) -> list[str]:
-    keys = []
-    for node in ast.walk(function):
-        if isinstance(node, ast.Return) and node.value is not None:
-            keys += _texts(node.value)
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                pairs = (zip(target.elts, node.value.elts)
-                         if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
-                         else [(target, node.value)])
-                keys += [k for t, v in pairs if isinstance(t, ast.Attribute)
-                         and t.attr in ("message", "note") for k in _texts(v)]
-        elif isinstance(node, ast.Call) and _call_name(node) == "append" and node.args:
-            keys += _texts(node.args[0])
-    return keys
-
-
-def _field_texts(function) -> list[str]:
-    return [k for node in ast.walk(function) if isinstance(node, ast.Assign)
-            and all(isinstance(t, ast.Name) for t in node.targets)
-            for k in _texts(node.value) if "{" not in k]
-
-
-def core_keys() -> tuple[dict[str, str], list[str]]:
-    """(key -> where, the raises whose message no rule above derives)."""
-    keys, unknown = {}, []
-    for wing in CORE_WINGS:
-        for path in _files(ROOT / "explorer" / wing):
-            rel = path.relative_to(ROOT / "explorer").as_posix()
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            made_by = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                       and isinstance(node.value, ast.Call)
-                       and _call_name(node.value) in MESSAGE_MAKERS
-                       for t in node.targets if isinstance(t, ast.Name)}
-            for node, message in _raised_values(tree):
-                found = template(message)
-                if found is None and not (
-                        isinstance(message, ast.Call) and _call_name(message) in MESSAGE_MAKERS
-                        or isinstance(message, ast.Name) and message.id in made_by):
-                    unknown.append(f"{rel}:{node.lineno}: {ast.unparse(message)}")
-                for key in found or []:
-                    keys.setdefault(key, f"{rel}:{node.lineno}")
-            for function in _functions(tree, MESSAGE_MAKERS):
-                for node in ast.walk(function):
-                    if isinstance(node, ast.Return) and node.value is not None:
-                        for key in _texts(node.value):
-                            keys.setdefault(key, f"{rel}:{node.lineno} ({function.name})")
-            for function in _functions(tree, PAGE_TEXTS.get(rel, ())):
-                for key in _page_texts(function):
-                    keys.setdefault(key, f"{rel} ({function.name})")
-            for function in _functions(tree, FIELD_TEXTS.get(rel, ())):
-                for key in _field_texts(function):
-                    keys.setdefault(key, f"{rel} ({function.name}, a field's value)")
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and _call_name(node) == PROGRESS \
-                        and len(node.args) > 1:
-                    for key in _texts(node.args[1]):
-                        keys.setdefault(key, f"{rel}:{node.lineno} (progress)")
-    return keys, unknown
-
-
-# --- the app ---------------------------------------------------------------------------------
-AS_NAMED = ("as_int", "as_number", "as_choice", "as_choices", "as_flag")   # they pass t(name)
-
-
-def _leaves(node) -> list[str] | None:
-    """The texts an argument can be, where the source spells them out: a constant, a
-    concatenation, ``a or "b"``, ``x if c else y``, ``{...}[key]`` (None: it cannot tell)."""
-    if isinstance(node, ast.BoolOp):
-        parts = [_leaves(v) for v in node.values]
-        return None if None in parts else [k for p in parts for k in p]
-    if isinstance(node, ast.IfExp):
-        a, b = _leaves(node.body), _leaves(node.orelse)
-        return None if a is None or b is None else a + b
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict):
-        return [k for v in node.value.values for k in (_leaves(v) or [])] or None
-    if isinstance(node, ast.JoinedStr):
-        return None
-    return template(node)
-
-
-def _evaluated(node, module) -> str | None:
-    """The argument's value from the module's own names (``NO_MODEL_NOTE``,
-    ``f"Variants (two to {MAX_VARIANTS})"``, ``BUILD_BUTTON["random"]``), or None. Only
-    names, subscripts and f-strings are evaluated: never a call."""
-    if any(isinstance(n, (ast.Call, ast.Lambda, ast.NamedExpr)) for n in ast.walk(node)):
-        return None
+def test_one_id_says_one_text():
+    """``source_texts`` refuses an id with two English texts; it finds them all."""
+    probe = PACKAGE / "app" / "_one_text_probe.py"
+    probe.write_text('t("probe.x", "one")\nt("probe.x", "two")\n')
     try:
-        value = eval(compile(ast.Expression(node), "<arg>", "eval"), vars(module))  # noqa: S307
-    except Exception:  # noqa: BLE001 - a name that only a call has
-        return None
-    return value if isinstance(value, str) else None
+        with pytest.raises(ValueError, match="probe.x has two texts"):
+            source_texts()
+    finally:
+        probe.unlink()
 
 
-def _string_constants(path: str, function: str) -> list[str]:
-    """The string constants in the ``for`` headers of one app function (the names and
-    wanted values that ``_generation_args`` loops over)."""
-    tree = ast.parse((APP / path).read_text(encoding="utf-8"))
-    return [c.value for f in _functions(tree, {function}) for node in ast.walk(f)
-            if isinstance(node, ast.For) for c in ast.walk(node.iter)
-            if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+def test_every_label_of_the_page_is_a_text_of_the_source():
+    """What the browser translates (every widget's label) is found in the source, so that the
+    catalogue check above covers it."""
+    from explorer.app.layout import build_app
+    build_app()
+    unknown = [id_ for id_ in i18n._BROWSER["en"] if id_ not in TEXTS]
+    assert not unknown, unknown
+    assert len(i18n._BROWSER["en"]) > 100
 
 
-def _outcomes(node) -> list[str]:
-    """The texts that ``a if c else b`` (nested) can give, where its branches are texts."""
-    if isinstance(node, ast.IfExp):
-        return _outcomes(node.body) + _outcomes(node.orelse)
-    return [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
-
-
-def _keyword_texts(path: str, keyword: str) -> list[str]:
-    """The texts given as ``keyword=`` in one app file."""
-    tree = ast.parse((APP / path).read_text(encoding="utf-8"))
-    return [k for node in ast.walk(tree) if isinstance(node, ast.keyword)
-            and node.arg == keyword for k in _outcomes(node.value)]
-
-
-def _assigned_texts(path: str, function: str) -> list[str]:
-    tree = ast.parse((APP / path).read_text(encoding="utf-8"))
-    return [k for f in _functions(tree, {function}) for node in ast.walk(f)
-            if isinstance(node, ast.Assign) for k in _texts(node.value)]
-
-
-def _first_args(function: str) -> list[str]:
-    """The constant first arguments of every call of ``function`` in the app."""
-    return [k for node in _all_calls(function) if node.args
-            for k in (template(node.args[0]) or [])]
-
-
-def indirect() -> dict[tuple[str, str], list[str]]:
-    """Every ``t(x)`` / ``label(x)`` whose ``x`` is a variable: (file, expression) -> the texts
-    it can be, from the tables the app imports. A new such call must be added here."""
-    from explorer.app import pinning, share, shared
-    from explorer.app.plots import compare_stats, statistics, training as training_plots
-    from explorer.app.tabs import attention, build, generate, inside, train
-    from explorer.book import probe_points, stages
-    from explorer.probes.stages import WALK_STATS
-    from explorer.book.config import PRESETS, count_parameters
-    from explorer.book.curves import ACTIVATION_LABELS
-    from explorer.book.probe_points import POINT_LABELS
-    from explorer.runtime import training
-
-    breakdown = list(count_parameters(PRESETS["teach-tiny"]).breakdown())
-    variants = list(training.VARIANT_CHOICES)
-    corpora = [training.DEFAULT_CORPUS_NAME,
-               inspect.signature(training.corpus_from_text).parameters["name"].default]
-    as_named = [k for name in AS_NAMED for node in _all_calls(name) if len(node.args) > 1
-                for k in (template(node.args[1]) or [])]
-    knob_fields = [k.field for k in build.KNOB_TABLE if k.kind == "int"]   # as_int(v, field)
-    with prefs.using(prefs.Prefs("en")):
-        kinds = [shared._kind(v) for v in ([], {}, "", True, None)]
-    return {
-        ("plots/labels.py", "POINT_LABELS[point]"): list(POINT_LABELS.values()),
-        ("plots/model.py", "name"): breakdown,
-        ("plots/model.py", "ACTIVATION_LABELS[cfg.activation]"): list(ACTIVATION_LABELS.values()),
-        ("plots/curves.py", "f['label']"): list(ACTIVATION_LABELS.values()),
-        ("plots/statistics.py", "STAT_TITLES[stat]"): list(statistics.STAT_TITLES.values()),
-        ("plots/training.py", "run.label"): variants,
-        ("plots/training.py", "r.label"): variants,
-        ("plots/training.py", "h"): list(training_plots.TABLE_HEADERS),
-        ("plots/training.py", "STATUS_WORDS.get(view.status, view.status)"):
-            list(training_plots.STATUS_WORDS.values()),
-        ("plots/training.py", "view.corpus"): corpora,
-        ("shared.py", "info['what']"): _keyword_texts("tabs/build.py", "what"),
-        ("shared.py", "info['variant']"): variants,
-        ("shared.py", "kind"): kinds,
-        ("shared.py", "name"): as_named + knob_fields,
-        ("shared.py", "text"): _first_args("layer_slider"),
-        ("tabs/attention.py", "title"): list(attention.HINTS),
-        ("tabs/build.py", "name"): breakdown + list(build.WEIGHTS_CHOICES.values()),
-        ("tabs/build.py", "h"): list(build.PARAMETER_HEADERS),
-        ("tabs/build.py", "self.label"): [k.label for k in build.KNOB_TABLE],
-        ("tabs/build.py", "self.info"): [k.info for k in build.KNOB_TABLE if k.info],
-        ("tabs/build.py", "self.accepts or 'a value'"):
-            ["a value"] + [k.accepts for k in build.KNOB_TABLE if k.accepts],
-        ("tabs/build.py", "BUILD_BUTTON[choice]"): list(build.BUILD_BUTTON.values()),
-        ("tabs/generate.py", "m"): list(generate.DECODING),
-        ("tabs/generate.py", "name"): _string_constants("tabs/generate.py", "_generation_args"),
-        ("tabs/generate.py", "wanted"): _string_constants("tabs/generate.py", "_generation_args"),
-        ("tabs/inside.py", "title"): list(inside.HINTS),
-        ("tabs/inside.py", "name"): list(inside.HIST_PAIRS),
-        ("tabs/train.py", "v"): variants,
-        ("tabs/train.py", "name"): variants,
-        ("tabs/train.py", "d"): list(train.DATA_CHOICES),
-        # the share and walk views
-        ("share_view.py", "problem.text"): _problem_texts(),
-        ("share_view.py", "value"): [what for _, what in share._SYNTAX.values()],
-        ("plots/walk.py", "title_of(stage, cfg)"):
-            [s.title for s in stages.STAGES] + list(stages._POST_LN_TITLES.values()),
-        ("plots/walk.py", "s"): ["probe point", "shape", *WALK_STATS],
-        ("plots/walk.py", "POINTS_BY_NAME[p.point].where"):
-            [p.where for p in probe_points.PROBE_POINTS if p.scope != "attention"],
-        # the compare views
-        ("pinning.py", "SHORT[field][value]"):
-            [x for names in pinning.SHORT.values() for x in names.values()],
-        ("pinning.py", "SHORT_NUMBERS[field]"): list(pinning.SHORT_NUMBERS.values()),
-        ("plots/compare_model.py", "c"): breakdown,
-        ("plots/compare_stats.py", "NORM_ROLE[p]"): list(compare_stats.NORM_ROLE.values()),
-        ("plots/compare_stats.py", "STAT_TITLES[stat]"): list(statistics.STAT_TITLES.values()),
-        ("shared.py", "what"): _keyword_texts("tabs/build.py", "what") + variants,
-        ("tabs/generate.py", "h"): list(generate.HISTORY_HEADERS) + list(generate.PAIR_HEADERS),
-    }
-
-
-def _problem_texts() -> list[str]:
-    """What a link opened could not use (explorer/app/share.py: ``Problem(text, ...)``)."""
-    return [k for node in ast.walk(ast.parse((APP / "share.py").read_text(encoding="utf-8")))
-            if isinstance(node, ast.Call) and _call_name(node) == "Problem" and node.args
-            for k in template(node.args[0]) or []]
-
-
-def _all_calls(name):
-    for path in _files(APP):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and _call_name(node) == name:
-                yield node
-
-
-# Texts the app makes without t() and hands to translate() (a trained model's weights caption).
-def _other_app_texts() -> list[str]:
-    return _assigned_texts("tabs/train.py", "trained_caption")
-
-
-def ui_keys() -> tuple[dict[str, str], list[str]]:
-    """(key -> where, the t()/label() calls whose argument neither the source nor
-    ``indirect()`` says)."""
-    tables = indirect()
-    keys, unknown = {}, []
-    for path in _files(APP):
-        rel = path.relative_to(APP).as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        module = _module(path)
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and _call_name(node) in ("t", "label")
-                    and node.args):
-                continue
-            arg = node.args[0]
-            value = _evaluated(arg, module) if not isinstance(arg, ast.Constant) else None
-            found = [value] if value is not None else _leaves(arg)
-            if found is None:
-                found = tables.get((rel, ast.unparse(arg)))
-                if found is None:
-                    unknown.append(f"{rel}:{node.lineno}: {_call_name(node)}"
-                                   f"({ast.unparse(arg)})")
-                    continue
-            for key in found:
-                keys.setdefault(key, f"{rel}:{node.lineno}")
-        for node, message in _raised_values(tree):
-            for key in template(message) or []:
-                keys.setdefault(key, f"{rel}:{node.lineno} (raised)")
-    for key in _other_app_texts():
-        keys.setdefault(key, "tabs/train.py (trained_caption)")
-    return keys, unknown
-
-
-@pytest.fixture(scope="module")
-def ui():
-    return ui_keys()
-
-
-@pytest.fixture(scope="module")
-def core():
-    return core_keys()
+def test_no_raise_of_a_bare_value_error_for_input_in_the_core():
+    bare = []
+    for wing in ("book", "probes", "runtime", "native"):
+        for path in sorted((PACKAGE / wing).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
+                        and getattr(node.exc.func, "id", None) == "ValueError"):
+                    bare.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not bare, bare
 
 
 # ---------------------------------------------------------------------------------------------
-# Completeness
-def test_every_app_text_passed_to_t_or_label_is_found(ui):
-    _, unknown = ui
-    assert not unknown, ("t()/label() of a variable that INDIRECT does not list; add the table "
-                         "its values come from:\n" + "\n".join(unknown))
-
-
-def test_every_app_text_has_a_chinese_entry(ui):
-    keys, _ = ui
-    missing = [f"{where}: {key!r}" for key, where in keys.items()
-               if key not in APP_ZH and key not in SAME]
-    assert not missing, "not in ZH_UI (or ZH_SHARE, ZH_COMPARE):\n" + "\n".join(missing)
-
-
-def test_every_indirect_table_entry_has_a_chinese_entry():
-    missing = [f"{where}: {key!r}" for where, table in indirect().items() for key in table
-               if key not in APP_ZH and key not in SAME]
-    assert not missing, "not in ZH_UI:\n" + "\n".join(map(str, missing))
-
-
-def test_no_stale_app_entries(ui):
-    """Every entry of ZH_UI (and SAME_IN_CHINESE) is a text the app has now: an English text
-    that changed leaves no orphan behind."""
-    keys, _ = ui
-    stale = [key for key in [*ZH_UI, *SAME] if key not in keys]
-    assert not stale, "not in explorer/app any more:\n" + "\n".join(map(repr, stale))
-    assert not set(SAME) & set(APP_ZH)
-
-
-def test_no_stale_compare_entries(ui, core):
-    """Every entry of ZH_COMPARE is a text of the app or a message of the core, and a new one:
-    a text that ZH_UI or ZH_CORE has already is translated there, once."""
-    stale = [key for key in ZH_COMPARE if key not in ui[0] and key not in core[0]]
-    assert not stale, "not in explorer any more:\n" + "\n".join(map(repr, stale))
-    assert not set(ZH_COMPARE) & (set(ZH_UI) | set(ZH_CORE) | set(ZH_SHARE)
-                                  | set(SAME_IN_CHINESE))
-
-
-def test_no_stale_share_entries_and_none_said_twice(ui, core):
-    """ZH_SHARE holds texts the app or the core has now, and none that ZH_UI or ZH_CORE
-    already translates (one translation of each text)."""
-    known = {**ui[0], **core[0]}
-    stale = [key for key in ZH_SHARE if key not in known]
-    assert not stale, "not in explorer/ any more:\n" + "\n".join(map(repr, stale))
-    assert not set(ZH_SHARE) & (set(ZH_UI) | set(ZH_CORE) | set(SAME_IN_CHINESE))
-
-
-def test_every_core_message_is_derived(core):
-    _, unknown = core
-    assert not unknown, ("a raise whose message is built in a way the test cannot read; add its "
-                         "maker to MESSAGE_MAKERS:\n" + "\n".join(unknown))
-
-
-def test_every_core_message_has_a_chinese_entry(core):
-    keys, _ = core
-    missing = [f"{where}: {key!r}" for key, where in keys.items()
-               if key not in ZH_CORE and key not in ZH_SHARE and key not in ZH_COMPARE]
-    assert not missing, "not in ZH_CORE (or ZH_SHARE, ZH_COMPARE):\n" + "\n".join(missing)
-
-
-def test_no_stale_core_entries(core):
-    """Every entry of ZH_CORE is a message the core has now, or one of FILLED_IN: a message's
-    filled-in variants (a field that holds a sentence of its own, such as "Did you mean")."""
-    keys, _ = core
-    stale = [key for key in ZH_CORE if key not in keys and key not in FILLED_IN]
-    assert not stale, "not in the core any more:\n" + "\n".join(map(repr, stale))
-    assert not set(FILLED_IN) & set(keys), "a FILLED_IN key is the source's own"
-    assert set(FILLED_IN) <= set(ZH_CORE)
-
-
-# ---------------------------------------------------------------------------------------------
-# Form
-CATALOGUES = {"ZH_UI": ZH_UI, "ZH_CORE": ZH_CORE, "ZH_SHARE": ZH_SHARE,
-              "ZH_COMPARE": ZH_COMPARE}
-ENTRIES = [(name, key) for name, catalogue in CATALOGUES.items() for key in catalogue]
-
-
-def _fields(text: str) -> list[str]:
-    return sorted(set(FIELD.findall(text)))
-
-
-def test_each_chinese_text_has_its_keys_fields_and_is_translated():
+# The Chinese texts
+def test_each_chinese_text_is_a_template_and_chinese_where_the_english_has_words():
     bad = []
-    for name, catalogue in CATALOGUES.items():
-        for key, chinese in catalogue.items():
-            if not isinstance(chinese, str) or not chinese.strip():
-                bad.append(f"{name}: empty: {key!r}")
-            elif chinese == key:
-                bad.append(f"{name}: not translated: {key!r}")
-            elif _fields(chinese) != _fields(key):
-                bad.append(f"{name}: fields {_fields(chinese)} instead of {_fields(key)}: "
-                           f"{key!r}")
-            elif not CJK.search(chinese) and any(c.isalnum() for c in key):
-                # (punctuation alone, such as ", ", becomes full-width punctuation)
-                bad.append(f"{name}: no Chinese in {chinese!r} ({key!r})")
+    for id_, (english, _) in TEXTS.items():
+        chinese = ZH_MESSAGES[id_]
+        try:
+            list(string.Formatter().parse(chinese))
+        except ValueError as error:
+            bad.append(f"{id_}: not a template ({error}): {chinese!r}")
+            continue
+        words = "".join(text for text, *_ in string.Formatter().parse(english))
+        if not chinese.strip():
+            bad.append(f"{id_}: empty")
+        elif not CJK.search(chinese) and re.search(r"[a-z]{3,} [a-z]{3,}", words):
+            bad.append(f"{id_}: no Chinese in {chinese!r} ({english!r})")
     assert not bad, "\n".join(bad)
 
 
-def test_chinese_texts_keep_braces_for_fields_only_and_no_apostrophes_for_the_browser():
-    """A brace outside a field would break str.format (t) and ICU MessageFormat (the browser);
-    an apostrophe in a label quotes text in ICU MessageFormat."""
-    bad = []
-    for name, catalogue in CATALOGUES.items():
-        for key, chinese in catalogue.items():
-            if FIELD.sub("", chinese).count("{") or FIELD.sub("", chinese).count("}"):
-                bad.append(f"{name}: a stray brace: {chinese!r}")
-            if "{" not in key and "'" in chinese:
-                bad.append(f"{name}: an apostrophe in a browser label: {chinese!r}")
+def test_labels_have_no_stray_braces_or_apostrophes_for_the_browser():
+    """The browser formats a label with ICU MessageFormat: a brace outside a field, or an
+    apostrophe, would change it."""
+    from explorer.app.layout import build_app
+    build_app()
+    bad = [f"{locale}: {id_}: {text!r}" for locale, texts in i18n._BROWSER.items()
+           for id_, text in texts.items()
+           if ("'" in text and locale != "en") or re.sub(r"\{\w+\}", "", text).count("{")]
     assert not bad, "\n".join(bad)
 
 
-def test_a_text_in_both_catalogues_reads_the_same():
-    both = set(ZH_UI) & set(ZH_CORE)
-    assert [k for k in both if ZH_UI[k] != ZH_CORE[k]] == []
+def test_markdown_in_chinese_renders_its_emphasis():
+    """CommonMark closes ``**`` only when it is "right-flanking": ``**比较两个模型：**把`` (a
+    full-width colon, then a letter) stays two literal asterisks on the page."""
+    md = MarkdownIt()
+    raw = []
+    for id_, chinese in ZH_MESSAGES.items():
+        if "**" not in chinese or "2**63" in chinese:
+            continue
+        for filler in ("字", "a", "1"):
+            if "**" in md.renderInline(re.sub(r"\{[^}]*\}", filler, chinese)):
+                raw.append(f"{id_}: {chinese!r}")
+                break
+    assert not raw, "\n".join(raw)
 
 
 def test_terms_follow_the_chinese_edition():
-    """A few of the book's terms, spelled one way throughout."""
-    text = "\n".join([*ZH_UI.values(), *ZH_CORE.values(), *ZH_SHARE.values(),
-                      *ZH_COMPARE.values()])
+    """A few of the book's terms, spelled one way throughout (the edition's: 词元, 提示词,
+    快捷连接, 随机种子 ...)."""
+    text = "\n".join(ZH_MESSAGES.values())
     for avoided in ("令牌", "标记", "残差连接", "捷径", "批量大小", "提示语", "贪婪", "种子值"):
         assert avoided not in text, avoided
-    assert ZH_UI["Prompt"] == "提示词" and ZH_UI["token"] == "词元"
-    assert ZH_UI["temperature"] == "温度" and ZH_UI["seed"] == "随机种子"
+    assert ZH_MESSAGES["inside.prompt"] == "提示词" and ZH_MESSAGES["gen.token"] == "词元"
+    assert ZH_MESSAGES["gen.temperature"] == "温度" and ZH_MESSAGES["build.seed"] == "随机种子"
 
 
 # ---------------------------------------------------------------------------------------------
-# translate() at work
-def _zh(message: str) -> str:
-    with prefs.using(prefs.Prefs(ZH)):
-        return i18n.translate(message)
+# Saying messages
+def test_a_message_is_said_by_its_id_with_its_fields_and_the_messages_inside_it():
+    inner = Message("short.post_ln", "post-LN")
+    outer = Message("names.model", "{name} · {what}", name="A", what=inner)
+    assert i18n.say(outer) == "A · post-LN"
+    assert _zh(Message("gen.clear", "Clear")) == ZH_MESSAGES["gen.clear"]
+    assert _zh(Message("test.unknown", "Not in any catalogue")) == "Not in any catalogue"
+    assert _zh("plain text, as it came") == "plain text, as it came"
 
 
-def _error_of(fn) -> str:
-    with pytest.raises(ValueError) as caught:
+def _error_of(fn) -> ExplorerError:
+    with pytest.raises(ExplorerError) as caught:
         fn()
-    return str(caught.value)
+    return caught.value
 
 
 def _numbers(text: str) -> list[str]:
     return re.findall(r"\d[\d,.]*\d|\d", text)
-
-
-def _raise(message):
-    raise ValueError(message)
 
 
 def _real_errors():
@@ -561,7 +176,7 @@ def _real_errors():
     from explorer.book.load_weights import describe_differences
     from explorer.book.tokenizer import get_tokenizer
     from explorer.runtime.cache import ModelCache
-    from explorer.runtime.training import TrainingSettings, corpus_from_text, make_variants
+    from explorer.runtime.training_setup import TrainingSettings, corpus_from_text, make_variants
 
     tiny = get_preset("teach-tiny").to_dict()
     return {
@@ -577,68 +192,89 @@ def _real_errors():
         "lr": lambda: TrainingSettings(lr=-1.0),
         "text too large": lambda: corpus_from_text("a" * 2_000_001),
         "variant": lambda: make_variants(["no such variant"]),
+        "variant twice": lambda: make_variants(["post-LN", "post-LN"]),
         "budget": lambda: ModelCache(1024 ** 2).check_budget(get_preset("gpt2-small")),
-        "shapes": lambda: _raise(describe_differences(
+        "shapes": lambda: (_ for _ in ()).throw(ExplorerError.of(describe_differences(
             {"tok_emb.weight": (100, 64), "pos_emb.weight": (64, 64)},
-            {"tok_emb.weight": (100, 32), "extra.bias": (3,)}, "model.safetensors")),
+            {"tok_emb.weight": (100, 32), "extra.bias": (3,)}, "model.safetensors"))),
     }
 
 
 @pytest.mark.parametrize("case", list(_real_errors()))
-def test_translate_real_core_errors(case):
-    message = _error_of(_real_errors()[case])
-    chinese = _zh(message)
+def test_real_core_errors_are_said_in_chinese_with_their_numbers(case):
+    error = _error_of(_real_errors()[case])
+    message, chinese = str(error), _zh(error)
     assert CJK.search(chinese), f"{message!r} -> {chinese!r}"
     assert sorted(_numbers(chinese)) == sorted(_numbers(message)), (message, chinese)
+    assert _zh(error.message) == chinese           # the error or its message: the same
     with prefs.using(prefs.Prefs("en")):
-        assert i18n.translate(message) == message
-
-
-def test_translate_fills_in_field_values_that_are_entries():
-    """A field's value that is itself an entry (the budget's advice, the corpus's name) is
-    said in Chinese too; the core's own names (a config key) stay as they are."""
-    from explorer.book.config import get_preset
-    from explorer.runtime.cache import ModelCache
-    message = _error_of(lambda: ModelCache(1024 ** 2).check_budget(get_preset("gpt2-small")))
-    chinese = _zh(message)
-    assert "Choose" not in chinese and "model" not in chinese, chinese
-    assert _zh("n_layers must be at least 1 (got 0).").startswith("“n_layers”")
+        assert i18n.say(error) == message
 
 
 def test_page_texts_of_the_core_in_chinese():
     from explorer import native
     from explorer.book.config import count_parameters, get_preset
-    from explorer.runtime.cache import WeightsSource
-    captions = [WeightsSource.random(123).caption,
-                WeightsSource("pretrained", repo_id="openai-community/gpt2").caption,
-                WeightsSource("file", filename="model.safetensors", digest="ab" * 32).caption,
-                WeightsSource.trained(None).caption,
-                native.decoding_label(True), native.decoding_label(False),
-                *count_parameters(get_preset("teach-tiny").replace(tie_weights=True)).notes()]
-    for text in captions:
+    from explorer.book.curves import ACTIVATION_LABELS
+    from explorer.book.probe_points import PROBE_POINTS
+    from explorer.book.stages import STAGES
+    from explorer.runtime.sources import WeightsSource
+    from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME, VARIANT_CHOICES, \
+        VARIANT_LABELS
+    assert set(VARIANT_LABELS) == set(VARIANT_CHOICES)        # every variant has its name
+    texts = [WeightsSource.random(123).caption,
+             WeightsSource("pretrained", repo_id="openai-community/gpt2").caption,
+             WeightsSource("file", filename="model.safetensors", digest="ab" * 32).caption,
+             WeightsSource.trained(None).caption, native.decoding_label(True),
+             native.decoding_label(False), DEFAULT_CORPUS_NAME,
+             *count_parameters(get_preset("teach-tiny").replace(tie_weights=True)).notes(),
+             *(p.label for p in PROBE_POINTS), *(s.title for s in STAGES),
+             ACTIVATION_LABELS["gelu"], VARIANT_LABELS["no shortcut"]]
+    for text in texts:
         assert CJK.search(_zh(text)), text
 
 
 def test_a_trained_models_texts_in_chinese():
-    """The weights caption of a trained variant (made by the app, and by the lab) and the job's
-    messages, with the default story's name in Chinese too."""
+    """The weights caption of a trained variant and the job's messages, with the default
+    story's and the variant's names in Chinese too."""
     from types import SimpleNamespace
     from explorer.app.tabs.train import trained_caption
-    from explorer.runtime.training import DEFAULT_CORPUS_NAME, TrainingJob
+    from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
     story = DEFAULT_CORPUS_NAME
     for steps in (1, 2):
         caption = _zh(trained_caption(SimpleNamespace(steps=steps, label="no shortcut"), story))
-        assert caption == f"训练了 {steps} 步，语料：{ZH_UI[story]}（{ZH_UI['no shortcut']}）"
-        job = SimpleNamespace(_run=lambda i, steps=steps: SimpleNamespace(steps=steps),
-                              corpus=SimpleNamespace(name="pasted text"))
-        source = _zh(TrainingJob.weights_source(job, 0))
-        assert source == f"训练了 {steps} 步，语料：{ZH_UI['pasted text']}", source
-    for message in (f"Trained 200 steps on {story}.",
-                    f"Trained 200 steps on {story}. Diverged: post-LN, no shortcut.",
-                    "Stopped after 12 steps; Continue resumes.", "Training was cancelled.",
-                    "This job is finished; start a new one."):
-        assert CJK.search(_zh(message)) and not re.search(r"\b(steps|Stopped|finished)\b",
-                                                          _zh(message)), _zh(message)
+        assert caption.startswith(f"训练了 {steps} 步") and _zh(story) in caption
+        assert _zh(Message("variant.no_shortcut", "no shortcut")) in caption
+    for message in _job_messages(story):
+        chinese = _zh(message)
+        assert CJK.search(chinese) and not re.search(r"\b(steps|Stopped|finished)\b", chinese)
+        assert "The Clockmaker" not in chinese
+
+
+def _job_messages(story) -> list:
+    """What real jobs on the default story say: finished, finished with a diverged variant,
+    stopped, cancelled, and the refusal to start a finished job again."""
+    from explorer.book.config import GPTConfig
+    from explorer.runtime.training_job import TrainingJob
+    from explorer.runtime.training_setup import Corpus, TrainingSettings, Variant, default_corpus
+    tiny = GPTConfig(context_length=32, emb_dim=16, n_heads=2, n_layers=2)
+    corpus = Corpus(story, default_corpus().text[:2000])
+    quick = TrainingSettings(steps=2, eval_freq=1, eval_iter=1, sample_tokens=2)
+    finished = TrainingJob([Variant("book", tiny)], corpus, quick).advance(2)
+    diverged = TrainingJob([Variant("book", tiny), Variant("post-LN", tiny)], corpus,
+                           TrainingSettings(steps=4, lr=1e20, eval_freq=2, eval_iter=1,
+                                            sample_tokens=2)).advance(4)
+    assert "Diverged" in diverged.view().message
+    stopped = TrainingJob([Variant("book", tiny)], corpus,
+                          TrainingSettings(steps=10_000, sample_tokens=2)).start()
+    time.sleep(0.2)
+    stopped.stop()
+    cancelled = TrainingJob([Variant("book", tiny)], corpus, quick).cancel()
+    with pytest.raises(ExplorerError) as again:
+        finished.start()
+    messages_ = [finished.view().message, diverged.view().message, stopped.view().message,
+                 cancelled.view().message, again.value]
+    stopped.cancel()
+    return messages_
 
 
 # ---------------------------------------------------------------------------------------------
@@ -656,14 +292,20 @@ def env():
     torch.set_num_threads(before)
 
 
+# Three English words in a row (outside what the user typed): a sentence left in English.
+ENGLISH_RUN = re.compile(r"\b[a-z]{2,}(?: [a-z]{2,}){2,}\b")
+
+
 def test_every_bad_input_message_comes_out_in_chinese(env):
     untranslated = []
-    for case in PY_CASES:
-        if case.py_expect is None:
+    for case in CASES:
+        if case.python is None or case.py_expect is None:
             continue
         _, error, _ = run_bounded(lambda: case.python(env), case.max_seconds)
         if isinstance(error, ValueError):
-            chinese = _zh(str(error))
-            if not CJK.search(chinese):
-                untranslated.append(f"{case.id}: {error}")
+            # every refusal of the core is an ExplorerError, said by its id
+            assert isinstance(error, ExplorerError), f"{case.id}: {error!r}"
+            chinese = _zh(error)
+            if not CJK.search(chinese) or ENGLISH_RUN.search(chinese):
+                untranslated.append(f"{case.id}: {error} -> {chinese}")
     assert not untranslated, "\n".join(untranslated)

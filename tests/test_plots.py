@@ -18,7 +18,7 @@ from explorer.app.plots.statistics import histogram_figure, layer_stats_figure, 
 from explorer.app.plots.style import MASK_COLOR, ORANGE
 from explorer.app.plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                                          samples_markdown, table_rows)
-from explorer.runtime.training import JobView, RunView
+from explorer.runtime.training_views import JobView, RunView
 from explorer.book.config import PRESETS, GPTConfig, count_parameters
 from explorer.book.curves import ACTIVATION_LABELS, activation_curves
 from explorer.book.gradients import gpt_gradients, shortcut_demo
@@ -73,27 +73,27 @@ def all_figures(t, layer=0):
     ff = t.points["ff_pre"]
     kept = sorted(t.attention)
     figs = {
-        "parameters": parameter_figure(count_parameters(t.config)),
-        "layer_stats": layer_stats_figure(t),
-        "layer_stats_resid": layer_stats_figure(t, ("resid_pre", "ff_pre", "ff_out")),
-        "histogram": histogram_figure(t, layer),
-        "histogram_ff": histogram_figure(t, layer, ("ff_pre", "ff_post")),
-        "histogram_final": histogram_figure(t, layer, ("final_norm_in",
-                                                       "final_norm_out")),
-        "token_heatmap": token_heatmap_figure(t),
-        "token_heatmap_mean": token_heatmap_figure(t, "ff_post", "mean"),
-        "entropy": entropy_figure(t),
+        "parameters": parameter_figure([count_parameters(t.config)]),
+        "layer_stats": layer_stats_figure([t]),
+        "layer_stats_resid": layer_stats_figure([t], points=("resid_pre", "ff_pre", "ff_out")),
+        "histogram": histogram_figure([t], layer),
+        "histogram_ff": histogram_figure([t], layer, ("ff_pre", "ff_post")),
+        "histogram_final": histogram_figure([t], layer, ("final_norm_in",
+                                                         "final_norm_out")),
+        "token_heatmap": token_heatmap_figure([t]),
+        "token_heatmap_mean": token_heatmap_figure([t], "ff_post", "mean"),
+        "entropy": entropy_figure([t]),
         "activation": activation_figure(curves, ("gelu", "relu", "silu"),
                                         derivatives=True,
-                                        ff_pre_hist=(ff.hist_counts[layer],
-                                                     ff.hist_edges[layer])),
+                                        ff_inputs=[(ff.hist_counts[layer],
+                                                    ff.hist_edges[layer])]),
         "activation_plain": activation_figure(curves),
-        "logit_lens": logit_lens_figure(t),
+        "logit_lens": logit_lens_figure([t]),
     }
     if kept:
-        figs["attention"] = attention_figure(t, kept[0], 1)
-        figs["attention_mean"] = attention_figure(t, kept[0], "mean")
-        figs["attention_grid"] = attention_grid_figure(t, kept[0])
+        figs["attention"] = attention_figure([t], kept[0], 1)
+        figs["attention_mean"] = attention_figure([t], kept[0], "mean")
+        figs["attention_grid"] = attention_grid_figure([t], kept[0])
     return figs
 
 
@@ -261,7 +261,7 @@ def test_token_label_makes_spaces_visible_and_escapes_markup():
 
 
 def test_long_inputs_label_every_nth_token(long_trace):
-    fig = json.loads(token_heatmap_figure(long_trace).to_json())
+    fig = json.loads(token_heatmap_figure([long_trace]).to_json())
     assert len(tick_texts(fig, "xaxis")) <= MAX_TICK_LABELS
     assert "last 128 of 1024" in fig["layout"]["title"]["subtitle"]["text"]
     assert decode(fig["data"][0]["z"]).shape == (2, 128)
@@ -278,10 +278,10 @@ def test_masked_triangle_is_nan_and_marked(tiny, tiny_figures):
     assert np.isnan(z[future]).all()
     assert np.isfinite(z[~future]).all()
     np.testing.assert_allclose(z[~future], tiny.attention[0][1][~future], rtol=1e-6)
+    # the future is a gap over the grey background, as in the grid of heads and in every
+    # panel of two models' figure (no second trace: it would double the bytes)
     assert fig["layout"]["plot_bgcolor"] == MASK_COLOR
-    mask = decode(fig["data"][1]["z"])
-    assert np.isnan(mask[~future]).all() and not np.isnan(mask[future]).any()
-    assert "masked (future token)" in fig["data"][1]["hovertemplate"]
+    assert fig["data"][0]["hoverongaps"] is False and len(fig["data"]) == 1
     assert "query" in fig["data"][0]["hovertemplate"]
     assert "key" in fig["data"][0]["hovertemplate"]
 
@@ -293,7 +293,7 @@ def test_attention_mean_head_is_the_average(tiny, tiny_figures):
 
 
 def test_attention_at_1024_tokens_is_cropped_and_small(long_trace):
-    fig = attention_figure(long_trace, 0, 2)
+    fig = attention_figure([long_trace], 0, 2)
     text = fig.to_json()
     assert len(text) <= 1_000_000
     data = json.loads(text)
@@ -305,7 +305,7 @@ def test_attention_at_1024_tokens_is_cropped_and_small(long_trace):
 
 
 def test_attention_grid_at_1024_tokens_is_small(long_trace):
-    fig = attention_grid_figure(long_trace, 0)
+    fig = attention_grid_figure([long_trace], 0)
     text = fig.to_json()
     assert len(text) <= 1_000_000
     data = json.loads(text)
@@ -323,7 +323,7 @@ def test_attention_grid_with_25_heads_at_1024_tokens_stays_under_300_kb():
     cfg = GPTConfig(vocab_size=1000, emb_dim=100, n_heads=25, n_layers=1, context_length=1024)
     model = build_model(cfg, device="cpu")
     t = trace(model, [i % 1000 for i in range(1024)], attention_layers=[0], lens=None)
-    fig = attention_grid_figure(t, 0)
+    fig = attention_grid_figure([t], 0)
     assert len(fig.to_json()) < 300_000
     assert len(fig.data) == 25
     assert json.loads(fig.to_json())["layout"]["annotations"][24]["text"] == "head 24"
@@ -344,14 +344,14 @@ def test_block_average_ignores_future_cells():
                                          (0, "max"), (0, 1.0), (0, True)])
 def test_bad_attention_layer_or_head_raises(tiny, layer, head):
     with pytest.raises(ValueError, match="does not exist|no attention pattern"):
-        attention_figure(tiny, layer, head)
+        attention_figure([tiny], layer, head)
 
 
 def test_attention_of_a_layer_not_kept_raises(long_trace):
     with pytest.raises(ValueError, match="attention_layers=\\[1\\]"):
-        attention_figure(long_trace, 1, 0)
+        attention_figure([long_trace], 1, 0)
     with pytest.raises(ValueError, match="no attention pattern"):
-        attention_grid_figure(long_trace, 1)
+        attention_grid_figure([long_trace], 1)
 
 
 def test_entropy_figure_shows_the_mean_over_queries(tiny, tiny_figures):
@@ -373,9 +373,9 @@ def test_layer_stats_draws_mean_std_and_band_per_point(tiny, tiny_figures):
 
 
 def test_layer_stats_without_norms_says_so(overflow_trace):
-    fig = layer_stats_figure(overflow_trace)
+    fig = layer_stats_figure([overflow_trace])
     assert "ln1_in" in fig.layout.title.subtitle.text
-    fig = layer_stats_figure(overflow_trace, ("resid_pre", "ln1_out"))
+    fig = layer_stats_figure([overflow_trace], points=("resid_pre", "ln1_out"))
     assert "ln1_out" in fig.layout.title.subtitle.text
     assert "gaps" in fig.layout.title.subtitle.text
 
@@ -391,11 +391,11 @@ def test_histogram_is_a_density(tiny, tiny_figures):
 
 def test_histogram_rejects_a_missing_layer_and_an_unknown_point(tiny):
     with pytest.raises(ValueError, match="layers 0 to 1"):
-        histogram_figure(tiny, 2)
+        histogram_figure([tiny], 2)
     with pytest.raises(ValueError, match="Unknown probe point"):
-        histogram_figure(tiny, 0, ("ln_1",))
+        histogram_figure([tiny], 0, ("ln_1",))
     with pytest.raises(ValueError, match="Unknown statistic"):
-        token_heatmap_figure(tiny, "resid_pre", "median")
+        token_heatmap_figure([tiny], "resid_pre", "median")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,21 +405,26 @@ def test_a_trace_with_inf_and_nan_builds_every_figure(overflow_trace):
         for name, fig in all_figures(overflow_trace, layer).items():
             # strict JSON: a bare NaN/Infinity would break JSON.parse in the browser
             json.loads(fig.to_json(), parse_constant=_reject_constant)
-    heat = token_heatmap_figure(overflow_trace)
+    heat = token_heatmap_figure([overflow_trace])
     assert "gaps" in heat.layout.title.subtitle.text
 
 
 # ---------------------------------------------------------------------------------------------
 # Next token, logit lens
+def one_model_bars(texts, probs, chosen=None):
+    """One model's next-token bars (``next_token_bars_html`` of one side)."""
+    return next_token_bars_html([dict(texts=texts, probs=probs, chosen=chosen)])
+
+
 def test_next_token_bars_are_under_2_kb_for_10_candidates():
     texts = [" the", " a", "\n\n", " international", "<|endoftext|>", " of", "ing", " and",
              " to", " 1234567890"]
     probs = [0.31234, 0.12, 0.08, 0.05, 0.04, 0.03, 0.02, 0.015, 0.01, 0.005]
-    bars = next_token_bars_html(texts, probs, chosen=3)
+    bars = one_model_bars(texts, probs, chosen=3)
     assert len(bars.encode()) <= 2000
     # the worst case: long pieces that need escaping, non-ASCII, probabilities with many digits
     nasty = ["<" * 30, "&" * 30, "日本語のテキストです" * 3, " " * 40, "\n" * 40] * 2
-    worst = next_token_bars_html(nasty, [1 / 3 ** i for i in range(10)], chosen=9)
+    worst = one_model_bars(nasty, [1 / 3 ** i for i in range(10)], chosen=9)
     assert len(worst.encode()) <= 2000
 
 
@@ -430,7 +435,7 @@ def bar_rows(bars_html):
 
 
 def test_next_token_bars_show_candidates_in_order_with_the_chosen_one_marked():
-    bars = next_token_bars_html([" the", "<u>", "&"], [0.5, 0.25, 0.125], chosen=1)
+    bars = one_model_bars([" the", "<u>", "&"], [0.5, 0.25, 0.125], chosen=1)
     rows = bar_rows(bars)
     assert [r[0] for r in rows] == ["␣the", "&lt;u&gt;", "&amp;"]   # token text never markup
     assert "<u>" not in bars
@@ -438,29 +443,29 @@ def test_next_token_bars_show_candidates_in_order_with_the_chosen_one_marked():
     assert [r[1] for r in rows] == ["", " class=c", ""]             # the chosen one stands out
     assert f"i.c {{background: {ORANGE};}}" in NEXT_TOKEN_CSS
     assert [r[3] for r in rows] == ["50 %", "25 % ◀ chosen", "12.5 %"]
-    assert bar_rows(next_token_bars_html(["a"], [0.000171234]))[0][3] == "0.0171 %"
-    assert "chosen" not in next_token_bars_html(["a"], [1.0])
-    assert bar_rows(next_token_bars_html(["a", "b"], [0.0, 0.0]))[0][2] == "0.0"
+    assert bar_rows(one_model_bars(["a"], [0.000171234]))[0][3] == "0.0171 %"
+    assert "chosen" not in one_model_bars(["a"], [1.0])
+    assert bar_rows(one_model_bars(["a", "b"], [0.0, 0.0]))[0][2] == "0.0"
 
 
 def test_next_token_bars_check_their_input():
     with pytest.raises(ValueError):
-        next_token_bars_html(["a"], [0.5, 0.4])
+        one_model_bars(["a"], [0.5, 0.4])
     with pytest.raises(ValueError):
-        next_token_bars_html(["a"], [0.5], chosen=1)
+        one_model_bars(["a"], [0.5], chosen=1)
 
 
 def test_logit_lens_shows_guesses_and_caps_positions(tiny, long_trace):
-    fig = logit_lens_figure(tiny)
+    fig = logit_lens_figure([tiny])
     heat = fig.data[0]
     assert np.array(heat.z).shape == (tiny.n_layers, min(32, len(tiny.tokens)))
     assert heat.customdata is not None and "final prediction" in heat.hovertemplate
-    long = logit_lens_figure(long_trace)
+    long = logit_lens_figure([long_trace])
     assert np.array(long.data[0].z).shape == (2, 32)
     assert "last 32 of 1024" in long.layout.title.subtitle.text
     short = trace(build_model(PRESETS["teach-tiny"], device="cpu"), tiny.token_ids[:6],
                   lens="all")
-    cells = logit_lens_figure(short).data[0].text
+    cells = logit_lens_figure([short]).data[0].text
     assert [list(r) for r in cells] == [[token_label(t) for t in row]
                                         for row in short.lens_texts]
 
@@ -469,12 +474,12 @@ def test_logit_lens_shows_guesses_and_caps_positions(tiny, long_trace):
 # Parameters, curves, gradients, architecture
 def test_parameter_figure_skips_zero_parts_and_names_the_total():
     counts = count_parameters(PRESETS["gpt2-small"])
-    fig = parameter_figure(counts)
+    fig = parameter_figure([counts])
     assert "163 M" in fig.layout.title.text
     assert any("38.6 M" in t for t in fig.data[0].text)
     tied = count_parameters(PRESETS["gpt2-small"].replace(tie_weights=True,
                                                           pos_encoding="rope"))
-    names = list(parameter_figure(tied).data[0].y)
+    names = list(parameter_figure([tied]).data[0].y)
     assert "output head" not in names and "position embedding" not in names
 
 
@@ -501,8 +506,8 @@ def test_activation_figure_puts_real_inputs_under_the_curves(tiny_figures):
 
 
 def test_gradient_figures_use_log_scale(tiny_figures):
-    for name in ("gradient", "gpt_gradient"):
-        assert tiny_figures[name].layout.yaxis.type == "log"
+    assert tiny_figures["gradient"].layout.xaxis.type == "log"       # the bars lie down
+    assert tiny_figures["gpt_gradient"].layout.yaxis.type == "log"
     names = [tr.name for tr in tiny_figures["gradient"].data]
     assert names == ["without shortcut", "with shortcut"]
     assert tiny_figures["gradient"].layout.barmode == "group"
@@ -511,7 +516,7 @@ def test_gradient_figures_use_log_scale(tiny_figures):
 @pytest.mark.parametrize("placement", ["pre", "post", "none"])
 def test_architecture_html_follows_the_variant(placement):
     cfg = PRESETS["gpt2-small"].replace(norm_placement=placement)
-    out = architecture_html(cfg, count_parameters(cfg))
+    out = architecture_html([cfg], [count_parameters(cfg)])
     assert "<script" not in out and "http" not in out
     assert "768 → 3072 → 768" in out and "12 × TransformerBlock" in out
     att, norm1 = out.index("Masked multi-head attention"), out.find("norm1")
@@ -528,7 +533,7 @@ def test_architecture_html_follows_the_variant(placement):
 def test_architecture_html_shows_rope_tying_and_no_shortcut():
     cfg = PRESETS["teach-tiny"].replace(pos_encoding="rope", tie_weights=True, shortcut=False,
                                         activation="silu")
-    out = architecture_html(cfg)
+    out = architecture_html([cfg])
     assert "RoPE" in out and "pos_emb" not in out
     assert "tied to tok_emb" in out
     assert "Add the shortcut" not in out and "no shortcut connections" in out
@@ -537,14 +542,14 @@ def test_architecture_html_shows_rope_tying_and_no_shortcut():
 
 def test_architecture_html_escapes_text(monkeypatch):
     monkeypatch.setitem(ACTIVATION_LABELS, "gelu", "<i>GELU</i>")
-    out = architecture_html(PRESETS["teach-tiny"])
+    out = architecture_html([PRESETS["teach-tiny"]])
     assert "<i>" not in out and "&lt;i&gt;GELU" in out
 
 
 def test_attention_grid_shows_at_most_32_heads():
     cfg = GPTConfig(vocab_size=1000, emb_dim=64, n_heads=64, n_layers=1, context_length=64)
     t = trace(build_model(cfg, device="cpu"), list(range(40)), lens=None)
-    fig = attention_grid_figure(t, 0)
+    fig = attention_grid_figure([t], 0)
     assert len(fig.data) == GRID_MAX_HEADS
     assert "of 64" in fig.layout.title.text
     assert "first 32 of 64 heads" in fig.layout.title.subtitle.text
@@ -566,6 +571,6 @@ def test_a_character_split_into_byte_tokens_reads_as_its_bytes_then_as_itself():
 def test_the_heatmaps_token_axis_shows_chinese_characters_where_their_bytes_join():
     model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
     tr = trace(model, get_tokenizer().encode("从零构建大模型"))
-    for fig in (token_heatmap_figure(tr, "resid_pre", "std"), attention_figure(tr, 0, "mean")):
+    for fig in (token_heatmap_figure([tr], "resid_pre", "std"), attention_figure([tr], 0, "mean")):
         ticks = "".join(fig.layout.xaxis.ticktext)
         assert "=从" in ticks and "=零" in ticks and "<0x" not in ticks

@@ -1,5 +1,5 @@
 """The page's view settings (explorer/app/prefs.py): the language and lecture mode reach every
-handler as its last two inputs, ``friendly`` puts them in place for the whole call (every step
+handler as its last two inputs, ``handler`` puts them in place for the whole call (every step
 of a stream too), and the figures and texts follow them."""
 import inspect
 
@@ -7,10 +7,12 @@ import gradio as gr
 import pytest
 
 from explorer.app import i18n, prefs
+from explorer.app.languages import messages
 from explorer.app.layout import build_app
 from explorer.app.plots.statistics import layer_stats_figure
 from explorer.app.plots.style import LECTURE_INK
-from explorer.app.shared import friendly
+from explorer.app.handlers import handler
+from explorer.book.errors import ExplorerError
 from explorer.book.tokenizer import get_tokenizer
 from explorer.probes import trace
 from explorer.runtime.build import build_model
@@ -47,38 +49,39 @@ def test_every_public_endpoint_speaks_the_pages_language(demo):
         assert _view_inputs(fn) == ("lang", "lecture"), fn.api_name
 
 
-def test_friendly_puts_the_settings_in_place_and_keeps_them_for_nested_calls():
+def test_the_handler_puts_the_settings_in_place_and_keeps_them_for_nested_calls():
     seen = []
 
-    @friendly
+    @handler(outputs=())
     def inner():
         seen.append(prefs.current())
+        return {}
 
-    @friendly
+    @handler(outputs=("x",))
     def outer(x):
         seen.append(prefs.current())
         inner()             # no settings given: the caller's stay
-        return x
+        return {"x": x}
 
-    assert outer(1, "zh", True) == 1
+    assert outer(1, "zh", True) == {"x": 1}
     assert seen == [prefs.Prefs("zh", True)] * 2
     assert prefs.current() == prefs.Prefs()          # and they are gone after the call
     outer(2)
     assert seen[-1] == prefs.Prefs()
 
 
-def test_friendly_keeps_the_settings_for_every_step_of_a_stream_run_elsewhere():
+def test_the_handler_keeps_the_settings_for_every_step_of_a_stream_run_elsewhere():
     """Gradio runs each step of a generator in a copy of its own context: the settings must be
     in place again at every step."""
     import contextvars
 
-    @friendly
+    @handler(outputs=("lang",))
     def stream():
         for _ in range(3):
-            yield prefs.current().lang
+            yield {"lang": prefs.current().lang}
 
     steps = stream("zh", False)
-    got = [contextvars.copy_context().run(next, steps) for _ in range(3)]
+    got = [contextvars.copy_context().run(next, steps)["lang"] for _ in range(3)]
     assert got == ["zh"] * 3
 
 
@@ -88,47 +91,49 @@ def test_friendly_keeps_the_settings_for_every_step_of_a_stream_run_elsewhere():
     ("zh", "yes", "lecture must be true or false"),
 ])
 def test_malformed_view_settings_are_refused_with_a_message(lang, lecture, message):
-    @friendly
-    def handler():
-        return "ran"
+    @handler(outputs=())
+    def ran():
+        return {}
 
     with pytest.raises(gr.Error, match=message):
-        handler(lang, lecture)
+        ran(lang, lecture)
 
 
-def test_a_message_in_english_from_the_core_is_shown_in_the_pages_language():
-    @friendly
-    def handler():
-        raise ValueError("The prompt is empty: type some text first.")
+def test_a_message_from_the_core_is_shown_in_the_pages_language():
+    @handler(outputs=())
+    def refused():
+        raise ExplorerError("prompt.empty", "The prompt is empty: type some text first.")
 
     with pytest.raises(gr.Error) as english:
-        handler("en", False)
+        refused("en", False)
     with pytest.raises(gr.Error) as chinese:
-        handler("zh", False)
+        refused("zh", False)
     assert english.value.message == "The prompt is empty: type some text first."
-    assert chinese.value.message == i18n.ZH.get(english.value.message, english.value.message)
+    assert chinese.value.message == messages("zh")["prompt.empty"]
 
 
-def test_translate_fills_the_fields_of_a_template_and_leaves_unknown_text_alone(monkeypatch):
-    monkeypatch.setitem(i18n.ZH, "Layer {layer} has {n} heads.", "第 {layer} 层有 {n} 个头。")
-    monkeypatch.setitem(i18n.ZH, "pre-LN", "前置归一化")
-    i18n._patterns.cache_clear()
-    try:
-        with prefs.using(ZH):
-            assert i18n.translate("Layer 3 has 12 heads.") == "第 3 层有 12 个头。"
-            assert i18n.translate("Layer pre-LN has 2 heads.") == "第 前置归一化 层有 2 个头。"
-            assert i18n.translate("Nothing like it.") == "Nothing like it."
-        assert i18n.translate("Layer 3 has 12 heads.") == "Layer 3 has 12 heads."
-    finally:
-        i18n._patterns.cache_clear()
+def test_say_fills_the_fields_of_a_message_and_says_a_message_inside_another(monkeypatch):
+    from explorer.book.errors import Message
+    monkeypatch.setitem(messages("zh"), "test.layer", "第 {layer} 层有 {n} 个头。")
+    monkeypatch.setitem(messages("zh"), "test.pre", "前置归一化")
+    inner = Message("test.pre", "pre-LN")
+    with prefs.using(ZH):
+        assert i18n.t("test.layer", "Layer {layer} has {n} heads.", layer=3, n=12) == \
+            "第 3 层有 12 个头。"
+        assert i18n.t("test.layer", "Layer {layer} has {n} heads.", layer=inner, n=2) == \
+            "第 前置归一化 层有 2 个头。"
+        assert i18n.t("test.unknown", "Nothing like it.") == "Nothing like it."
+        assert i18n.say("plain text") == "plain text"
+    assert i18n.t("test.layer", "Layer {layer} has {n} heads.", layer=3, n=12) == \
+        "Layer 3 has 12 heads."
 
 
 def test_lecture_mode_makes_every_figure_larger_thicker_and_darker():
     model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
     tr = trace(model, get_tokenizer().encode("Every effort moves you"))
-    plain = layer_stats_figure(tr)
+    plain = layer_stats_figure([tr])
     with prefs.using(prefs.Prefs("en", True)):
-        lecture = layer_stats_figure(tr)
+        lecture = layer_stats_figure([tr])
     assert lecture.layout.font.size > plain.layout.font.size
     assert lecture.layout.title.font.size > plain.layout.title.font.size
     assert lecture.layout.font.color == LECTURE_INK
@@ -139,24 +144,24 @@ def test_lecture_mode_makes_every_figure_larger_thicker_and_darker():
     assert lecture.layout.height <= plain.layout.height
 
 
-def test_the_figures_say_their_titles_in_the_pages_language(monkeypatch):
-    monkeypatch.setitem(i18n.ZH, "Statistics across layers", "各层统计")
+def test_the_figures_say_their_titles_in_the_pages_language():
     model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
     tr = trace(model, get_tokenizer().encode("Every effort moves you"))
     with prefs.using(ZH):
-        fig = layer_stats_figure(tr)
-    assert fig.layout.title.text == "<b>各层统计</b>"
-    assert layer_stats_figure(tr).layout.title.text == "<b>Statistics across layers</b>"
+        fig = layer_stats_figure([tr])
+    assert fig.layout.title.text == f"<b>{messages('zh')['statistics.statistics_across_layers']}</b>"
+    assert layer_stats_figure([tr]).layout.title.text == "<b>Statistics across layers</b>"
 
 
 def test_no_choice_has_a_value_that_the_browser_would_translate(demo):
     """Gradio's frontend translates every text of the page that is one of its i18n keys: a
     choice's value among them would come back translated (and be refused)."""
     from explorer.app.i18n import _BROWSER
+    keys = {key for texts in _BROWSER.values() for key in texts}
     checked = 0
     for block in demo.blocks.values():
         for choice in getattr(block, "choices", None) or []:
             value = choice[1] if isinstance(choice, (tuple, list)) else choice
-            assert value not in _BROWSER, (type(block).__name__, block.elem_id, value)
+            assert value not in keys, (type(block).__name__, block.elem_id, value)
             checked += 1
     assert checked > 50

@@ -14,9 +14,9 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from explorer.runtime import cache
+from explorer.runtime import cache, memory
 from explorer.app import server
-from explorer.runtime.cache import BUDGET_ENV, BUDGET_SHARE_OF_RAM, default_budget_bytes
+from explorer.runtime.memory import BUDGET_ENV, BUDGET_SHARE_OF_RAM, default_budget_bytes
 from explorer.app.server import create_demo, launch_options
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ def test_uploads_are_limited_to_the_memory_budget_or_the_setting(monkeypatch):
     from gradio.utils import _parse_file_size
     from explorer.app.shared import CACHE
 
-    from explorer.runtime.training import MAX_CORPUS_BYTES
+    from explorer.runtime.training_setup import MAX_CORPUS_BYTES
 
     monkeypatch.delenv(server.UPLOAD_ENV, raising=False)
     assert _parse_file_size(launch_options()["max_file_size"]) == CACHE.budget_bytes
@@ -254,7 +254,7 @@ def test_nothing_unpickles():
 def test_default_budget_is_a_share_of_the_machines_memory(monkeypatch):
     monkeypatch.delenv(BUDGET_ENV, raising=False)
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert cache.physical_memory_bytes() == ram
+    assert memory.physical_memory_bytes() == ram
     assert default_budget_bytes() == int(ram * BUDGET_SHARE_OF_RAM)
     assert 0 < default_budget_bytes() < ram
 
@@ -264,7 +264,7 @@ def test_default_budget_is_a_share_of_the_machines_memory(monkeypatch):
 def test_budget_environment_variable_overrides_it(monkeypatch, value, mb):
     monkeypatch.setenv(BUDGET_ENV, value)
     expected = int(mb * 1024 ** 2) if mb is not None else int(
-        cache.physical_memory_bytes() * BUDGET_SHARE_OF_RAM)
+        memory.physical_memory_bytes() * BUDGET_SHARE_OF_RAM)
     assert default_budget_bytes() == expected
     assert cache.ModelCache().budget_bytes == expected
 
@@ -402,7 +402,8 @@ def test_the_docker_image_listens_beyond_the_loopback_so_server_paths_are_off():
 def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeypatch):
     """Missing, a folder, unreadable, another kind of file, a lying header: one message."""
     from explorer.app.shared import SERVER_PATH_REFUSED
-    from explorer.app.tabs import build
+    from explorer.app import checkpoint_input
+    from explorer.book.errors import ExplorerError
 
     (tmp_path / "text.safetensors").write_text("root:x:0:0:root:/root:/bin/bash\n")
     (tmp_path / "folder.safetensors").mkdir()
@@ -412,7 +413,7 @@ def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeyp
              "/proc/self/mem", "/" + "a" * 5000 + ".safetensors"]
     messages = set()
     for path in paths:
-        with pytest.raises(gr.Error) as refused:
-            build._server_checkpoint(str(path), "float32")
-        messages.add(refused.value.message)
-    assert messages == {SERVER_PATH_REFUSED}
+        with pytest.raises(ExplorerError) as refused:
+            checkpoint_input.server_checkpoint(str(path), "float32")
+        messages.add(str(refused.value))
+    assert messages == {SERVER_PATH_REFUSED.text}

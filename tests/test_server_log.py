@@ -56,5 +56,5 @@ def test_an_unexpected_error_logs_its_traceback_once(app_url, capfd, caplog, mon
     monkeypatch.setattr(shared.CACHE, "get", broken)
     capfd.readouterr()
     with caplog.at_level(logging.INFO, logger="gpt_explorer"):
-        assert "Something went wrong (RuntimeError)" in refused(app_url, build_args())
+        assert "This is a bug in GPT Explorer (RuntimeError)" in refused(app_url, build_args())
     assert tracebacks(capfd) == 1

@@ -10,8 +10,10 @@ import pytest
 
 from explorer.app import prefs
 from explorer.app.i18n import t
-from explorer.app.i18n.zh_share import ZH_SHARE
-from explorer.app.share import (MAX_FIELDS, MAX_LINK_CHARS, MAX_PROMPT_CHARS, Page, Problem,
+from explorer.app.i18n import say
+from explorer.app.languages import messages
+from explorer.book.errors import Message
+from explorer.app.share import (MAX_FIELDS, MAX_LINK_CHARS, MAX_LINK_PROMPT_CHARS, Page,
                                 Rules, link_query, normalised, read_query, shown)
 from explorer.app.share_view import _message, inert
 from explorer.book.config import PRESETS
@@ -51,7 +53,7 @@ TRICKY_PROMPTS = [
     "line one\nline two\ttab\r\n",                  # whitespace kept exactly
     "\u202eevil\u200b\u2066zero-width and bidi\u2069",   # unicode tricks stay the user's text
     "nul\x00bell\x07",
-    "x" * MAX_PROMPT_CHARS,                         # the longest a link carries
+    "x" * MAX_LINK_PROMPT_CHARS,                    # the longest a link carries
     " leading and trailing spaces ",
 ]
 PAGES = [
@@ -178,19 +180,19 @@ def test_a_hostile_link_gets_the_defaults_and_a_message(query, expect, holds):
     started = time.perf_counter()
     reading = read_query(query, RULES)
     assert time.perf_counter() - started < 0.5            # never a hang
-    texts = [p.text.format(**p.values) for p in reading.problems]
+    texts = [str(p) for p in reading.problems]
     assert any(re.search(expect, text) for text in texts), texts
     assert reading.page == page(**holds)                  # the defaults, but for what was good
     for problem in reading.problems:
-        assert problem.text in ZH_SHARE, problem.text     # each one has its Chinese
-        assert len(problem.text.format(**problem.values)) < 1_000    # short enough to read
+        assert problem.id in messages("zh"), problem.id   # each one has its Chinese
+        assert len(str(problem)) < 1_000                  # short enough to read
 
 
 def test_a_query_that_is_not_text_gets_the_defaults():
     for query in (None, 42, ["?tab=inside"], {"tab": "inside"}):
         reading = read_query(query, RULES)
         assert reading.page == DEFAULT and not reading.builds
-        assert "could not be read" in reading.problems[0].text
+        assert "could not be read" in str(reading.problems[0])
 
 
 def test_good_parts_of_a_bad_link_are_kept():
@@ -208,8 +210,9 @@ def test_shown_makes_invisible_characters_visible_and_cuts_long_values():
 # ---------------------------------------------------------------------------------------------
 # The page's side: a message shows a link's text inert, in the page's language
 def test_a_message_shows_the_links_text_as_text_not_html_or_markdown():
-    problem = Problem("The link has parameters this page does not know: {names}. They were "
-                      "ignored.", {"names": "'<img src=x onerror=alert(1)>', '[x](javascript:1)'"})
+    problem = Message("link.unknown_names", "The link has parameters this page does not know: "
+                      "{names}. They were ignored.",
+                      names="'<img src=x onerror=alert(1)>', '[x](javascript:1)'")
     message = _message(problem)
     assert "<img" not in message and "](" not in message
     assert "&#60;img" in message and "&#91;x&#93;&#40;javascript:1&#41;" in message
@@ -225,15 +228,20 @@ def test_a_message_is_in_the_pages_language():
 
 
 # ---------------------------------------------------------------------------------------------
-# (tests/test_i18n.py checks that every text of these views has its Chinese in ZH_SHARE)
+# (tests/test_i18n.py checks that every text of these views has its Chinese in zh.json)
 def test_the_walks_refusals_and_card_in_chinese():
-    """The walk's refusals, as ``i18n.translate`` finds them (by the f-string as written)."""
-    from explorer.app.i18n import translate
+    """The walk's refusals, as ``i18n.translate`` says them (by their message's id)."""
+    from types import SimpleNamespace
+    from explorer.book.errors import ExplorerError
+    from explorer.probes.stages import stage_details
+    tiny = SimpleNamespace(config=PRESETS["teach-tiny"].to_dict(), token_ids=[1])
+    with pytest.raises(ExplorerError) as refused:
+        stage_details(tiny, "attention", 7)
+    assert str(refused.value) == "Block 7 does not exist: this model has blocks 0 to 1."
     with prefs.using(prefs.Prefs("zh")):
-        assert translate("Block 7 does not exist: this model has blocks 0 to 1.") == \
-            "块 7 不存在：此模型的块编号为 0 到 1。"
-        assert t("block {block} of {n} (trf_blocks[{block}])", block=1, n=4) == \
-            "第 1 块，共 4 块（trf_blocks[1]）"
+        assert say(refused.value) == "块 7 不存在：此模型的块编号为 0 到 1。"
+        assert t("walk.block_trf_blocks", "block {block} of {n} (trf_blocks[{block}])",
+                 block=1, n=4) == "第 1 块，共 4 块（trf_blocks[1]）"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,8 +255,8 @@ def test_a_link_to_a_preset_over_the_budget_opens_the_default_with_a_warning():
     assert reading.page.preset == DEFAULT.preset and reading.page.config == DEFAULT.config
     assert reading.page.tab == "inside"
     [problem] = reading.problems
-    assert "gpt2-xl" in t(problem.text, **problem.values)
-    assert "memory budget is 100 MB" in t(problem.text, **problem.values)
+    assert "gpt2-xl" in say(problem)
+    assert "memory budget is 100 MB" in say(problem)
 
 
 def test_a_link_to_a_pretrained_size_over_the_budget_opens_random_weights_with_a_warning():
@@ -261,5 +269,5 @@ def test_a_link_to_a_pretrained_size_over_the_budget_opens_random_weights_with_a
     reading = read_query("?weights=pretrained&size=xl", rules)
     assert reading.page.weights == "random"
     [problem] = reading.problems
-    assert "6,248 MB" in t(problem.text, **problem.values)
+    assert "6,248 MB" in say(problem)
     assert read_query("?weights=pretrained&size=medium", rules).problems == ()

@@ -12,8 +12,10 @@ from local_client import local_client
 
 from explorer.app.server import create_demo
 from explorer.app.shared import CACHE
+from explorer.app import shared
 from explorer.app.tabs import train as train_tab
-from explorer.runtime.training import DEFAULT_CORPUS_NAME
+from explorer.runtime.training_lab import TrainingLab
+from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
 
 STEPS = 10
 
@@ -30,8 +32,8 @@ def app_url():
 @pytest.fixture
 def lab(monkeypatch):
     """A fresh lab for each test (one job at a time unless a test says otherwise)."""
-    fresh = train_tab.TrainingLab(max_jobs=1)
-    monkeypatch.setattr(train_tab, "LAB", fresh)
+    fresh = TrainingLab(max_jobs=1)
+    monkeypatch.setattr(shared, "LAB", fresh)
     yield fresh
     for session in list(fresh._jobs):
         fresh.cancel(session)
@@ -70,9 +72,10 @@ def test_two_variants_train_and_their_curves_and_table_fill(app_url, lab):
     assert len(updates) >= 2                         # the view was streamed, not only returned
     assert "Finished" in progress and f"step {STEPS} of {STEPS}" in progress
     assert DEFAULT_CORPUS_NAME in progress
-    names = [t["name"] for t in loss_traces(loss)]
-    assert names == ["pre-LN (book) (train)", "pre-LN (book) (val)",
-                     "no shortcut (train)", "no shortcut (val)"]
+    # one legend entry per variant (its validation curve dashed, in the same colour)
+    names = [(t["name"], t.get("line", {}).get("dash")) for t in loss_traces(loss)]
+    assert names == [("pre-LN (book)", "solid"), ("pre-LN (book)", "dash"),
+                     ("no shortcut", "solid"), ("no shortcut", "dash")]
     assert [row[0] for row in table["data"]] == ["pre-LN (book)", "no shortcut"]
     assert all(row[-1] == "no" for row in table["data"])
     assert [t["type"] for t in plot(grads)["data"]] == ["heatmap", "heatmap"]
@@ -204,7 +207,9 @@ def test_a_trained_model_is_traced_and_generates_and_exports(app_url, lab):
 def test_a_held_model_counts_in_the_budget_is_never_evicted_and_goes_with_its_session():
     from explorer.book.config import PRESETS
     from explorer.runtime.build import build_model
-    from explorer.runtime.cache import ModelCache, WeightsSource, model_bytes
+    from explorer.runtime.cache import ModelCache
+    from explorer.runtime.memory import model_bytes
+    from explorer.runtime.sources import WeightsSource
 
     tiny = PRESETS["teach-tiny"]
     size = model_bytes(tiny)

@@ -14,9 +14,12 @@ from explorer.book.model import GPTModel
 from explorer.book.tokenizer import get_tokenizer
 from explorer.book.training import (calc_loss_loader, check_training_text, generate_sample,
                                     split_text)
-from explorer.runtime.training import (
-    Corpus, TrainingJob, TrainingLab, TrainingSettings, Variant, _first_batches, _mean_loss,
-    corpus_from_file, corpus_from_text, default_corpus, job_bytes, make_variants, param_steps)
+from explorer.runtime.training_job import TrainingJob
+from explorer.runtime.training_lab import TrainingLab
+from explorer.runtime.training_run import first_batches, mean_loss
+from explorer.runtime.training_setup import (
+    Corpus, TrainingSettings, Variant, corpus_from_file, corpus_from_text, default_corpus,
+    job_bytes, make_variants, param_steps)
 
 # Small enough that a step takes milliseconds; the book's dropout (0.1) and no qkv bias.
 TINY = GPTConfig(context_length=32, emb_dim=16, n_heads=2, n_layers=2, drop_rate=0.1)
@@ -132,7 +135,7 @@ def test_the_labs_evaluation_is_the_books_calc_loss_loader_with_a_short_last_bat
     torch.manual_seed(123)
     model = fuse(GPTModel(TINY)).eval()
     with torch.no_grad():
-        lab = _mean_loss(_first_batches(loader, 5), model, "cpu")
+        lab = mean_loss(first_batches(loader, 5), model, "cpu")
         book = calc_loss_loader(loader, model, "cpu", num_batches=5)
         by_tokens = torch.nn.functional.cross_entropy(
             torch.cat([model(x) for x, _ in loader]).flatten(0, 1),

@@ -149,10 +149,10 @@ STAGE_ELEMENT = re.compile(r'<div data-stage="(\w+)" role="button" tabindex="0" 
 @pytest.mark.parametrize("changes", list(VARIANTS.values()), ids=list(VARIANTS))
 def test_the_diagram_has_one_focusable_button_per_stage_in_the_variants_order(changes):
     cfg = config(changes)
-    html = architecture_html(cfg, count_parameters(cfg), stages=True)
+    html = architecture_html([cfg], [count_parameters(cfg)], stages=True)
     assert STAGE_ELEMENT.findall(html) == list(stages_of(cfg))
     # the diagram without the walk (other views of it) has no buttons
-    assert "data-stage" not in architecture_html(cfg, count_parameters(cfg))
+    assert "data-stage" not in architecture_html([cfg], [count_parameters(cfg)])
 
 
 def test_the_order_of_the_stages_follows_the_variant():

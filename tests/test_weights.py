@@ -19,9 +19,12 @@ from explorer.book.kv_cache import KVCache  # noqa: E402
 from explorer.book.load_weights import (book_shapes, gpt2_config,  # noqa: E402
                                         load_weights_into_gpt, empty_model)
 from explorer.probes import trace  # noqa: E402
-from explorer.runtime import weights  # noqa: E402
+from explorer.runtime import checkpoints, export, loading, store  # noqa: E402
+from explorer.runtime import hub as runtime_hub  # noqa: E402
 from explorer.runtime.build import build_model  # noqa: E402
-from explorer.runtime.cache import ModelCache, ModelKey, WeightsSource, model_bytes  # noqa: E402
+from explorer.runtime.cache import ModelCache  # noqa: E402
+from explorer.runtime.memory import model_bytes  # noqa: E402
+from explorer.runtime.sources import ModelKey, WeightsSource  # noqa: E402
 
 from engine_variants import VARIANT_IDS, VARIANTS  # noqa: E402
 from hub_stand_in import COMMIT, HubStandIn  # noqa: E402
@@ -71,7 +74,7 @@ def hf_greedy(hf, ids, steps):
 @pytest.fixture(autouse=True)
 def weights_store(tmp_path, monkeypatch):
     """Converted checkpoints go to this test's own folder."""
-    monkeypatch.setenv(weights.STORE_ENV, str(tmp_path / "store"))
+    monkeypatch.setenv(store.STORE_ENV, str(tmp_path / "store"))
     return tmp_path / "store"
 
 
@@ -85,7 +88,7 @@ def cache():
 @pytest.mark.parametrize("shape", list(HF_SHAPES), ids=list(HF_SHAPES))
 def test_a_gpt2_checkpoint_gives_transformers_logits(tmp_path, cache, shape):
     hf = make_hf_checkpoint(tmp_path, **HF_SHAPES[shape])
-    model, key = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    model, key = loading.load_file(tmp_path / "model.safetensors", cache=cache)
     ids = prompt(hf.config.vocab_size, n=hf.config.n_positions)
     with torch.no_grad():
         expected = hf(ids).logits
@@ -112,9 +115,9 @@ def test_openai_files_on_the_hub_load_unprefixed_names_and_mask_buffers_skipped(
         tensors[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
     (tmp_path / "config.json").unlink()          # as from the hub: the file alone
     save_file(tensors, tmp_path / "model.safetensors")
-    model, key = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    model, key = loading.load_file(tmp_path / "model.safetensors", cache=cache)
     assert key.config.n_heads == 1                # 64 / GPT-2's head size of 64, guessed
-    model, key = weights.load_file(tmp_path / "model.safetensors", cache=cache,
+    model, key = loading.load_file(tmp_path / "model.safetensors", cache=cache,
                                    config={"n_head": 4})
     ids = prompt(hf.config.vocab_size)
     with torch.no_grad():
@@ -123,7 +126,7 @@ def test_openai_files_on_the_hub_load_unprefixed_names_and_mask_buffers_skipped(
 
 def test_the_tied_head_is_the_embedding_and_counted_once(tmp_path, cache):
     make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
-    model, key = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    model, key = loading.load_file(tmp_path / "model.safetensors", cache=cache)
     assert model.out_head.weight is model.tok_emb.weight
     assert model.out_head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
     held = sum(p.numel() for p in model.parameters())   # parameters() yields a shared one once
@@ -136,7 +139,7 @@ def test_the_tied_head_is_the_embedding_and_counted_once(tmp_path, cache):
 @pytest.mark.parametrize("shape", ["tied, 4 heads", "untied head, exact GELU"])
 def test_greedy_tokens_match_transformers_through_pytorch_and_c(tmp_path, cache, shape):
     hf = make_hf_checkpoint(tmp_path, **HF_SHAPES[shape])
-    model, _ = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    model, _ = loading.load_file(tmp_path / "model.safetensors", cache=cache)
     ids = prompt(hf.config.vocab_size, n=5)
     expected = hf_greedy(hf, ids, 20)
     book = [s.token_id for s in generate_steps(model, ids[0].tolist(), 20, use_cache=False)]
@@ -150,7 +153,7 @@ def test_greedy_tokens_match_transformers_through_pytorch_and_c(tmp_path, cache,
 @pytest.mark.skipif(not native.available(), reason="no C compiler")
 def test_the_c_step_accepts_the_tied_biased_gpt2_shape_and_gives_its_logits(tmp_path, cache):
     hf = make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
-    model, _ = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    model, _ = loading.load_file(tmp_path / "model.safetensors", cache=cache)
     ids = prompt(hf.config.vocab_size, n=12)
     book_cache, c_cache = KVCache(model), KVCache(model)
     with torch.inference_mode():
@@ -165,7 +168,7 @@ def test_the_c_step_accepts_the_tied_biased_gpt2_shape_and_gives_its_logits(tmp_
 
 def test_trace_attention_and_lens_run_on_loaded_weights(tmp_path, cache):
     hf = make_hf_checkpoint(tmp_path, **HF_SHAPES["3 layers, 3 heads, n_inner=2x"])
-    model, _ = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    model, _ = loading.load_file(tmp_path / "model.safetensors", cache=cache)
     ids = prompt(hf.config.vocab_size, n=10)
     with torch.no_grad():
         out = hf(ids, output_attentions=True)
@@ -180,7 +183,7 @@ def test_trace_attention_and_lens_run_on_loaded_weights(tmp_path, cache):
 
 def test_the_books_load_weights_into_gpt_takes_hf_tensors(tmp_path):
     hf = make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
-    cfg = weights.inspect_file(tmp_path / "model.safetensors").config
+    cfg = checkpoints.inspect_file(tmp_path / "model.safetensors").config
     gpt = load_weights_into_gpt(empty_model(cfg), hf.state_dict()).eval()   # no dropout
     ids = prompt(hf.config.vocab_size)
     with torch.no_grad():
@@ -199,11 +202,11 @@ def test_gpt2_presets_are_the_released_models():
 @pytest.mark.parametrize("variant", VARIANT_IDS)
 def test_export_then_import_gives_identical_logits(tmp_path, cache, variant):
     model = build_model(VARIANTS[variant], seed=11, device="cpu")
-    weights.export_model(model, tmp_path)
+    export.export_model(model, tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     assert {k: config[k] for k in VARIANTS[variant].to_dict()} == VARIANTS[variant].to_dict()
     shutil.move(tmp_path / "config.json", tmp_path / "elsewhere.json")   # the header suffices
-    back, key = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    back, key = loading.load_file(tmp_path / "model.safetensors", cache=cache)
     assert key.config == model.cfg
     ids = prompt(model.cfg.vocab_size, n=model.cfg.context_length)
     assert torch.equal(back(ids), model(ids))
@@ -215,37 +218,37 @@ def test_export_then_import_gives_identical_logits(tmp_path, cache, variant):
                                      and VARIANTS[v].pos_encoding == "learned"])
 def test_export_in_hf_layout_loads_in_transformers_and_back(tmp_path, cache, variant):
     model = build_model(VARIANTS[variant], seed=12, device="cpu")
-    weights.export_model(model, tmp_path, hf_layout=True)
+    export.export_model(model, tmp_path, hf_layout=True)
     hf = GPT2LMHeadModel.from_pretrained(tmp_path, attn_implementation="eager").eval()
     ids = prompt(model.cfg.vocab_size, n=model.cfg.context_length)
     with torch.no_grad():
         torch.testing.assert_close(hf(ids).logits, model(ids), atol=1e-5, rtol=0)
-    back, key = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    back, key = loading.load_file(tmp_path / "model.safetensors", cache=cache)
     assert key.config == model.cfg and key.source.layout == "gpt2"
     assert torch.equal(back(ids), model(ids))
 
 
 def test_exporting_a_model_twice_gives_the_same_file(tmp_path):
     model = build_model(VARIANTS["book"], seed=3, device="cpu")
-    first = weights.export_model(model, tmp_path / "a")[0]
-    second = weights.export_model(model, tmp_path / "b")[0]
+    first = export.export_model(model, tmp_path / "a")[0]
+    second = export.export_model(model, tmp_path / "b")[0]
     assert first.read_bytes() == second.read_bytes()
 
 
 def test_a_model_that_is_not_gpt2_shaped_is_not_exported_in_hf_layout(tmp_path):
     model = build_model(VARIANTS["pos_encoding=rope"], seed=1, device="cpu")
     with pytest.raises(ValueError, match="book's layout"):
-        weights.export_model(model, tmp_path, hf_layout=True)
+        export.export_model(model, tmp_path, hf_layout=True)
     assert not (tmp_path / "model.safetensors").exists()
 
 
 def test_a_loaded_gpt2_exports_and_comes_back_identical(tmp_path, cache):
     make_hf_checkpoint(tmp_path / "in", **HF_SHAPES["tied, 4 heads"])
-    model, key = weights.load_file(tmp_path / "in" / "model.safetensors", cache=cache)
-    weights.export_model(model, tmp_path / "out", source=key.source)
+    model, key = loading.load_file(tmp_path / "in" / "model.safetensors", cache=cache)
+    export.export_model(model, tmp_path / "out", source=key.source)
     assert "from file" in json.loads((tmp_path / "out" / "config.json").read_text())[
         "weights_source"]
-    back, _ = weights.load_file(tmp_path / "out" / "model.safetensors", cache=cache)
+    back, _ = loading.load_file(tmp_path / "out" / "model.safetensors", cache=cache)
     ids = prompt(key.config.vocab_size)
     assert torch.equal(back(ids), model(ids)) and back.out_head.weight is back.tok_emb.weight
 
@@ -268,7 +271,7 @@ def book_state_dict(model):
 def test_the_books_model_pth_loads_with_its_mask_buffers(tmp_path, cache):
     model = build_model(BOOK, seed=5, device="cpu")
     torch.save(book_state_dict(model), tmp_path / "model.pth")
-    back, key = weights.load_file(tmp_path / "model.pth", cache=cache)
+    back, key = loading.load_file(tmp_path / "model.pth", cache=cache)
     assert key.config == BOOK                  # n_heads from GPT-2's head size 64
     ids = prompt(BOOK.vocab_size)
     assert torch.equal(back(ids), model(ids))
@@ -285,7 +288,7 @@ def test_the_books_model_and_optimizer_pth_loads(tmp_path, cache):
                 "optimizer_state_dict": optimizer.state_dict()},
                tmp_path / "model_and_optimizer.pth")
     (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))  # says 4 heads
-    back, key = weights.load_file(tmp_path / "model_and_optimizer.pth", cache=cache)
+    back, key = loading.load_file(tmp_path / "model_and_optimizer.pth", cache=cache)
     assert key.config == cfg
     model.eval()
     with torch.no_grad():
@@ -307,7 +310,7 @@ def test_a_pickle_that_would_run_code_is_refused_without_running_it(tmp_path, ca
     sd = book_state_dict(build_model(BOOK, seed=5, device="cpu"))
     torch.save({"model_state_dict": sd, "extra": RunsCode(marker)}, tmp_path / "model.pth")
     with pytest.raises(ValueError, match="could run code"):
-        weights.load_file(tmp_path / "model.pth", cache=cache)
+        loading.load_file(tmp_path / "model.pth", cache=cache)
     assert not marker.exists() and len(cache) == 0
     # The file really runs code when unpickled without weights_only: the check above can fail.
     torch.load(tmp_path / "model.pth", weights_only=False)
@@ -322,10 +325,10 @@ def test_a_truncated_safetensors_file_is_refused(tmp_path, cache):
     data = path.read_bytes()
     path.write_bytes(data[:-1000])
     with pytest.raises(ValueError, match="cut short.*again"):
-        weights.load_file(path, cache=cache)
+        loading.load_file(path, cache=cache)
     path.write_bytes(data[:5])
     with pytest.raises(ValueError, match="cut short"):
-        weights.load_file(path, cache=cache)
+        loading.load_file(path, cache=cache)
 
 
 def test_a_truncated_pth_is_refused(tmp_path, cache):
@@ -333,7 +336,7 @@ def test_a_truncated_pth_is_refused(tmp_path, cache):
     path = tmp_path / "model.pth"
     path.write_bytes(path.read_bytes()[:-5000])
     with pytest.raises(ValueError, match="could not be read"):
-        weights.load_file(path, cache=cache)
+        loading.load_file(path, cache=cache)
 
 
 def _hf_tensors(tmp_path):
@@ -350,7 +353,7 @@ def test_a_wrong_shape_is_refused_naming_the_tensor(tmp_path, cache):
     with pytest.raises(ValueError, match=r"wrong shape \(1\): h\.1\.mlp\.c_fc\.weight: "
                                          r"model\.safetensors has \(64, 200\), the model needs "
                                          r"\(64, 256\)"):
-        weights.load_file(tmp_path / "model.safetensors", cache=cache)
+        loading.load_file(tmp_path / "model.safetensors", cache=cache)
 
 
 def test_a_missing_key_is_refused_naming_it(tmp_path, cache):
@@ -360,7 +363,7 @@ def test_a_missing_key_is_refused_naming_it(tmp_path, cache):
     tensors["transformer.h.1.attn.unknown"] = torch.zeros(3)
     save_file(tensors, tmp_path / "model.safetensors")
     with pytest.raises(ValueError) as err:
-        weights.load_file(tmp_path / "model.safetensors", cache=cache)
+        loading.load_file(tmp_path / "model.safetensors", cache=cache)
     assert "missing from model.safetensors (1): h.1.attn.c_proj.bias" in str(err.value)
     assert "not in the model (1): h.1.attn.unknown" in str(err.value)
 
@@ -371,7 +374,7 @@ def test_a_book_checkpoint_missing_a_layer_tensor_is_refused(tmp_path, cache):
     torch.save(sd, tmp_path / "model.pth")
     with pytest.raises(ValueError, match=r"missing from model\.pth \(1\): "
                                          r"trf_blocks\.1\.ff\.layers\.2\.bias"):
-        weights.load_file(tmp_path / "model.pth", cache=cache)
+        loading.load_file(tmp_path / "model.pth", cache=cache)
 
 
 @pytest.mark.parametrize("content, message", [
@@ -380,26 +383,26 @@ def test_a_book_checkpoint_missing_a_layer_tensor_is_refused(tmp_path, cache):
 def test_files_that_are_not_checkpoints_are_refused(tmp_path, cache, content, message):
     (tmp_path / "model.safetensors").write_bytes(content)
     with pytest.raises(ValueError, match=message):
-        weights.load_file(tmp_path / "model.safetensors", cache=cache)
+        loading.load_file(tmp_path / "model.safetensors", cache=cache)
 
 
 def test_a_missing_file_is_refused(tmp_path, cache):
     with pytest.raises(ValueError, match="There is no file at .*upload"):
-        weights.load_file(tmp_path / "nothing.safetensors", cache=cache)
+        loading.load_file(tmp_path / "nothing.safetensors", cache=cache)
 
 
 def test_a_file_over_the_budget_is_refused_before_loading(tmp_path, monkeypatch):
     make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
-    monkeypatch.setattr(weights, "load_into_model",
+    monkeypatch.setattr(store, "load_into_model",
                         lambda *a, **k: pytest.fail("nothing may be loaded"))
     with pytest.raises(ValueError, match=r"needs 1 MB .* budget is 0 MB"):
-        weights.load_file(tmp_path / "model.safetensors", cache=ModelCache(budget_bytes=1000))
+        loading.load_file(tmp_path / "model.safetensors", cache=ModelCache(budget_bytes=1000))
 
 
 def test_a_file_changed_after_it_was_chosen_is_refused(tmp_path, cache):
     make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
     path = tmp_path / "model.safetensors"
-    cfg, source, _ = weights.file_source(path)
+    cfg, source, _ = checkpoints.file_source(path)
     make_hf_checkpoint(tmp_path, seed=3, **HF_SHAPES["tied, 4 heads"])
     with pytest.raises(ValueError, match="has changed"):
         cache.get(cache.key(cfg, device="cpu", source=source))
@@ -423,24 +426,24 @@ def test_two_sessions_on_the_same_checkpoint_share_one_copy(tmp_path, cache):
     (tmp_path / "b").mkdir()
     shutil.copy(tmp_path / "a" / "model.safetensors", tmp_path / "b" / "upload.safetensors")
     shutil.copy(tmp_path / "a" / "config.json", tmp_path / "b" / "config.json")
-    first, key_a = weights.load_file(tmp_path / "a" / "model.safetensors", cache=cache)
-    second, key_b = weights.load_file(tmp_path / "b" / "upload.safetensors", cache=cache)
+    first, key_a = loading.load_file(tmp_path / "a" / "model.safetensors", cache=cache)
+    second, key_b = loading.load_file(tmp_path / "b" / "upload.safetensors", cache=cache)
     assert key_a == key_b and first is second and len(cache) == 1
     assert key_a.source.caption.startswith("from file model.safetensors (sha256 ")
-    assert key_a.source.digest == weights.sha256_file(tmp_path / "a" / "model.safetensors")
+    assert key_a.source.digest == checkpoints.sha256_file(tmp_path / "a" / "model.safetensors")
 
 
 def test_a_different_checkpoint_is_a_different_model(tmp_path, cache):
     make_hf_checkpoint(tmp_path / "a", seed=0, **HF_SHAPES["tied, 4 heads"])
     make_hf_checkpoint(tmp_path / "b", seed=1, **HF_SHAPES["tied, 4 heads"])
-    a, key_a = weights.load_file(tmp_path / "a" / "model.safetensors", cache=cache)
-    b, key_b = weights.load_file(tmp_path / "b" / "model.safetensors", cache=cache)
+    a, key_a = loading.load_file(tmp_path / "a" / "model.safetensors", cache=cache)
+    b, key_b = loading.load_file(tmp_path / "b" / "model.safetensors", cache=cache)
     assert key_a != key_b and a is not b and len(cache) == 2
 
 
 def test_an_evicted_checkpoint_is_reloaded_identically(tmp_path):
     make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
-    cfg, source, _ = weights.file_source(tmp_path / "model.safetensors")
+    cfg, source, _ = checkpoints.file_source(tmp_path / "model.safetensors")
     cache = ModelCache(budget_bytes=int(1.5 * model_bytes(cfg)))
     key = cache.key(cfg, device="cpu", source=source)
     first, _ = cache.get(key)
@@ -453,10 +456,10 @@ def test_an_evicted_checkpoint_is_reloaded_identically(tmp_path):
 def test_a_loaded_checkpoint_is_reloaded_from_the_store_after_its_file_is_gone(tmp_path, cache,
                                                                                 weights_store):
     make_hf_checkpoint(tmp_path / "upload", **HF_SHAPES["tied, 4 heads"])
-    first, key = weights.load_file(tmp_path / "upload" / "model.safetensors", cache=cache)
+    first, key = loading.load_file(tmp_path / "upload" / "model.safetensors", cache=cache)
     ids = prompt(key.config.vocab_size)
     expected = first(ids)
-    assert weights.stored_path(key.source, key.config).parent == weights_store
+    assert store.stored_path(key.source, key.config).parent == weights_store
     shutil.rmtree(tmp_path / "upload")        # Gradio deletes uploads; the store keeps them
     cache.clear()
     again, cached = cache.get(key)
@@ -465,7 +468,7 @@ def test_a_loaded_checkpoint_is_reloaded_from_the_store_after_its_file_is_gone(t
 
 def test_changing_a_loaded_models_weights_never_changes_the_stored_file(tmp_path, cache):
     make_hf_checkpoint(tmp_path, **HF_SHAPES["tied, 4 heads"])
-    model, key = weights.load_file(tmp_path / "model.safetensors", cache=cache)
+    model, key = loading.load_file(tmp_path / "model.safetensors", cache=cache)
     before = model.tok_emb.weight.clone()
     with torch.no_grad():
         model.tok_emb.weight.add_(1.0)        # as a training step would
@@ -481,9 +484,9 @@ def tiny_gpt2(monkeypatch, tmp_path):
     """A tiny GPT-2 served as openai-community/gpt2 (the real one is 548 MB): the explorer's
     "gpt2-small" config is made this one's for the test."""
     hf = make_hf_checkpoint(tmp_path / "repo", **HF_SHAPES["tied, 4 heads"])
-    cfg = weights.inspect_file(tmp_path / "repo" / "model.safetensors").config
-    real = weights.gpt2_config
-    monkeypatch.setattr(weights, "gpt2_config",
+    cfg = checkpoints.inspect_file(tmp_path / "repo" / "model.safetensors").config
+    real = runtime_hub.gpt2_config
+    monkeypatch.setattr(runtime_hub, "gpt2_config",
                         lambda size: cfg if size == "gpt2-small" else real(size))
     return hf, tmp_path / "repo" / "model.safetensors"
 
@@ -496,7 +499,7 @@ def test_pretrained_download_reports_progress_and_reuses_the_hub_cache(tiny_gpt2
     reports = []
     cache = ModelCache(budget_bytes=512 * MB)
     with HubStandIn({("openai-community/gpt2", "model.safetensors"): file}) as hub:
-        model, key = weights.load_pretrained(
+        model, key = loading.load_pretrained(
             "small", progress=lambda f, text: reports.append((f, text)), cache=cache,
             cache_dir=tmp_path / "hf-cache", endpoint=hub.url)
         assert len(hub.gets) == 1
@@ -505,13 +508,13 @@ def test_pretrained_download_reports_progress_and_reuses_the_hub_cache(tiny_gpt2
         assert any(f"{file.stat().st_size / 1e6:,.0f} MB" in t for _, t in reports)
         assert any(t.startswith("Converting model.safetensors") for _, t in reports)
         # A second session: the hub cache serves the file, and the model cache the model.
-        again, key_again = weights.load_pretrained("gpt2-small", cache=cache,
+        again, key_again = loading.load_pretrained("gpt2-small", cache=cache,
                                                    cache_dir=tmp_path / "hf-cache",
                                                    endpoint=hub.url)
         assert len(hub.gets) == 1 and again is model and key_again == key
     assert key.source.caption == "pretrained GPT-2 small (OpenAI)"
     assert key.source.revision == COMMIT
-    assert key.source.digest == weights.sha256_file(file)
+    assert key.source.digest == checkpoints.sha256_file(file)
     ids = prompt(hf.config.vocab_size)
     with torch.no_grad():
         torch.testing.assert_close(model(ids), hf(ids).logits, atol=1e-5, rtol=0)
@@ -522,15 +525,15 @@ def test_offline_the_hub_cache_is_used_and_without_it_the_message_says_what_to_d
     _, file = tiny_gpt2
     from huggingface_hub import constants
     with HubStandIn({("openai-community/gpt2", "model.safetensors"): file}) as hub:
-        weights.pretrained_source("small", cache_dir=tmp_path / "hf-cache", endpoint=hub.url)
+        runtime_hub.pretrained_source("small", cache_dir=tmp_path / "hf-cache", endpoint=hub.url)
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
         requests = len(hub.heads) + len(hub.gets)
-        cfg, source = weights.pretrained_source("small", cache_dir=tmp_path / "hf-cache",
+        cfg, source = runtime_hub.pretrained_source("small", cache_dir=tmp_path / "hf-cache",
                                                 endpoint=hub.url)
         assert len(hub.heads) + len(hub.gets) == requests      # offline: not one request
         assert source.revision == COMMIT
         with pytest.raises(ValueError) as err:
-            weights.pretrained_source("small", cache_dir=tmp_path / "empty-cache",
+            runtime_hub.pretrained_source("small", cache_dir=tmp_path / "empty-cache",
                                       endpoint=hub.url)
     text = str(err.value)
     for needed in ("HF_HUB_OFFLINE", "hf download openai-community/gpt2 model.safetensors",
@@ -538,16 +541,34 @@ def test_offline_the_hub_cache_is_used_and_without_it_the_message_says_what_to_d
         assert needed in text
 
 
-def test_an_unreachable_hub_gets_the_same_advice(tiny_gpt2, tmp_path, monkeypatch):
-    # huggingface_hub retries a refused connection with back-off (~23 s of waiting): the waits
-    # are recorded, not slept, since what is tested is what the user is told afterwards.
+def test_an_unreachable_hub_gets_the_same_advice_without_the_clients_back_off(
+        tiny_gpt2, tmp_path, monkeypatch):
+    # huggingface_hub retries a refused connection with back-off (~23 s of waiting) before it
+    # looks in its cache; the explorer's one quick connection answers first. Any wait of the
+    # client's is recorded (not slept): there must be none.
     from huggingface_hub.utils import _http
     waits = []
     monkeypatch.setattr(_http.time, "sleep", waits.append)
+    nothing_there = "http://127.0.0.1:9"   # nothing listens there
+    assert not runtime_hub.hub_reachable(nothing_there)
     with pytest.raises(ValueError, match="cannot be reached.*hf download"):
-        weights.pretrained_source("small", cache_dir=tmp_path / "empty",
-                                  endpoint="http://127.0.0.1:9")   # nothing listens there
-    assert waits, "the hub's client was expected to retry before giving up"
+        runtime_hub.pretrained_source("small", cache_dir=tmp_path / "empty",
+                                      endpoint=nothing_there)
+    assert waits == [], f"the hub's client backed off {waits} before the advice"
+
+
+def test_an_unreachable_hub_serves_the_file_its_cache_holds(tiny_gpt2, tmp_path, monkeypatch):
+    from huggingface_hub.utils import _http
+    _, file = tiny_gpt2
+    with HubStandIn({("openai-community/gpt2", "model.safetensors"): file}) as hub:
+        runtime_hub.pretrained_source("small", cache_dir=tmp_path / "hf-cache", endpoint=hub.url)
+    waits = []
+    monkeypatch.setattr(_http.time, "sleep", waits.append)
+    # the stand-in has gone: its address refuses connections now
+    cfg, source = runtime_hub.pretrained_source("small", cache_dir=tmp_path / "hf-cache",
+                                                endpoint=hub.url)
+    assert source.repo_id == "openai-community/gpt2" and source.revision == COMMIT
+    assert waits == []
 
 
 def test_the_budget_refuses_a_pretrained_size_before_any_download(tmp_path):
@@ -555,7 +576,7 @@ def test_the_budget_refuses_a_pretrained_size_before_any_download(tmp_path):
         raise AssertionError("nothing may be downloaded")
 
     with pytest.raises(ValueError) as err:
-        weights.pretrained_source("xl", budget_bytes=2000 * MB, download=no_download)
+        runtime_hub.pretrained_source("xl", budget_bytes=2000 * MB, download=no_download)
     need = -(-model_bytes(gpt2_config("gpt2-xl")) // MB)
     assert f"needs {need:,} MB" in str(err.value) and "budget is 2,000 MB" in str(err.value)
     assert 5_900 < need < 6_000                                   # ~6.2 GB at float32
@@ -563,7 +584,7 @@ def test_the_budget_refuses_a_pretrained_size_before_any_download(tmp_path):
 
 def test_an_unknown_size_is_refused():
     with pytest.raises(ValueError, match="small, medium, large and xl"):
-        weights.pretrained_source("huge")
+        runtime_hub.pretrained_source("huge")
 
 
 def test_book_shapes_list_every_weight_once():
@@ -587,24 +608,24 @@ def _distinct_checkpoints(folder, n):
 def test_the_store_stays_within_its_limit_least_recently_used_out(tmp_path, monkeypatch,
                                                                    weights_store):
     paths = _distinct_checkpoints(tmp_path / "uploads", 10)
-    one = weights.file_source(paths[0])[1]
-    cfg = weights.inspect_file(paths[0]).config
-    weights.load_file(paths[0], cache=ModelCache(budget_bytes=512 * MB))
-    each = weights.store_bytes()
+    one = checkpoints.file_source(paths[0])[1]
+    cfg = checkpoints.inspect_file(paths[0]).config
+    loading.load_file(paths[0], cache=ModelCache(budget_bytes=512 * MB))
+    each = store.store_bytes()
     assert each > 0
-    monkeypatch.setenv(weights.STORE_LIMIT_ENV, str(3.5 * each / MB))   # room for three
+    monkeypatch.setenv(store.STORE_LIMIT_ENV, str(3.5 * each / MB))   # room for three
     kept_in_use = None
     for i, path in enumerate(paths[1:], start=1):
         cache = ModelCache(budget_bytes=512 * MB)
-        weights.load_file(path, cache=cache)
+        loading.load_file(path, cache=cache)
         if i == 5:   # used again: the most recently used stays
-            kept_in_use = weights.stored_path(one, cfg)
-            weights.load_file(paths[0], cache=cache)
-        assert weights.store_bytes() <= 3.5 * each
-    stored = sorted(p.name for p in weights_store.glob(weights.STORED))
+            kept_in_use = store.stored_path(one, cfg)
+            loading.load_file(paths[0], cache=cache)
+        assert store.store_bytes() <= 3.5 * each
+    stored = sorted(p.name for p in weights_store.glob(store.STORED))
     assert len(stored) == 3
     assert kept_in_use.name not in stored          # five loads ago: out
-    newest = weights.stored_path(weights.file_source(paths[-1])[1], cfg)
+    newest = store.stored_path(checkpoints.file_source(paths[-1])[1], cfg)
     assert newest.name in stored
 
 
@@ -612,12 +633,12 @@ def test_a_checkpoint_removed_from_the_store_is_converted_again_identically(tmp_
                                                                             monkeypatch):
     paths = _distinct_checkpoints(tmp_path / "uploads", 2)
     cache = ModelCache(budget_bytes=512 * MB)
-    first, key = weights.load_file(paths[0], cache=cache)
+    first, key = loading.load_file(paths[0], cache=cache)
     ids = prompt(key.config.vocab_size)
     expected = first(ids)
-    monkeypatch.setenv(weights.STORE_LIMIT_ENV, "0.001")          # room for the newest only
-    weights.load_file(paths[1], cache=cache)
-    assert not weights.stored_path(key.source, key.config).exists()
+    monkeypatch.setenv(store.STORE_LIMIT_ENV, "0.001")          # room for the newest only
+    loading.load_file(paths[1], cache=cache)
+    assert not store.stored_path(key.source, key.config).exists()
     cache.clear()
     again, cached = cache.get(key)
     assert not cached and torch.equal(again(ids), expected)
@@ -625,6 +646,6 @@ def test_a_checkpoint_removed_from_the_store_is_converted_again_identically(tmp_
 
 @pytest.mark.parametrize("value", ["lots", "-1", "nan"])
 def test_a_bad_store_limit_is_refused_clearly(monkeypatch, value):
-    monkeypatch.setenv(weights.STORE_LIMIT_ENV, value)
-    with pytest.raises(ValueError, match=weights.STORE_LIMIT_ENV):
-        weights.store_limit_bytes()
+    monkeypatch.setenv(store.STORE_LIMIT_ENV, value)
+    with pytest.raises(ValueError, match=store.STORE_LIMIT_ENV):
+        store.store_limit_bytes()

@@ -14,11 +14,14 @@ from local_client import close_soon, local_client
 transformers = pytest.importorskip("transformers")
 
 from explorer.app import shared  # noqa: E402
+from explorer.app.handlers import declared  # noqa: E402
+from explorer.app.shared import WEIGHTS_NOTES  # noqa: E402
 from explorer.app.server import create_demo, launch_options  # noqa: E402
 from explorer.app.tabs import build as build_tab  # noqa: E402
 from explorer.book.config import PRESETS, count_parameters  # noqa: E402
 from explorer.book.tokenizer import get_tokenizer  # noqa: E402
-from explorer.runtime import weights  # noqa: E402
+from explorer.runtime import checkpoints  # noqa: E402
+from explorer.runtime import hub as runtime_hub  # noqa: E402
 from explorer.runtime.build import build_model  # noqa: E402
 
 from hub_stand_in import HubStandIn  # noqa: E402
@@ -28,14 +31,15 @@ PROMPT = "Every effort moves you"
 VIEW = ("norm1: before vs after LayerNorm", "resid_pre", "std")
 # A tiny GPT-2 with the tokenizer's vocabulary, so that every view can read a real prompt.
 TINY = dict(n_embd=64, n_layer=2, n_head=4, n_positions=48, vocab_size=50257)
-# /build's last outputs: the 13 knobs, the four tabs' weights notes, the two probe pickers.
-KNOB_AT = {k: i - 6 - len(build_tab.KNOBS) for i, k in enumerate(build_tab.KNOBS)}
-NOTES_AT = slice(-6, -2)
+# /build's outputs by name (the API sends them in this order; the session is not one).
+OUTPUTS = [name for name in declared(build_tab.build) if name != "session"]
+KNOB_AT = {k: OUTPUTS.index(k) for k in build_tab.FIELDS}
+NOTES_AT = [OUTPUTS.index(n) for n in WEIGHTS_NOTES]
 
 
 def random_args(preset="teach-tiny", seed=123):
     cfg = PRESETS[preset].to_dict()
-    return dict(preset=preset, **{k: cfg[k] for k in build_tab.KNOBS}, seed=seed, device="cpu",
+    return dict(preset=preset, **{k: cfg[k] for k in build_tab.FIELDS}, seed=seed, device="cpu",
                 dtype="float32", api_name="/build")
 
 
@@ -89,15 +93,15 @@ def test_a_checkpoint_path_loads_and_every_view_runs_on_it_and_says_so(client, c
     hf, folder = checkpoint
     result = client.predict(**load_args(weights_path=str(folder / "model.safetensors")))
     status = result[0]
-    digest = weights.sha256_file(folder / "model.safetensors")
+    digest = checkpoints.sha256_file(folder / "model.safetensors")
     caption = f"from file model.safetensors (sha256 {digest[:8]}…)"
     assert "Model ready" in status and caption in status
-    total = count_parameters(weights.inspect_file(folder / "model.safetensors").config).total
+    total = count_parameters(checkpoints.inspect_file(folder / "model.safetensors").config).total
     assert f"{total:,}" in status
     # The knobs now show the checkpoint's config (4 heads, from config.json beside the file).
     assert result[KNOB_AT["n_heads"]] == 4 and result[KNOB_AT["emb_dim"]] == 64
     assert result[KNOB_AT["tie_weights"]] is True
-    assert all(caption in note for note in result[NOTES_AT]) and len(result[NOTES_AT]) == 4
+    assert all(caption in note for note in [result[i] for i in NOTES_AT]) and len([result[i] for i in NOTES_AT]) == 4
     # the tie: counted once, and said so in the table and the memory note
     table, memory = result[2], result[4]
     assert "tied" in dict((r[0], r[1]) for r in table["data"])["output head"]
@@ -201,7 +205,7 @@ def test_export_then_import_gives_identical_logits(client, hf_layout):
     result = client.predict(**load_args(weights_upload=[handle_file(f) for f in files]))
     assert "from file model.safetensors" in result[0]
     weights_file = next(f for f in files if f.endswith(".safetensors"))
-    loaded = cached_model("file", weights.sha256_file(weights_file))
+    loaded = cached_model("file", checkpoints.sha256_file(weights_file))
     original = build_model(PRESETS["teach-tiny"], seed=7, device="cpu")
     ids = torch.tensor([get_tokenizer().encode(PROMPT)])
     assert torch.equal(loaded(ids), original(ids))
@@ -226,9 +230,9 @@ def stand_in_hub(checkpoint, monkeypatch, tmp_path):
     548 MB; "gpt2-small" is made the tiny one's config), into an empty Hugging Face cache."""
     from huggingface_hub import constants
     _, folder = checkpoint
-    cfg = weights.inspect_file(folder / "model.safetensors").config
-    real = weights.gpt2_config
-    monkeypatch.setattr(weights, "gpt2_config",
+    cfg = checkpoints.inspect_file(folder / "model.safetensors").config
+    real = runtime_hub.gpt2_config
+    monkeypatch.setattr(runtime_hub, "gpt2_config",
                         lambda size: cfg if size == "gpt2-small" else real(size))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 64 * 1024)
@@ -243,7 +247,7 @@ def stand_in_hub(checkpoint, monkeypatch, tmp_path):
 
 def test_pretrained_gpt2_downloads_with_progress_in_the_page(client, stand_in_hub,
                                                             monkeypatch):
-    real = weights._progress_class
+    real = runtime_hub._progress_class
 
     def slowed(progress, label):   # ~1 s for the 13 MB file, so a poll sees the download
         class Slowed(real(progress, label)):
@@ -252,7 +256,7 @@ def test_pretrained_gpt2_downloads_with_progress_in_the_page(client, stand_in_hu
                 return super().update(n)
         return Slowed
 
-    monkeypatch.setattr(weights, "_progress_class", slowed)
+    monkeypatch.setattr(runtime_hub, "_progress_class", slowed)
     job = client.submit(**load_args("pretrained", size="small"))
     seen = set()
     while not job.done():
@@ -263,7 +267,7 @@ def test_pretrained_gpt2_downloads_with_progress_in_the_page(client, stand_in_hu
         time.sleep(0.01)
     result = job.result()
     assert "pretrained GPT-2 small (OpenAI)" in result[0] and len(stand_in_hub.gets) == 1
-    assert all("pretrained GPT-2 small (OpenAI)" in note for note in result[NOTES_AT])
+    assert all("pretrained GPT-2 small (OpenAI)" in note for note in [result[i] for i in NOTES_AT])
     assert "Downloading GPT-2 small (openai-community/gpt2)" in seen, seen
 
 
@@ -271,9 +275,9 @@ def test_the_build_handler_reports_the_download(stand_in_hub):
     """The progress callback Gradio hands /build hears the download, byte by byte."""
     reports = []
     given = {k: v for k, v in load_args("pretrained", size="small").items() if k != "api_name"}
-    out = build_tab.build(**given, weights_path="", weights_upload=None, state=None,
+    out = build_tab.build(**given, weights_path="", weights_upload=None, session=None,
                           progress=lambda f, desc=None: reports.append((f, desc)))
-    assert "pretrained GPT-2 small" in out[0]
+    assert "pretrained GPT-2 small" in out["status"]
     downloading = [f for f, d in reports if d and d.startswith("Downloading")]
     assert len(downloading) > 2 and downloading == sorted(downloading) and downloading[-1] == 1.0
 

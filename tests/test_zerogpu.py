@@ -20,7 +20,7 @@ import pytest
 import explorer.app.server  # noqa: F401
 from explorer.app import gpu
 from explorer.book.config import PRESETS, count_parameters
-from explorer.runtime.cache import ModelKey
+from explorer.runtime.sources import ModelKey
 
 
 class StandInSpaces(types.ModuleType):
@@ -97,7 +97,9 @@ def no_spaces_installed(monkeypatch):
 
 
 def session_state(preset):
-    return {"key": ModelKey(PRESETS[preset], 123, "cpu", "float32")}
+    from explorer.app.session import Made, Model, Session
+    key = ModelKey(PRESETS[preset], 123, "cpu", "float32")
+    return Session(models=(Model(key, Made("built", preset)),))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,33 +192,33 @@ def test_zero_gpu_without_the_spaces_package_runs_plainly_and_says_so(
 # ---------------------------------------------------------------------------------------------
 # The estimates
 def test_duration_grows_with_the_model_and_the_tokens_asked_for():
-    tiny, xl = session_state("teach-tiny"), {"key": ModelKey(PRESETS["gpt2-xl"], 1, "cuda",
-                                                               "float32")}
+    tiny = session_state("teach-tiny")
+    xl = types.SimpleNamespace(keys=(ModelKey(PRESETS["gpt2-xl"], 1, "cuda", "float32"),))
     prompt = "Every effort moves you"
-    assert gpu.forward_seconds({"state": tiny, "prompt": prompt}) < \
-        gpu.forward_seconds({"state": xl, "prompt": prompt})
-    assert gpu.forward_seconds({"state": xl, "prompt": prompt}) < \
-        gpu.forward_seconds({"state": xl, "prompt": prompt * 40})
-    assert gpu.generate_seconds({"state": xl, "prompt": prompt, "max_new_tokens": 10}) < \
-        gpu.generate_seconds({"state": xl, "prompt": prompt, "max_new_tokens": 500})
+    assert gpu.forward_seconds({"session": tiny, "prompt": prompt}) < \
+        gpu.forward_seconds({"session": xl, "prompt": prompt})
+    assert gpu.forward_seconds({"session": xl, "prompt": prompt}) < \
+        gpu.forward_seconds({"session": xl, "prompt": prompt * 40})
+    assert gpu.generate_seconds({"session": xl, "prompt": prompt, "max_new_tokens": 10}) < \
+        gpu.generate_seconds({"session": xl, "prompt": prompt, "max_new_tokens": 500})
     assert gpu.build_seconds(PRESETS["teach-tiny"].to_dict()) < \
         gpu.build_seconds(PRESETS["gpt2-xl"].to_dict())
 
 
 def test_a_prompt_counts_at_most_one_token_per_byte_and_at_most_the_context():
     cfg = PRESETS["gpt2-small"]
-    state = {"key": ModelKey(cfg, 1, "cuda", "float32")}
+    state = types.SimpleNamespace(keys=(ModelKey(cfg, 1, "cuda", "float32"),))
     parameters = count_parameters(cfg).total
     build = gpu._build(parameters)
     # "é" is two UTF-8 bytes: up to two tokens
-    assert gpu.forward_seconds({"state": state, "prompt": "é" * 10}) == \
+    assert gpu.forward_seconds({"session": state, "prompt": "é" * 10}) == \
         pytest.approx(build + gpu._forward(parameters, 20))
-    assert gpu.forward_seconds({"state": state, "prompt": "x" * 50_000}) == \
+    assert gpu.forward_seconds({"session": state, "prompt": "x" * 50_000}) == \
         pytest.approx(build + gpu._forward(parameters, cfg.context_length))
     # Next token: the text shown so far, when longer than the prompt; no text: the context.
-    assert gpu.forward_seconds({"state": state, "prompt": "ab", "output": "abcdef"}) == \
+    assert gpu.forward_seconds({"session": state, "prompt": "ab", "output": "abcdef"}) == \
         pytest.approx(build + gpu._forward(parameters, 6))
-    assert gpu.forward_seconds({"state": state}) == \
+    assert gpu.forward_seconds({"session": state}) == \
         pytest.approx(build + gpu._forward(parameters, cfg.context_length))
 
 
@@ -268,7 +270,7 @@ def test_off_zero_gpu_the_handlers_are_the_plain_functions(monkeypatch, no_space
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     tabs = reload_tabs()
     for name, module in GPU_HANDLERS.items():
-        plain = getattr(tabs[module], name).__wrapped__          # under @friendly
+        plain = getattr(tabs[module], name).__wrapped__          # under @handler
         assert not hasattr(plain, "__wrapped__"), f"{name} is wrapped off ZeroGPU"
         assert plain.__module__ == module and plain.__name__ == name
     assert no_spaces_installed.attempts == 0
@@ -311,17 +313,22 @@ def test_on_zero_gpu_every_handlers_gpu_work_runs_inside_spaces_gpu(tabs_on_zero
     def no_progress(*args, **kwargs):
         return None
 
+    from explorer.app.pickers import HIST_PAIRS
+    from explorer.app.session import Session
+    # (each handler returns the session: ZeroGPU's worker changes a copy of it)
     state = build_tab.build("teach-tiny", *tiny.to_dict().values(), 123, "cpu", "float32",
-                            state=None, progress=no_progress)[5]
+                            session=Session(), progress=no_progress)["session"]
     prompt = "Every effort moves you"
-    pair = next(iter(inside_tab.HIST_PAIRS))
-    state = inside_tab.run_trace(prompt, state, 0, pair, "ln1_out", "std")[-1]
-    attention_tab.attention_views(state, 1, "mean")
+    pair = next(iter(HIST_PAIRS))
+    state = inside_tab.run_trace(prompt, state, 0, pair, "ln1_out", "std")["session"]
+    state = attention_tab.attention_views(state, 1, "mean")["session"]
     updates = list(generate_tab.generate(prompt, 6, "greedy", 1.0, 50, 123, False, state))
-    assert updates and prompt in updates[-1][0]
-    generate_tab.next_token(prompt, updates[-1][0], "greedy", 1.0, 50, 123, updates[-1][-1])
+    assert updates and prompt in updates[-1]["gen_output"]
+    state = updates[-1]["session"]
+    state = generate_tab.next_token(prompt, updates[-1]["gen_output"], "greedy", 1.0, 50, 123,
+                                    state)["session"]
     generate_tab.logit_lens(prompt, state)
-    files, _ = build_tab.export_weights(state, False)
+    files = build_tab.export_weights(state, False)["export_files"]
     assert sorted(Path(f).name for f in files) == ["config.json", "model.safetensors"]
 
     assert [name for name, _ in zero_gpu.calls] == list(GPU_HANDLERS)
@@ -332,25 +339,40 @@ def test_on_zero_gpu_every_handlers_gpu_work_runs_inside_spaces_gpu(tabs_on_zero
 
 
 def test_every_handler_that_uses_a_model_is_marked_as_gpu_work():
-    """A new handler (training, say) that reaches the model must say so to ZeroGPU."""
+    """A new handler (training, say) that reaches the model, itself or through a function of
+    its module, must say so to ZeroGPU."""
+    reaches = {"models_of", "model_a", "CACHE.get", "CACHE.hold", "shared.LAB.start",
+               "shared.LAB.resume", "_trained"}       # the last three: training
     unmarked = []
     for path in sorted(TABS.glob("*.py")):
         tree = ast.parse(path.read_text())
-        # a handler decorated by assignment: build = friendly(gpu.gpu_work(...)(build))
+        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+        # a handler decorated by assignment: build = handler(...)(gpu.gpu_work(...)(build))
         wrapped = {target.id: ast.unparse(node.value) for node in tree.body
                    if isinstance(node, ast.Assign) for target in node.targets
                    if isinstance(target, ast.Name)}
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.FunctionDef):
-                continue
-            decorators = [ast.unparse(d) for d in node.decorator_list]
-            decorators.append(wrapped.get(node.name, ""))
-            calls = {ast.unparse(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)}
-            uses_model = calls & {"model_of", "CACHE.get", "CACHE.hold", "LAB.start",
-                                  "LAB.resume", "_trained",   # these three: training
-                                  "pinning.pair_of"}          # a comparison's two models
-            if uses_model and not any("gpu_work" in d for d in decorators):
-                unmarked.append(f"{path.name}:{node.name}")
+
+        def calls_of(node):
+            return {ast.unparse(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)}
+
+        def decorators(name):
+            return [ast.unparse(d) for d in functions[name].decorator_list] + [
+                wrapped.get(name, "")]
+
+        def on_gpu(name):
+            return any("gpu_work" in d for d in decorators(name))
+
+        def uses_model(name, seen=()):
+            """Whether ``name`` reaches a model outside a function that is GPU work itself."""
+            calls = calls_of(functions[name])
+            return bool(calls & reaches) or any(
+                uses_model(c, (*seen, name)) for c in calls
+                if c in functions and c not in seen and not on_gpu(c))
+
+        for name in functions:
+            if any("handler" in d for d in decorators(name)) and uses_model(name) \
+                    and not on_gpu(name):
+                unmarked.append(f"{path.name}:{name}")
     assert unmarked == []
 
 
@@ -371,7 +393,7 @@ def test_the_walk_asks_zero_gpu_only_when_it_must_trace(zero_gpu, monkeypatch):
         monkeypatch.setattr(walk, "trace", spied)
         state = session_state("teach-tiny")
         prompt = "Every effort moves you"
-        card, state = walk.show_stage("attention", 1, prompt, state)
+        card = walk.show_stage("attention", 1, prompt, state)["walk_card"]
         assert "Masked multi-head attention" in card
         assert ran == [True] and [name for name, _ in zero_gpu.calls] == ["_walk_trace"]
         walk.show_stage("feed_forward", 0, prompt, state)             # the same prompt

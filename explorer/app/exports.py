@@ -12,22 +12,24 @@ import io
 import os
 import tempfile
 
+import gradio as gr
 import numpy as np
-from gradio import processing_utils, utils
+
+from .gradio_private import cache_folder, save_to_cache
+from .i18n import t
 
 
 def fresh_folder():
     """A new folder inside Gradio's file cache, for files a library writes itself (a model's
     model.safetensors + config.json): served from there without a copy, and removed with the
     rest of the cache (``delete_cache``)."""
-    cache = utils.get_upload_folder()
+    cache = cache_folder()
     os.makedirs(cache, exist_ok=True)
     return tempfile.mkdtemp(prefix="model_", dir=cache)
 
 
 def write_export(name, text):
-    return processing_utils.save_bytes_to_cache(text.encode("utf-8"), name,
-                                                cache_dir=utils.get_upload_folder())
+    return save_to_cache(text.encode("utf-8"), name)
 
 
 def csv_text(rows):
@@ -42,3 +44,25 @@ def json_default(value):
     if isinstance(value, (np.floating, np.integer)):
         return value.item()
     return str(value)
+
+
+def download_button(path):
+    """The export's file as a download button that names it and its size (hidden: none)."""
+    if not path:
+        return gr.update(value=None, visible=False)
+    size = os.path.getsize(path)
+    shown = f"{size / 1024:.1f} KB" if size >= 1024 else t("export.bytes", "{n} bytes", n=size)
+    return gr.update(visible=True, value=path,
+                     label=t("export.download", "Download {name} ({size})",
+                             name=os.path.basename(path), size=shown))
+
+
+def show_download(name: str):
+    """A handler that turns the download button ``name`` (whose value an export just set to a
+    file: what an API client gets) into one that names the file and its size."""
+    from .handlers import handler
+
+    @handler(outputs=(name,), name=f"show_{name}")
+    def shown(path):
+        return {name: download_button(path)}
+    return shown

@@ -6,14 +6,14 @@ the Space's runtime provides) it is ``spaces.GPU(handler, duration=...)``: ZeroG
 for the call and runs it in a worker process, every ``yield`` of a generator included. Everywhere
 else the handler is returned unchanged: ``spaces`` is not imported and a call costs nothing.
 
-Put it under ``@friendly``, so that the user sees ZeroGPU's messages (quota, queue) as any other::
+Put it under ``@handler``, so that the user sees ZeroGPU's messages (quota, queue) as any other::
 
-    @friendly
+    @handler(outputs=...)
     @gpu_work(duration=gpu.forward_seconds)
-    def run_trace(prompt, state, ...):
+    def run_trace(prompt, session, ...):
 
 A ZeroGPU worker is a fork of the server: the models it builds stay in its own ``CACHE``, and a
-new worker rebuilds a session's model from the key in the session's state (config and seed give
+new worker rebuilds a session's model from the keys in the session (config and seed give
 the same weights). The durations below therefore count a build as well as the work.
 
 ``duration`` is a function of the handler's arguments, by name (a dict), that returns seconds; it
@@ -113,18 +113,16 @@ def clamp_seconds(estimate) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Estimates, from a handler's arguments by name. A session's model is known by ``state["key"]``.
+# Estimates, from a handler's arguments by name. A session's model is known by ``session.keys``.
 def _parameters(cfg) -> int:
     return count_parameters(GPTConfig.from_dict(cfg)).total
 
 
 def _session_parameters(arguments) -> tuple[int, GPTConfig]:
-    """The parameters the call works with (the session's model, and a pinned one beside it:
-    a comparison does the work twice) and the session model's config."""
-    state = arguments["state"]
-    cfg = state["key"].config
-    pinned = state.get("pinned_key")
-    return _parameters(cfg) + (_parameters(pinned.config) if pinned is not None else 0), cfg
+    """The parameters the call works with (every model of the session: a comparison does the
+    work twice) and model A's config."""
+    keys = arguments["session"].keys
+    return sum(_parameters(k.config) for k in keys), keys[0].config
 
 
 def _build(parameters: int) -> float:

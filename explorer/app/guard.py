@@ -30,6 +30,9 @@ import gradio as gr
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 
+from .gradio_private import api_info, functions, is_session_value, label_key
+from .i18n import english
+
 log = logging.getLogger("gpt_explorer.http")
 
 ALLOWED_HOSTS_ENV = "GPT_EXPLORER_ALLOWED_HOSTS"   # extra host names, comma-separated; "*": any
@@ -162,7 +165,7 @@ class RequestCheck:
 
     def _problem(self, route, api_name, body):
         """(status, message) for a request Gradio cannot answer properly, else None."""
-        fns = self.blocks.fns
+        fns = functions(self.blocks)
         fn = None
         if api_name is not None:
             fn = next((f for f in fns.values() if f.api_name == api_name), None)
@@ -202,7 +205,7 @@ class RequestCheck:
                 return problem
             inputs = list(fn.inputs)
             if len(data) != len(inputs):               # /call without the State inputs
-                inputs = [b for b in inputs if not getattr(b, "skip_api", False)]
+                inputs = [b for b in inputs if not is_session_value(b)]
             given = list(zip(inputs, data))
             return (self._texts(fn, [(_label(block), value) for block, value in given
                                      if isinstance(block, gr.Textbox)])
@@ -212,9 +215,10 @@ class RequestCheck:
 
     def _fn(self, route, api_name, payload):
         if api_name is not None:
-            return next((f for f in self.blocks.fns.values() if f.api_name == api_name), None)
+            return next((f for f in functions(self.blocks).values()
+                         if f.api_name == api_name), None)
         index = payload.get("fn_index") if route == "queue/join" else None
-        return self.blocks.fns.get(index) if isinstance(index, int) and \
+        return functions(self.blocks).get(index) if isinstance(index, int) and \
             not isinstance(index, bool) else None
 
     def _with_view_settings(self, route, api_name, body):
@@ -236,7 +240,7 @@ class RequestCheck:
         """/call/v2: the (label, value) of each input of this component ("Textbox", "File"),
         found by its parameter name in Gradio's own API description (/gradio_api/info)."""
         if self._api_info is None:
-            self._api_info = self.blocks.get_api_info() or {}
+            self._api_info = api_info(self.blocks)
         endpoint = self._api_info.get("named_endpoints", {}).get(f"/{api_name}", {})
         return [(_english(p.get("label")), payload[p["parameter_name"]])
                 for p in endpoint.get("parameters", [])
@@ -278,7 +282,7 @@ class RequestCheck:
             return None
         names = [_label(block) or type(block).__name__.lower()
                  for block in inputs[:-2 if view else None]
-                 if route == "queue/join" or not getattr(block, "skip_api", False)]
+                 if route == "queue/join" or not is_session_value(block)]
         what = f"/{fn.api_name}" if fn.api_name else f"function {fn._id}"
         then = ", then optionally lang and lecture (the page's language and lecture mode)" \
             if view else ""
@@ -336,28 +340,18 @@ def _input_counts(fn, route) -> set[int]:
     inputs = list(fn.inputs)
     counts = {len(inputs)}
     if route != "queue/join":
-        counts.add(sum(1 for block in inputs if not getattr(block, "skip_api", False)))
+        counts.add(sum(1 for block in inputs if not is_session_value(block)))
     return counts
 
 
 def _label(block) -> str | None:
-    """A component's label in English (a translated label is an I18nData: its key)."""
-    text = getattr(block, "label", None)
-    return getattr(text, "key", text)
-
-
-_I18N_PREFIX = "__i18n__"   # how Gradio writes an I18nData label into its API description
+    """A component's label in English (a translated label is an I18nData: its id)."""
+    return _english(getattr(block, "label", None))
 
 
 def _english(text):
-    if hasattr(text, "key"):                       # an I18nData
-        return text.key
-    if isinstance(text, str) and text.startswith(_I18N_PREFIX):
-        try:
-            return json.loads(text[len(_I18N_PREFIX):]).get("key", text)
-        except (ValueError, AttributeError):
-            return text
-    return text
+    key = label_key(text)
+    return english(key) if key is not None else text
 
 
 def _ends_with_view(fn) -> bool:

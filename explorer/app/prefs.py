@@ -1,11 +1,12 @@
 """The page's two view settings, language and lecture mode, which every handler's text and
 figures follow.
 
-The header's toggles (``lang``: "en" or "zh"; ``lecture``: true or false) are the last two
-inputs of every event, so the API has them too, as optional ``lang`` and ``lecture``
-parameters. ``shared.friendly`` puts them in place for the duration of a handler's call (a
-context variable, as a web framework holds a request's locale), so that ``i18n.t`` and the
-figures' style (``plots.style``) read them without every function passing them on.
+The header's toggles (``lang``: a language of ``i18n.catalogues.LANGUAGES``; ``lecture``: true
+or false) are the last two inputs of every event, so the API has them too, as optional ``lang``
+and ``lecture`` parameters. ``handlers.handler`` puts them in place for the duration of a
+handler's call (a context variable, as a web framework holds a request's locale), so that
+``i18n.t`` and the figures' style (``plots.style``) read them without every function passing
+them on.
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import contextvars
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-LANGS = {"en": "English", "zh": "中文"}   # ours; the browser's Gradio locale for "zh" is zh-CN
-GRADIO_LOCALES = {"en": "en", "zh": "zh-CN"}
+from ..book.errors import ExplorerError
+from .languages import LANGUAGES
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,13 @@ def parse(lang, lecture) -> Prefs:
     """The two inputs as an API call may send them (checked: any JSON value can arrive)."""
     if lang is None:
         lang = "en"
-    if not isinstance(lang, str) or lang not in LANGS:
-        got = repr(lang) if isinstance(lang, str) else type(lang).__name__
-        raise ValueError(f"lang must be one of {', '.join(LANGS)} (got {got}).")
+    if not isinstance(lang, str) or lang not in LANGUAGES:
+        raise ExplorerError("prefs.lang", "lang must be one of {options} (got {value}).",
+                            options=", ".join(LANGUAGES),
+                            value=repr(lang) if isinstance(lang, str) else type(lang).__name__)
     if lecture is None:
         lecture = False
     if not isinstance(lecture, bool):
-        raise ValueError(f"lecture must be true or false (got {type(lecture).__name__}).")
+        raise ExplorerError("prefs.lecture", "lecture must be true or false (got {kind}).",
+                            kind=type(lecture).__name__)
     return Prefs(lang, lecture)

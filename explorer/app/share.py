@@ -3,12 +3,12 @@
 ``link_query(page, rules)`` writes what differs from the page's defaults (a preset and the
 knobs that differ from it, the seed, pretrained GPT-2 and its size, the prompt), then always
 the tab and the language: ``?preset=teach-tiny&n_layers=3&tab=inside&lang=zh``.
-``read_query(query, rules)`` reads one back into a checked ``Page``, the ``Problem``s it met
-(each an English template and its values, for the page to translate), and whether the link
-asks for a model. Anything wrong gets the default and a problem: unknown names, repeated
-names, malformed values, a config the model or the memory budget refuses, an over-long
-prompt or link. A link never names a file: weights come from a config and a seed, or from
-OpenAI's GPT-2 (never a server path or an upload).
+``read_query(query, rules)`` reads one back into a checked ``Page``, the problems it met
+(``Message``s, for the page to say in its language), and whether the link asks for a model.
+Anything wrong gets the default and a problem: unknown names, repeated names, malformed
+values, a config the model or the memory budget refuses, an over-long prompt or link. A link
+never names a file: weights come from a config and a seed, or from OpenAI's GPT-2 (never a
+server path or an upload).
 
 No Gradio here, so that a fast test can run a round trip with hostile values; the page wires
 it (``share_view``).
@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Callable
 from urllib.parse import quote, unquote_plus
 
 from ..book.config import PRESETS, GPTConfig
+from ..book.errors import Message
 from ..runtime.build import SEED_LIMIT
-from .prefs import LANGS
+from .languages import LANGUAGES as LANGS
 
 # Limits of what a link carries, and of the work reading one may take. Chrome takes URLs up to
 # 2 MB; reading 1 M characters costs milliseconds. A prompt of a few paragraphs fits.
 MAX_LINK_CHARS = 1_000_000
 MAX_FIELDS = 40
-MAX_PROMPT_CHARS = 2_000
+MAX_LINK_PROMPT_CHARS = 2_000
 SHOWN_CHARS = 40            # a hostile name or value is shown cut to this many characters
 
 KNOBS = tuple(f.name for f in fields(GPTConfig))
@@ -37,19 +38,25 @@ LINK_WEIGHTS = ("random", "pretrained")   # a file never travels in a link
 # The order of a link's parameters (after them, silently ignored: Gradio's own ``view``, ``ui``
 # and ``deep_link``, and names starting with "__", which Gradio and Hugging Face Spaces add,
 # such as ``__theme`` and a private Space's ``__sign``).
-NAMES = ("preset", *KNOBS, "seed", "weights", "size", "prompt", "tab", "lang")
+NAMES = ("preset", *KNOBS, "seed", "weights", "size", "prompt", "tab", "layer", "head", "lang")
+# The tabs whose views a link's layer and head choose (the Attention tab's pickers).
+VIEW_TABS = ("attention",)
 FOREIGN = ("view", "ui", "deep_link")
 
 # What a knob's value looks like in a link (checked before GPTConfig checks its range): plain
 # ASCII only, so that full-width digits, "1_000", "nan" and "inf" are refused, not read.
 _SYNTAX = {
-    int: (re.compile(r"-?[0-9]{1,12}"), "a whole number of at most 12 digits"),
-    float: (re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?([eE]-?[0-9]{1,3})?"), "a decimal number"),
-    bool: (re.compile(r"true|false|1|0"), "true or false"),
-    str: (re.compile(r"[a-z_]{1,24}"), "a name in lower-case letters"),
+    int: (re.compile(r"-?[0-9]{1,12}"),
+          Message("link.syntax_int", "a whole number of at most 12 digits")),
+    float: (re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?([eE]-?[0-9]{1,3})?"),
+            Message("link.syntax_float", "a decimal number")),
+    bool: (re.compile(r"true|false|1|0"), Message("link.syntax_flag", "true or false")),
+    str: (re.compile(r"[a-z_]{1,24}"), Message("link.syntax_name", "a name in lower-case letters")),
 }
 _KNOB_TYPES = {name: type(getattr(GPTConfig(), name)) for name in KNOBS}
 _SEED = re.compile(r"[0-9]{1,19}")
+_LAYER = re.compile(r"[0-9]{1,4}")
+_HEAD = re.compile(r"mean|[0-9]{1,4}")
 
 
 @dataclass(frozen=True)
@@ -64,12 +71,8 @@ class Page:
     prompt: str
     tab: str
     lang: str
-
-
-@dataclass(frozen=True)
-class Problem:
-    text: str                  # English, with {fields}: the page shows t(text, **values)
-    values: dict = field(default_factory=dict)
+    layer: int = 0             # the Attention tab's layer and head, for a link to that tab
+    head: str = "mean"
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,7 @@ class Rules:
 @dataclass(frozen=True)
 class Reading:
     page: Page
-    problems: tuple[Problem, ...]
+    problems: tuple[Message, ...]   # what could not be used, each for the page to say
     builds: bool               # the link names more than the language: open it with a model
 
 
@@ -124,7 +127,13 @@ def link_query(page: Page, rules: Rules) -> str:
             items.append(("size", page.size))
     if page.prompt != d.prompt:
         items.append(("prompt", page.prompt))
-    items += [("tab", page.tab), ("lang", page.lang)]
+    items.append(("tab", page.tab))
+    if page.tab in VIEW_TABS:
+        if page.layer != d.layer:
+            items.append(("layer", str(page.layer)))
+        if page.head != d.head:
+            items.append(("head", page.head))
+    items.append(("lang", page.lang))
     return "?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in items)
 
 
@@ -140,26 +149,28 @@ def shown(text: str, most: int = SHOWN_CHARS) -> str:
 
 def read_query(query, rules: Rules) -> Reading:
     """``query`` (``window.location.search``, with or without its "?") read into a checked
-    ``Page``; whatever is wrong is left at its default and named in a ``Problem``."""
+    ``Page``; whatever is wrong is left at its default and named in a problem."""
     d = rules.default
     if not isinstance(query, str):
-        return Reading(d, (Problem("The link could not be read (it is not text): the page "
-                                   "opens with its defaults."),), False)
+        return Reading(d, (Message("link.not_text", "The link could not be read (it is not "
+                                   "text): the page opens with its defaults."),), False)
     query = query[1:] if query.startswith("?") else query
     if not query:
         return Reading(d, (), False)
     if len(query) > MAX_LINK_CHARS:
-        return Reading(d, (Problem("This link is {n:,} characters long; a GPT Explorer link "
-                                   "has at most {most:,}. It was ignored: the page opens with "
-                                   "its defaults.", {"n": len(query), "most": MAX_LINK_CHARS}),),
+        return Reading(d, (Message("link.too_long", "This link is {n:,} characters long; a "
+                                   "GPT Explorer link has at most {most:,}. It was ignored: the "
+                                   "page opens with its defaults.", n=len(query),
+                                   most=MAX_LINK_CHARS),),
                        False)
     parts = [p for p in query.split("&") if p]
     if len(parts) > MAX_FIELDS:
-        return Reading(d, (Problem("This link has {n:,} parameters; a GPT Explorer link has at "
-                                   "most {most}. It was ignored: the page opens with its "
-                                   "defaults.", {"n": len(parts), "most": MAX_FIELDS}),), False)
+        return Reading(d, (Message("link.too_many", "This link has {n:,} parameters; a GPT "
+                                   "Explorer link has at most {most}. It was ignored: the page "
+                                   "opens with its defaults.", n=len(parts), most=MAX_FIELDS),),
+                       False)
 
-    problems: list[Problem] = []
+    problems: list[Message] = []
     given: dict[str, list[str]] = {}
     unknown: list[str] = []
     for number, part in enumerate(parts, start=1):
@@ -168,8 +179,8 @@ def read_query(query, rules: Rules) -> Reading:
             name, value = (unquote_plus(name, errors="strict"),
                            unquote_plus(value, errors="strict"))
         except UnicodeDecodeError:
-            problems.append(Problem("Part {n} of the link is not valid UTF-8 text; it was "
-                                    "ignored.", {"n": number}))
+            problems.append(Message("link.not_utf8", "Part {n} of the link is not valid UTF-8 "
+                                    "text; it was ignored.", n=number))
             continue
         if name.startswith("__") or name in FOREIGN:
             continue
@@ -181,13 +192,13 @@ def read_query(query, rules: Rules) -> Reading:
         names = ", ".join(shown(n) for n in unknown[:5])
         if len(unknown) > 5:
             names += f" (+{len(unknown) - 5})"
-        problems.append(Problem("The link has parameters this page does not know: {names}. "
-                                "They were ignored.", {"names": names}))
+        problems.append(Message("link.unknown_names", "The link has parameters this page does "
+                                "not know: {names}. They were ignored.", names=names))
     for name, values in given.items():
         if len(values) > 1:
-            problems.append(Problem("{name} appears {n} times in the link, so the page cannot "
-                                    "tell which one is meant: it uses its default.",
-                                    {"name": name, "n": len(values)}))
+            problems.append(Message("link.repeated", "{name} appears {n} times in the link, so "
+                                    "the page cannot tell which one is meant: it uses its "
+                                    "default.", name=name, n=len(values)))
     value = {name: values[0] for name, values in given.items() if len(values) == 1}
 
     def choice(name, options, default):
@@ -195,17 +206,16 @@ def read_query(query, rules: Rules) -> Reading:
             return default
         if value[name] in options:
             return value[name]
-        problems.append(Problem("{name} must be one of {options} (got {value}); the page uses "
-                                "{default}.", {"name": name, "options": ", ".join(options),
-                                               "value": shown(value[name]),
-                                               "default": default}))
+        problems.append(Message("link.choice", "{name} must be one of {options} (got {value}); "
+                                "the page uses {default}.", name=name, options=", ".join(options),
+                                value=shown(value[name]), default=default))
         return default
 
     lang = choice("lang", tuple(LANGS), d.lang)
     tab = choice("tab", rules.tabs, d.tab)
     if value.get("weights") == "file":
-        problems.append(Problem("A link cannot load weights from a file (a path on the server "
-                                "or an upload): the page uses random weights."))
+        problems.append(Message("link.no_file", "A link cannot load weights from a file (a path "
+                                "on the server or an upload): the page uses random weights."))
         value.pop("weights")
     weights = choice("weights", LINK_WEIGHTS, d.weights)
     size = choice("size", rules.sizes, d.size)
@@ -216,20 +226,20 @@ def read_query(query, rules: Rules) -> Reading:
         if _SEED.fullmatch(value["seed"]) and int(value["seed"]) < SEED_LIMIT:
             seed = int(value["seed"])
         else:
-            problems.append(Problem("seed must be a whole number from 0 to 2**63 - 1 (got "
-                                    "{value}); the page uses {default}.",
-                                    {"value": shown(value["seed"]), "default": d.seed}))
+            problems.append(Message("link.seed", "seed must be a whole number from 0 to "
+                                    "2**63 - 1 (got {value}); the page uses {default}.",
+                                    value=shown(value["seed"]), default=d.seed))
 
     prompt = d.prompt
     if "prompt" in value:
         text = value["prompt"]
-        if len(text) > MAX_PROMPT_CHARS:
-            problems.append(Problem("The link's prompt has {n:,} characters; a link carries at "
-                                    "most {most:,}. The page uses its default prompt.",
-                                    {"n": len(text), "most": MAX_PROMPT_CHARS}))
+        if len(text) > MAX_LINK_PROMPT_CHARS:
+            problems.append(Message("link.prompt_long", "The link's prompt has {n:,} characters; "
+                                    "a link carries at most {most:,}. The page uses its default "
+                                    "prompt.", n=len(text), most=MAX_LINK_PROMPT_CHARS))
         elif not text.strip():
-            problems.append(Problem("The link's prompt is empty: the page uses its default "
-                                    "prompt."))
+            problems.append(Message("link.prompt_empty", "The link's prompt is empty: the page "
+                                    "uses its default prompt."))
         else:
             prompt = text
 
@@ -237,13 +247,28 @@ def read_query(query, rules: Rules) -> Reading:
         try:
             rules.check_size(size)
         except ValueError as refused:
-            problems.append(Problem("The link's pretrained GPT-2 {size} is refused: {message} "
-                                    "The page uses random weights.",
-                                    {"size": size, "message": str(refused)}))
+            problems.append(Message("link.size_refused", "The link's pretrained GPT-2 {size} is "
+                                    "refused: {message} The page uses random weights.", size=size,
+                                    message=refused))
             weights = d.weights
+    layer, head = d.layer, d.head
+    if "layer" in value:
+        if _LAYER.fullmatch(value["layer"]):
+            layer = int(value["layer"])
+        else:
+            problems.append(Message("link.layer", "layer must be a whole number from 0 to 9999 "
+                                    "(got {value}); the page uses {default}.",
+                                    value=shown(value["layer"]), default=d.layer))
+    if "head" in value:
+        if _HEAD.fullmatch(value["head"]):
+            head = value["head"]
+        else:
+            problems.append(Message("link.head", "head must be mean or a whole number (got "
+                                    "{value}); the page uses {default}.",
+                                    value=shown(value["head"]), default=d.head))
     preset, config = _config(preset, value, rules, problems)
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
-                prompt=prompt, tab=tab, lang=lang)
+                prompt=prompt, tab=tab, lang=lang, layer=layer, head=head)
     return Reading(page, tuple(problems), any(name != "lang" for name in given))
 
 
@@ -260,10 +285,10 @@ def _config(preset, value, rules, problems) -> tuple[str, GPTConfig]:
         syntax, what = _SYNTAX[kind]
         text = value[name]
         if not syntax.fullmatch(text):
-            problems.append(Problem("{name} in the link must be {what} (got {value}); the page "
-                                    "uses the preset's {default}.",
-                                    {"name": name, "what": what, "value": shown(text),
-                                     "default": _text(getattr(base, name))}))
+            problems.append(Message("link.knob_syntax", "{name} in the link must be {what} (got "
+                                    "{value}); the page uses the preset's {default}.", name=name,
+                                    what=what, value=shown(text),
+                                    default=_text(getattr(base, name))))
             continue
         changes[name] = (text in ("true", "1") if kind is bool else kind(text))
     if changes:
@@ -273,16 +298,16 @@ def _config(preset, value, rules, problems) -> tuple[str, GPTConfig]:
                 rules.check_config(config)
             return preset, config
         except ValueError as refused:
-            problems.append(Problem("The link's config is refused: {message} The page uses "
-                                    "the preset {preset} as it is.",
-                                    {"message": str(refused), "preset": preset}))
+            problems.append(Message("link.config_refused", "The link's config is refused: "
+                                    "{message} The page uses the preset {preset} as it is.",
+                                    message=refused, preset=preset))
     try:
         if rules.check_config is not None:
             rules.check_config(base)
         return preset, base
     except ValueError as refused:
         d = rules.default
-        problems.append(Problem("The link's preset {preset} is refused: {message} The page "
-                                "uses {default}.", {"message": str(refused), "preset": preset,
-                                                    "default": d.preset}))
+        problems.append(Message("link.preset_refused", "The link's preset {preset} is refused: "
+                                "{message} The page uses {default}.", message=refused,
+                                preset=preset, default=d.preset))
         return d.preset, d.config

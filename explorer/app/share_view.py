@@ -1,57 +1,58 @@
 """The page's shareable link: the "Copy link" button (its box shows the link, and the page
-copies it to the clipboard), and a link opened: the widgets, the tab and the model it names.
+copies it to the clipboard; the box closes with its × or on a new model), and a link opened:
+the widgets, the tab and the model it names, and the view of that tab.
 
 The logic is ``share`` (no Gradio): this module maps widgets to it. Opening a link:
 ``demo.load`` hands ``window.location.search`` to ``open_link`` (through ``js=``), which sets
-the Build tab's widgets and the prompts, and says what it could not use (a warning and a
-note, in the page's language). Then, if the link names a model, the page chooses the link's
-tab and presses Build (``gptExplorer.openFromLink``), so the model is built exactly as the
-button builds it: random weights from the config and seed, or pretrained GPT-2 of a size.
-
-The defaults a link is measured against are the widgets' own first values, and the tabs are
-the page's own ``gr.Tabs`` (one source of truth: the page).
+the Build tab's widgets, the prompts and the Attention tab's pickers, and says what it could
+not use (a warning and a note, in the page's language). Then, if the link names a model, the
+page chooses the link's tab, the model is built by the Build button's own handler, and the
+tab's view is drawn (a trace for the Inside and Attention tabs, the attention of the link's
+layer and head for the latter).
 """
 from __future__ import annotations
 
 import inspect
 import json
-from types import SimpleNamespace
 
 import gradio as gr
 
 from ..book.config import PRESETS, GPTConfig
+from ..book.errors import ExplorerError, Message
 from ..book.load_weights import gpt2_config
 from ..runtime.build import check_seed
-from . import i18n, prefs
-from .i18n import label, t
-from .share import MAX_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
-from .shared import CACHE, as_choice, as_int, friendly
-from .tabs.build import _BY_FIELD, GPT2_SIZES, KNOBS, WEIGHTS_CHOICES
+from . import prefs, refresh
+from .handlers import handler
+from .i18n import label, say, t
+from .inputs import as_choice, as_int
+from .pickers import head_choices
+from .share import MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
+from .shared import CACHE, session_of
+from .tabs import attention, build, inside
 
-# The page's part (static/page.js): the link's query for open_link; after it, press Build if
-# the link names a model; after "Copy link", the full address in the box and the clipboard.
 # The button keeps its own size at the end of the header's row, as the toggles do.
 SHARE_CSS = """
 #header > #share_btn {flex: 0 0 auto !important; width: auto !important; min-width: 0 !important;}
+#share_row {position: relative;}
+#share_close_btn {flex: 0 0 auto !important; min-width: 0 !important;}
 """
 READ_LINK_JS = ("(query, lang, lecture) => [window.location.search, "
                 "gptExplorer.initialLang(), lecture]")
-OPEN_JS = "(builds, tab) => gptExplorer.openFromLink(builds, %s.indexOf(tab))"
+OPEN_TAB_JS = "(builds, tab) => gptExplorer.openTab(builds ? %s.indexOf(tab) : -1)"
 COPY_JS = "(query) => gptExplorer.shareLink(query)"
+BUILD_INPUTS = ["preset", *build.FIELDS, "seed", "device", "dtype", "weights", "gpt2_size",
+                "weights_path", "weights_upload", "session"]
 
 
-def _message(problem) -> str:
+def _message(problem: Message) -> str:
     """A problem of ``share`` in the page's language. Its values are HTML-escaped (a link's
-    text is anyone's, and the warning renders HTML); a refusal from the core is translated
-    first, and so is what a value should have been."""
+    text is anyone's, and the warning renders HTML); a refusal from the core, and what a
+    value should have been, are said in the page's language first."""
     values = {}
-    for key, value in problem.values.items():
-        if key == "message":
-            value = i18n.translate(value)
-        elif key == "what":
-            value = t(value)
+    for key, value in problem.fields.items():
+        value = say(value) if isinstance(value, (Message, ExplorerError)) else value
         values[key] = inert(value) if isinstance(value, str) else value
-    return t(problem.text, **values)
+    return say(Message(problem.id, problem.text, **values))
 
 
 # HTML's special characters, and those Markdown would read as a link, emphasis or code, as
@@ -64,133 +65,223 @@ def inert(text: str) -> str:
     return text.translate(_INERT)
 
 
-@friendly
+def rules_of(page) -> Rules:
+    """The defaults a link is measured against (the widgets' own first values), and the tabs
+    (the page's own)."""
+    default = Page(preset=page["preset"].value,
+                   config=GPTConfig.from_dict({k: page[k].value for k in build.FIELDS}),
+                   weights=page["weights"].value, size=page["gpt2_size"].value,
+                   seed=int(page["seed"].value), prompt=page["trace_prompt"].value,
+                   tab=page.tab_ids[0], lang=page.view[0].value)
+    return Rules(default=default, tabs=page.tab_ids, sizes=build.GPT2_SIZE_CHOICES,
+                 check_config=lambda cfg: CACHE.check_budget(cfg),
+                 check_size=lambda size: CACHE.check_budget(
+                     gpt2_config(f"gpt2-{size}"), what=f"pretrained GPT-2 {size}"))
+
+
+# ---------------------------------------------------------------------------------------------
+LINK_OUTPUTS = ("preset", *build.FIELDS, "seed", "weights", "gpt2_size", "trace_prompt",
+                "gen_prompt", "att_layer", "att_head", "current_tab", "link_builds",
+                "share_note", "share_row")
+
+
+def open_link_handler(rules):
+    @handler(outputs=LINK_OUTPUTS, name="open_link")
+    def open_link(query):
+        reading = read_query(query, rules)
+        messages = [_message(p) for p in reading.problems]
+        out = {}
+        if messages:
+            gr.Warning("<br>".join(messages))
+            out.update(share_note=t("share.not_in_full", "**This link could not be used in "
+                                                         "full.**") + "\n\n"
+                       + "\n".join(f"- {m}" for m in messages),
+                       share_row=gr.update(visible=True))
+        if not reading.builds:
+            return {**out, "link_builds": False}
+        p = reading.page
+        # (the Attention tab's pickers: their maximum follows the model the link builds)
+        heads = [str(h) for h in range(p.config.n_heads)]
+        return {**out, "preset": p.preset, **{k: getattr(p.config, k) for k in build.FIELDS},
+                "seed": p.seed, "weights": p.weights, "gpt2_size": p.size,
+                "trace_prompt": p.prompt, "gen_prompt": p.prompt,
+                "att_layer": gr.update(maximum=max(p.config.n_layers - 1, 1),
+                                       value=min(p.layer, p.config.n_layers - 1)),
+                "att_head": gr.update(choices=head_choices(p.config.n_heads),
+                                      value=p.head if p.head in heads else "mean"),
+                "current_tab": p.tab, "link_builds": True}
+    return open_link
+
+
+@handler(outputs=("session",))
+def remembered(session, layer, head):
+    session = session_of(session)
+    session.shown.update(att_layer=layer, att_head=str(head))
+    return {"session": session}
+
+
+def _when_link(fn, wanted):
+    """``fn`` after a link was opened, when the link built a model for a tab in ``wanted``
+    (else nothing)."""
+    parameters = list(inspect.signature(fn).parameters.values())[:-2]   # without the prefs
+
+    def step(builds, tab, *args):
+        if not builds or (wanted is not None and tab not in wanted):
+            return {}
+        return fn.__wrapped__(*args)
+    step.__signature__ = inspect.Signature(
+        [inspect.Parameter("builds", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+         inspect.Parameter("tab", inspect.Parameter.POSITIONAL_OR_KEYWORD), *parameters])
+    return handler(outputs=fn.outputs, name=f"link_{fn.__name__}")(step)
+
+
+def share_link(rules, *args):
+    """/share_link: the query string ("?...") of a link to this page (the page adds its
+    address), and a note on what the link cannot carry."""
+    given = SHARE_SIGNATURE.bind(*args).arguments
+    preset = as_choice(given["preset"], Message("field.preset", "preset"), PRESETS)
+    weights = as_choice(given["weights"], Message("field.weights", "weights"),
+                        build.WEIGHTS_CHOICES)
+    size = as_choice(given["size"], Message("field.size", "size"), build.GPT2_SIZE_CHOICES)
+    tab = as_choice(given["tab"], Message("field.tab", "tab"), rules.tabs)
+    seed = check_seed(as_int(given["seed"], Message("field.seed", "seed")))
+    prompt = given["prompt"]
+    if not isinstance(prompt, str):
+        raise ExplorerError("prompt.not_text", "The prompt must be text.")
+    notes = []
+    config = GPTConfig.from_dict({k.field: build.knob_value(k, given[k.field])
+                                  for k in build.KNOBS})
+    if weights not in LINK_WEIGHTS:
+        notes.append(t("share.no_file", "A link cannot carry a checkpoint file: it opens this "
+                                        "config with random weights (seed {seed}).", seed=seed))
+        weights = "random"
+    session = session_of(given["session"])
+    if session.models and session.models[0].made.how == "trained":
+        notes.append(t("share.no_trained", "A link cannot carry the weights trained in the "
+                                           "Train tab: it opens the Build tab's config and "
+                                           "weights."))
+    if len(prompt) > MAX_LINK_PROMPT_CHARS or not prompt.strip():
+        if prompt.strip():
+            notes.append(t("share.prompt_long", "The prompt has {n:,} characters; a link "
+                                                "carries at most {most:,}, so it opens with "
+                                                "the default prompt.", n=len(prompt),
+                           most=MAX_LINK_PROMPT_CHARS))
+        prompt = rules.default.prompt
+    if weights == "random":
+        rules.check_config(config)   # the memory budget: a link that could never build
+    layer, head = session.shown.get("att_layer", 0), str(session.shown.get("att_head", "mean"))
+    page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
+                prompt=prompt, tab=tab, lang=prefs.current().lang, layer=int(layer), head=head)
+    session.shown["share"] = "link"    # (a new model closes the box: refresh above)
+    note = t("share.note", "This link opens the page with this model, prompt and tab; the page "
+                           "copied it to the clipboard (or copy it from the box).")
+    return {"share_link": link_query(page, rules), "share_note": " ".join([note, *notes])}
+
+
+SHARE_SIGNATURE = inspect.Signature(
+    [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+     for name in ("preset", *build.FIELDS, "seed", "weights", "size", "prompt", "tab",
+                  "session")])
+
+
+@handler(outputs=("share_row", "share_link"))
 def shown():
     """The link's row and box, once there is a link (the API's /share_link returns plain
     values; the page shows them in a second step)."""
-    return gr.update(visible=True), gr.update(visible=True)
+    return {"share_row": gr.update(visible=True), "share_link": gr.update(visible=True)}
+
+
+@handler(outputs=("share_row", "share_link", "share_note"))
+def closed():
+    """The box closed (its ×, another tab, a new model): no room taken, no old link shown."""
+    return {"share_row": gr.update(visible=False), "share_link": gr.update(value="",
+                                                                          visible=False),
+            "share_note": ""}
+
+
+@refresh.on_new_model("share_row", "share_link", "share_note")
+def _new_model(session) -> dict:
+    """A link made for the model that was is not this model's: its box closes (what a link
+    that opened the page could not use stays said)."""
+    if session.shown.pop("share", None) != "link":
+        return {}
+    return closed.__wrapped__()
+
+
+@handler(outputs=("share_row", "share_link", "share_note"))
+def left(session):
+    """Another tab chosen: a link's box takes no room there."""
+    return _new_model(session_of(session))
 
 
 def copy_button():
     """The "Copy link" button, not rendered yet: the header puts it in its row."""
-    return gr.Button(label("Copy link"), elem_id="share_btn", size="sm", scale=0,
+    return gr.Button(label("share.copy", "Copy link"), elem_id="share_btn", size="sm", scale=0,
                      min_width=130, render=False)
 
 
-def create_ui(button):
-    """The link's box and note, where this is called, and the hidden values the link needs;
-    ``button``: ``copy_button()``. The row is hidden (it takes no room on a projector) until
-    there is a link, or a message about the link that opened the page (then without the
-    box)."""
-    with gr.Row(elem_id="share_row", visible=False) as row:
-        box = gr.Textbox(label=label("link to this page"), elem_id="share_link",
-                         interactive=False, buttons=["copy"], visible=False, scale=3)
-        note = gr.Markdown(elem_id="share_note")
-    query = gr.Textbox(visible=False, elem_id="link_query")       # the link that opened it
-    tab = gr.Textbox("build", visible=False, elem_id="current_tab")
-    builds = gr.Checkbox(False, visible=False, elem_id="link_builds")
-    return SimpleNamespace(button=button, row=row, box=box, note=note, query=query, tab=tab,
-                           builds=builds)
+def create(page, button):
+    """The link's box, note and close button (a row hidden until there is a link, or a
+    message about the link that opened the page), and the hidden values the link needs."""
+    page.add(button)
+    with page.add(gr.Row(elem_id="share_row", visible=False)):
+        page.add(gr.Textbox(label=label("share.box", "link to this page"), elem_id="share_link",
+                            interactive=False, buttons=["copy"], visible=False, scale=3))
+        page.add(gr.Markdown(elem_id="share_note"))
+        page.add(gr.Button("×", elem_id="share_close_btn", size="sm", scale=0, min_width=40))
+    page.add(gr.Textbox(visible=False, elem_id="link_query"))       # the link that opened it
+    page.add(gr.Textbox("build", visible=False, elem_id="current_tab"))
+    page.add(gr.Checkbox(False, visible=False, elem_id="link_builds"))
 
 
-def create_event_handlers(ui, demo, tabs, build_tab, prompts, state, view):
-    """``tabs``: the page's gr.Tabs; ``build_tab``: the Build tab's widgets; ``prompts``: the
-    Inside tab's prompt (the one a link carries) and any other prompt box it fills too."""
-    pages = [tab for tab in tabs.children if isinstance(tab, gr.Tab)]
-    ids = tuple(str(tab.id) for tab in pages)
-    ui.tab.value = ids[0]
-    default = Page(preset=build_tab.preset.value,
-                   config=GPTConfig.from_dict({k: w.value for k, w in
-                                               zip(KNOBS, build_tab.knobs)}),
-                   weights=build_tab.weights.value, size=build_tab.size.value,
-                   seed=int(build_tab.seed.value), prompt=prompts[0].value, tab=ids[0],
-                   lang=view[0].value)
-    rules = Rules(default=default, tabs=ids, sizes=GPT2_SIZES,
-                  check_config=lambda cfg: CACHE.check_budget(cfg),
-                  check_size=lambda size: CACHE.check_budget(
-                      gpt2_config(f"gpt2-{size}"), what=f"pretrained GPT-2 {size}"))
-
+def wire(page):
+    rules = rules_of(page)
     # The tab in view, for the link: each tab says so when it is chosen (no server call).
-    for tab in pages:
-        tab.select(None, None, ui.tab, js=f"() => {json.dumps(str(tab.id))}",
-                   api_visibility="private")
+    for tab_id in page.tab_ids:
+        page[f"{tab_id}_tab"].select(None, None, page["current_tab"],
+                                     js=f"() => {json.dumps(tab_id)}",
+                                     api_visibility="private")
+    opened = page.on(page.demo.load, open_link_handler(rules), ["link_query"],
+                     js=READ_LINK_JS, api_visibility="private", show_progress="hidden")
+    # The link's tab is chosen in the page, as a click would choose it (an update of the
+    # gr.Tabs would mount every tab again); the model is built by the Build button's handler;
+    # then the tab's own view.
+    # the link's layer and head kept in the session, so the model it builds keeps them
+    kept = page.then(opened, remembered, ["session", "att_layer", "att_head"],
+                     api_visibility="private", show_progress="hidden")
+    chosen = kept.success(None, [page["link_builds"], page["current_tab"]], None,
+                            js=OPEN_TAB_JS % json.dumps(list(page.tab_ids)),
+                            api_visibility="private")
+    link = ["link_builds", "current_tab"]
+    built = page.then(chosen, _when_link(build.build, None), [*link, *BUILD_INPUTS],
+                      api_visibility="private", show_progress_on=[page["status"]],
+                      concurrency_id="build")
+    traced = page.then(built, _when_link(inside.run_trace, ("inside", "attention")),
+                       [*link, "trace_prompt", "session", "inside_layer", "pair",
+                        "heat_point", "heat_stat"], api_visibility="private",
+                       concurrency_id="inspect")
+    page.then(traced, _when_link(attention.attention_views, ("attention",)),
+              [*link, "session", "att_layer", "att_head"], api_visibility="private",
+              concurrency_id="inspect")
 
-    @friendly
-    def open_link(query):
-        reading = read_query(query, rules)
-        messages = [_message(p) for p in reading.problems]
-        if messages:
-            gr.Warning("<br>".join(messages))
-        note, row = ((t("**This link could not be used in full:**") + "\n\n"
-                      + "\n".join(f"- {m}" for m in messages), gr.update(visible=True))
-                     if messages else (gr.skip(), gr.skip()))
-        if not reading.builds:
-            return (*[gr.skip()] * (5 + len(KNOBS) + len(prompts)), False, note, row)
-        page = reading.page
-        knobs = [getattr(page.config, k) for k in KNOBS]
-        return (page.preset, *knobs, page.seed, page.weights, page.size,
-                *[page.prompt] * len(prompts), page.tab, True,
-                note, row)
+    shared_link = share_link_for(rules)
+    clicked = page.on("share_btn.click", shared_link,
+                      ["preset", *build.FIELDS, "seed", "weights", "gpt2_size", "trace_prompt",
+                       "current_tab", "session"], api_name="share_link",
+                      show_progress="hidden")
+    shown_event = page.then(clicked, shown, [], api_visibility="private",
+                            show_progress="hidden")
+    shown_event.success(None, page["share_link"], page["share_link"], js=COPY_JS,
+                        api_visibility="private")
+    page.on("share_close_btn.click", closed, [], api_visibility="private",
+            show_progress="hidden")
+    page.on([page[f"{tab_id}_tab"].select for tab_id in page.tab_ids], left, ["session"],
+            api_visibility="private", show_progress="hidden")
 
-    signature = inspect.Signature(
-        [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-         for name in ("preset", *KNOBS, "seed", "weights", "size", "prompt", "tab", "state")])
 
-    def share_link(*args):
-        """/share_link: the query string ("?...") of a link to this page (the page adds its
-        address), and a note on what the link cannot carry."""
-        given = signature.bind(*args).arguments
-        preset = as_choice(given["preset"], "preset", PRESETS)
-        weights = as_choice(given["weights"], "weights", WEIGHTS_CHOICES)
-        size = as_choice(given["size"], "size", GPT2_SIZES)
-        tab = as_choice(given["tab"], "tab", ids)
-        seed = check_seed(as_int(given["seed"], "seed"))   # a link that could never build
-        prompt = given["prompt"]
-        if not isinstance(prompt, str):
-            raise gr.Error(t("The prompt must be text."))
-        notes = []
-        config = GPTConfig.from_dict({k: _BY_FIELD[k].parse(given[k]) for k in KNOBS})
-        if weights not in LINK_WEIGHTS:
-            notes.append(t("A link cannot carry a checkpoint file: it opens this config "
-                           "with random weights (seed {seed}).", seed=seed))
-            weights = "random"
-        session = given["state"] if isinstance(given["state"], dict) else {}
-        if (session.get("status") or {}).get("kind") == "trained":
-            notes.append(t("A link cannot carry the weights trained in the Train tab: it "
-                           "opens the Build tab's config and weights."))
-        if len(prompt) > MAX_PROMPT_CHARS or not prompt.strip():
-            if prompt.strip():
-                notes.append(t("The prompt has {n:,} characters; a link carries at most "
-                               "{most:,}, so it opens with the default prompt.",
-                               n=len(prompt), most=MAX_PROMPT_CHARS))
-            prompt = default.prompt
-        if weights == "random":
-            rules.check_config(config)   # the memory budget: a link that could never build
-        page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
-                    prompt=prompt, tab=tab, lang=prefs.current().lang)
-        note = t("This link opens the page with this model, prompt and tab; the page copied "
-                 "it to the clipboard (or copy it from the box).")
-        return link_query(page, rules), " ".join([note, *notes])
-
-    share_link.__signature__ = signature
-    share_link = friendly(share_link)
-
-    opened = demo.load(
-        open_link, [ui.query, *view],
-        [build_tab.preset, *build_tab.knobs, build_tab.seed, build_tab.weights, build_tab.size,
-         *prompts, ui.tab, ui.builds, ui.note, ui.row],
-        js=READ_LINK_JS, api_visibility="private", show_progress="hidden")
-    # The link's tab is chosen in the page, as a click would choose it: an update of the
-    # gr.Tabs (gr.Tabs(selected=...), even gr.skip()) makes Gradio mount every tab's widgets
-    # again, and a widget whose value is one of the browser's i18n keys (the Train tab's
-    # "the default story") then comes back translated, which its handler refuses.
-    opened.success(None, [ui.builds, ui.tab], None, js=OPEN_JS % json.dumps(ids),
-                   api_visibility="private")
-    ui.button.click(
-        share_link, [build_tab.preset, *build_tab.knobs, build_tab.seed, build_tab.weights,
-                     build_tab.size, prompts[0], ui.tab, state, *view],
-        [ui.box, ui.note], api_name="share_link", show_progress="hidden") \
-        .success(shown, view, [ui.row, ui.box], api_visibility="private",
-                 show_progress="hidden") \
-        .success(None, ui.box, ui.box, js=COPY_JS, api_visibility="private")
-    return opened
+def share_link_for(rules):
+    """``share_link`` with the page's rules (its defaults and tabs) given."""
+    def link(*args):
+        return share_link(rules, *args)
+    link.__signature__ = SHARE_SIGNATURE      # /share_link's parameters, by name
+    return handler(outputs=("share_link", "share_note"), name="share_link")(link)

@@ -1,230 +1,127 @@
-"""What every tab needs: the app's limits, the shared model cache, the error wrapper of every
-handler, and the helpers that read a session's state and the user's input."""
+"""What every tab needs: the shared model cache and training lab, the page's defaults, the
+session's models, and what the page says of them (the status line, each tab's weights note)."""
 from __future__ import annotations
 
-import functools
-import inspect
-import logging
 import os
 
-import gradio as gr
-import numpy as np
-
 from ..book.config import PRESETS, count_parameters
-from ..book.tokenizer import get_tokenizer
-from ..probes import longest_trace, trace_peak_bytes
-from ..runtime import heap
+from ..book.errors import ExplorerError, Message
 from ..runtime.cache import ModelCache
-from . import guard, i18n, prefs
-from .i18n import label, t
+from ..runtime.training_lab import TrainingLab
+from . import guard
+from .i18n import say, t
+from .session import Session
 
-log = logging.getLogger("gpt_explorer")
-
-# Limits of the app (one source of truth; the README quotes them).
-MAX_PROMPT_CHARS = 20_000
-MAX_NEW_TOKENS = 500
-# One trace's attention weights and logits may use this share of the memory budget (two traces
-# run at once: concurrency_limit=2 on "inspect"). GPT-2 small over its full 1,024 tokens needs
-# about 360 MB: within this share of the default budget on a machine with 8 GB.
-TRACE_MEMORY_SHARE = 0.2
 DEFAULT_PRESET = "teach-small"
 DEFAULT_CONFIG = PRESETS[DEFAULT_PRESET]   # what the page shows before the first build
 DEFAULT_PROMPT = "Every effort moves you"
 
-# Every session's model lives here (the session keeps only its key); sessions share it.
+# Every session's models live here (the session keeps only their keys); sessions share them.
 CACHE = ModelCache()
+# The server's training jobs (GPT_EXPLORER_TRAIN_JOBS, GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS,
+# GPT_EXPLORER_MEMORY_MB).
+LAB = TrainingLab()
+
+NAMES = ("A", "B")   # the models of a comparison, as every view names them
+
+
+def session_of(session) -> Session:
+    """The tab's session (an API client that sends none gets an empty one)."""
+    return session if isinstance(session, Session) else Session()
+
+
+def check_model(session: Session) -> None:
+    if not session.models:
+        raise ExplorerError("session.no_model", "No model yet: build one in the Build tab "
+                                                "first.")
+
+
+def models_of(session: Session) -> list:
+    """The session's models (A, and B beside it), all in memory at once within the budget."""
+    check_model(session)
+    return CACHE.get_together(session.keys)
+
+
+def model_a(session: Session):
+    return models_of(session)[0]
+
+
+def no_trace() -> ExplorerError:
+    return ExplorerError("session.no_trace", "Trace a prompt first (Inside the forward pass → "
+                                             "Trace).")
+
+
+def traces_of(session: Session) -> tuple:
+    """Every model's trace of the session's prompt."""
+    if not session.models or len(session.traces) != len(session.models):
+        raise no_trace()
+    return session.traces
 
 
 # ---------------------------------------------------------------------------------------------
-# Errors: a ValueError from the core is a message for the student; anything else is our bug.
-# Every handler also takes the page's view settings (language, lecture mode) as its last two
-# inputs: ``friendly`` puts them in place for the call (``prefs.using``).
-PREF_PARAMETERS = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
-                   for name in ("lang", "lecture")]
+# What the page says of the session's models
+NO_MODEL_STATUS = Message("status.no_model", "No model yet — build one below.")
+WEIGHTS_NOTES = ("inside_weights", "attention_weights", "activations_weights",
+                 "generate_weights")   # every tab's note of the weights it shows
+NO_MODEL_NOTE = Message("note.no_model", "Weights: none yet — build or load a model in tab 1.")
 
 
-def friendly(fn):
-    """Every handler's wrapper.
-
-    - Its last two inputs are the page's ``lang`` and ``lecture`` (``prefs``): the wrapper's
-      signature (what Gradio and its API see) is ``fn``'s with those two appended, and ``fn``
-      runs with them in place. A call without them (one handler calling another, a test) keeps
-      the settings of the moment.
-    - ``ValueError`` messages are shown in the page (gr.Error) in the page's language, never a
-      traceback; when the handler is done, the memory its temporaries took goes back to the
-      system (``heap.trim``), so that the app's resident memory stays near what it holds.
-    - The server log: an expected refusal (gr.Error, ValueError, out of memory) is one line; an
-      unexpected error is its traceback, once (Gradio is told not to print it again)."""
-    signature = inspect.signature(fn)
-    positional = [p for p in signature.parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-
-    def split(args, kwargs):
-        """(fn's own arguments, the prefs of this call)."""
-        kwargs = dict(kwargs)
-        given = [kwargs.pop("lang", None), kwargs.pop("lecture", None)]
-        if len(args) > len(positional):
-            given = list(args[len(positional):]) + [None, None]
-            args = args[:len(positional)]
-        lang, lecture = given[:2]
-        if lang is None and lecture is None:
-            return args, kwargs, prefs.current()
-        now = prefs.current()
-        return args, kwargs, prefs.parse(now.lang if lang is None else lang,
-                                         now.lecture if lecture is None else lecture)
-
-    def translate(exc):
-        # An expected refusal (bad input, too big): the message for the page and one log
-        # line, not Gradio's printed traceback.
-        if isinstance(exc, gr.Error):
-            exc.print_exception = False
-            exc.message = i18n.translate(exc.message)
-            # (a reason kept from the page, such as why a server path was refused, is logged)
-            detail = getattr(exc, "log_detail", None)
-            log.info("%s refused: %s%s", fn.__name__, exc.message,
-                     f" ({detail})" if detail else "")
-            return exc
-        if isinstance(exc, ValueError):
-            log.info("%s refused: %s", fn.__name__, exc)
-            return gr.Error(i18n.translate(str(exc)), print_exception=False)
-        if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
-            log.warning("%s: out of memory", fn.__name__)
-            return gr.Error(t("Out of memory: choose a smaller model or a shorter prompt."),
-                            print_exception=False)
-        log.exception("unexpected error in %s", fn.__name__)
-        return gr.Error(t("Something went wrong ({kind}); the model and your session are "
-                          "unchanged. Details are in the server log.",
-                          kind=type(exc).__name__), print_exception=False)
-
-    def settings_of(args, kwargs):
-        try:
-            return split(args, kwargs)
-        except ValueError as exc:   # lang or lecture malformed: said in English
-            raise translate(exc) from None
-
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def gen_wrapper(*args, **kwargs):
-            args, kwargs, settings = settings_of(args, kwargs)
-            # Gradio runs each step of a generator in a copy of its own context: the settings
-            # are put in place again for every step.
-            steps = fn(*args, **kwargs)   # a generator: nothing runs yet
-            try:
-                yield from prefs.each_step_using(settings, steps)
-            except Exception as exc:  # noqa: BLE001 - translated for the user
-                with prefs.using(settings):
-                    raise translate(exc) from None
-            finally:
-                steps.close()   # stopped by the page (Stop, a closed tab): end the work now
-                heap.trim()
-        wrapper = gen_wrapper
-    else:
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            args, kwargs, settings = settings_of(args, kwargs)
-            with prefs.using(settings):
-                try:
-                    return fn(*args, **kwargs)
-                except Exception as exc:  # noqa: BLE001 - translated for the user
-                    raise translate(exc) from None
-                finally:
-                    heap.trim()
-    wrapper.__signature__ = signature.replace(
-        parameters=[*signature.parameters.values(), *PREF_PARAMETERS])
-    return wrapper
+def weights_note(session: Session) -> str:
+    """Which weights each model has, for every tab's note."""
+    if not session.models:
+        return say(NO_MODEL_NOTE)
+    notes = [t("note.weights", "Weights: **{weights}** ({layers} layers, {heads} heads, "
+                               "emb_dim {emb_dim})", weights=say(m.key.source.caption),
+               layers=m.key.config.n_layers, heads=m.key.config.n_heads,
+               emb_dim=m.key.config.emb_dim) for m in session.models]
+    if len(notes) == 1:
+        return notes[0]
+    return t("note.weights_pair", "**A** — {a} · **B** — {b}", a=notes[0], b=notes[1])
 
 
-# ---------------------------------------------------------------------------------------------
-# Session state: the key of the session's model (the model itself lives in CACHE), the last
-# trace (so that switching layers or heads needs no new forward pass) and the generation.
-def model_of(state):
-    if not state or "key" not in state:
-        raise gr.Error(t("No model yet: build one in the Build tab first."))
-    model, _ = CACHE.get(state["key"])
-    return model
-
-
-def has_trace(state):
-    return bool(state) and state.get("trace") is not None
-
-
-def trace_of(state):
-    if not state or state.get("trace") is None:
-        raise gr.Error(t("Trace a prompt first (Inside the forward pass → Trace)."))
-    return state["trace"]
-
-
-def caption(source) -> str:
-    """Where a model's weights come from, for the page ("random, seed 123", "pretrained GPT-2
-    small (OpenAI)"...), in the page's language."""
-    return i18n.translate(source.caption)
-
-
-def weights_note(key) -> str:
-    """Which weights the session's model has, for every tab's note."""
-    return t("Weights: **{weights}** ({layers} layers, {heads} heads, emb_dim {emb_dim})",
-             weights=caption(key.source), layers=key.config.n_layers,
-             heads=key.config.n_heads, emb_dim=key.config.emb_dim)
-
-
-def session_weights_note(state) -> str:
-    """``weights_note`` of the session's model (A) and, when one is pinned, of that one (B)."""
-    note = weights_note(state["key"])
-    pinned = state.get("pinned_key")
-    if pinned is None:
-        return note
-    return t("**A** — {a} · **B (pinned)** — {b}", a=note, b=weights_note(pinned))
-
-
-NO_MODEL_NOTE = "Weights: none yet — build or load a model in tab 1."
-NO_MODEL_STATUS = "No model yet — build one below."
-
-
-def status_line(state) -> str:
-    """The line under the title: the session's model, from the facts its build (or "Use this
-    model") kept in the state, so that it can be said again in the other language; and the
-    model pinned beside it, if any."""
-    line = _model_status(state)
-    pinned = (state or {}).get("pinned_key")
-    if pinned is None or "key" not in state:
-        return line
-    info = state.get("pinned_status") or {}
-    what = info.get("variant") if info.get("kind") == "trained" else info.get("what", "")
-    what = what if what in PRESETS else t(what)
-    return line + t(" Compared with **B (pinned)**: {what}, {n:,} parameters, weights: "
-                    "**{weights}**.", what=what, n=count_parameters(pinned.config).total,
-                    weights=caption(pinned.source))
-
-
-def _model_status(state) -> str:
-    info = (state or {}).get("status")
-    if not state or "key" not in state or not info:
-        return t(NO_MODEL_STATUS)
-    key = state["key"]
+def status_line(session: Session) -> str:
+    """The line under the title: model A, how it came, and the model beside it, if any."""
+    if not session.models:
+        return say(NO_MODEL_STATUS)
+    first, *others = session.models
+    key, made = first.key, first.made
     n = count_parameters(key.config).total
-    if info["kind"] == "trained":
-        return t("**Model ready** — {variant}, **{weights}**, {n:,} parameters, on **{device}** "
-                 "({dtype}).", variant=t(info["variant"]), weights=i18n.translate(info["source"]),
-                 n=n, device=key.device, dtype=key.dtype)
-    what = info["what"] if info["what"] in PRESETS else t(info["what"])
-    how = {"cache": t("from the shared cache in {ms:.0f} ms", ms=info["seconds"] * 1000),
-           "built": t("built in {s:.2f} s", s=info["seconds"]),
-           "loaded": t("loaded in {s:.2f} s", s=info["seconds"])}[info["how"]]
-    return (t("**Model ready** — {what}, {n:,} parameters, on **{device}** ({dtype}), "
-              "weights: **{weights}**, {how}.", what=what, n=n, device=key.device,
-              dtype=key.dtype, weights=caption(key.source), how=how)
-            + "".join(t(" Note: assumed {what}.", what=i18n.translate(a)) for a in info["notes"]))
+    if made.how == "trained":
+        line = t("status.trained", "**Model ready** — {variant}, **{weights}**, {n:,} "
+                                   "parameters, on **{device}** ({dtype}).",
+                 variant=say(made.what), weights=say(made.caption), n=n, device=key.device,
+                 dtype=key.dtype)
+    else:
+        how = {"cache": Message("status.from_cache", "from the shared cache in {ms:.0f} ms",
+                                ms=made.seconds * 1000),
+               "built": Message("status.built", "built in {s:.2f} s", s=made.seconds),
+               "loaded": Message("status.loaded", "loaded in {s:.2f} s", s=made.seconds)}
+        line = t("status.ready", "**Model ready** — {what}, {n:,} parameters, on **{device}** "
+                                 "({dtype}), weights: **{weights}**, {how}.",
+                 what=say(made.what), n=n, device=key.device, dtype=key.dtype,
+                 weights=say(key.source.caption), how=how[made.how])
+        line += "".join(t("status.assumed", " Note: assumed {what}.", what=say(note))
+                        for note in made.notes)
+    for other in others:
+        line += t("status.beside", " Compared with **B**: {what}, {n:,} parameters, weights: "
+                                   "**{weights}**.", what=say(other.made.what),
+                  n=count_parameters(other.key.config).total,
+                  weights=say(other.key.source.caption))
+    return line
 
+
+# ---------------------------------------------------------------------------------------------
 # Loading a checkpoint by its path on the server: only where the server listens on the loopback
 # alone (its visitors are on this machine), unless the operator says otherwise. Reachable from
 # outside (--host 0.0.0.0, the Docker image, --share, a Space), a path would let any visitor
 # probe the server's files.
 SERVER_PATHS_ENV = "GPT_EXPLORER_SERVER_PATHS"
 MAX_PATH_CHARS = 1024
-SERVER_PATH_REFUSED = ("No checkpoint could be loaded from that path on the server: there is "
-                       "no file there that the explorer can read as a model.safetensors or "
-                       "the book's model.pth. Check the path, or upload the file (an upload "
-                       "says what is wrong with it).")
+SERVER_PATH_REFUSED = Message(
+    "weights.server_path_refused", "No checkpoint could be loaded from that path on the "
+    "server: there is no file there that the explorer can read as a model.safetensors or the "
+    "book's model.pth. Check the path, or upload the file (an upload says what is wrong with "
+    "it).")
 
 
 def server_paths_allowed(environ=os.environ) -> bool:
@@ -233,129 +130,3 @@ def server_paths_allowed(environ=os.environ) -> bool:
         return value in ("1", "true", "yes", "on")
     on_a_space = environ.get("SYSTEM") == "spaces" or bool(environ.get("SPACE_ID"))
     return not on_a_space and not guard.reachable_from_outside()
-
-
-# ---------------------------------------------------------------------------------------------
-# Input. Every handler checks the type of every input it takes: an API call can send any JSON
-# value for any of them, and Gradio lets some through as they came (a list where one dropdown
-# choice belongs passes its check of the choices).
-def _kind(value):
-    kind = {list: "a list", dict: "a JSON object", str: "text", bool: "true/false",
-            type(None): "nothing"}.get(type(value))
-    return t(kind) if kind else t("a {type}", type=type(value).__name__)
-
-
-def as_int(value, name):
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        raise gr.Error(t("{name} is empty: enter a whole number.", name=t(name)))
-    if isinstance(value, float) and value != int(value):
-        raise gr.Error(t("{name} must be a whole number (got {value}).", name=t(name),
-                         value=value))
-    if not isinstance(value, (int, float, str, np.integer, np.floating)):
-        raise gr.Error(t("{name} must be a whole number (got {value}).", name=t(name),
-                         value=_kind(value)))
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise gr.Error(t("{name} must be a whole number (got {value}).", name=t(name),
-                         value=repr(value))) from None
-
-
-def as_number(value, name):
-    """A finite number (a slider's value)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise gr.Error(t("{name} must be a number (got {value}).", name=t(name),
-                         value=_kind(value)))
-    if not np.isfinite(value):
-        raise gr.Error(t("{name} must be a finite number (got {value}).", name=t(name),
-                         value=value))
-    return float(value)
-
-
-def as_choice(value, name, options):
-    """One of ``options`` (a dropdown's or radio's value)."""
-    options = list(options)
-    if not isinstance(value, str) or value not in options:
-        got = repr(value) if isinstance(value, str) else _kind(value)
-        raise gr.Error(t("{name} must be one of {options} (got {value}).", name=t(name),
-                         options=", ".join(map(str, options)), value=got))
-    return value
-
-
-def as_choices(value, name, options):
-    """A list of some of ``options`` (a checkbox group's value)."""
-    options = list(options)
-    if not isinstance(value, list) or not all(isinstance(v, str) and v in options
-                                              for v in value):
-        raise gr.Error(t("{name} must be a list of some of {options} (got {value}).",
-                         name=t(name), options=", ".join(options), value=f"{value!r:.80}"))
-    return value
-
-
-def as_flag(value, name):
-    """A checkbox's value: true or false."""
-    if not isinstance(value, bool):
-        raise gr.Error(t("{name} must be true or false (got {value}).", name=t(name),
-                         value=_kind(value)))
-    return value
-
-
-def prompt_ids(prompt, model=None, name=None):
-    """The prompt's token ids, within ``model``'s vocabulary (``name``: which model of a
-    comparison, "A" or "B", for the message)."""
-    if not isinstance(prompt, str):
-        raise gr.Error(t("The prompt must be text."))
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise gr.Error(t("The prompt has {n:,} characters; the explorer takes at most {most:,}. "
-                         "Shorten it.", n=len(prompt), most=MAX_PROMPT_CHARS))
-    if not prompt.strip():
-        raise gr.Error(t("The prompt is empty: type some text first."))
-    ids = get_tokenizer().encode(prompt)
-    if model is not None and max(ids) >= model.cfg.vocab_size:
-        vocab = model.cfg.vocab_size
-        if name is not None:
-            raise gr.Error(t("The GPT-2 tokenizer gives this prompt token ids up to {top:,}, "
-                             "but model {name}'s vocab_size is {vocab:,} (ids 0 to {last:,}). "
-                             "Rebuild it with vocab_size {n_vocab:,}, the tokenizer's.",
-                             top=max(ids), name=name, vocab=vocab, last=vocab - 1,
-                             n_vocab=get_tokenizer().n_vocab))
-        raise gr.Error(t("The GPT-2 tokenizer gives this prompt token ids up to {top:,}, but "
-                         "this model's vocab_size is {vocab:,} (ids 0 to {last:,}). Rebuild "
-                         "with vocab_size {n_vocab:,}, the tokenizer's.", top=max(ids),
-                         vocab=vocab, last=vocab - 1, n_vocab=get_tokenizer().n_vocab))
-    return ids
-
-
-def layer_of(trace, layer):
-    layer = as_int(layer, "layer")
-    if not 0 <= layer < trace.n_layers:
-        raise gr.Error(t("Layer {layer} does not exist: this model has layers 0 to {last}.",
-                         layer=layer, last=trace.n_layers - 1))
-    return layer
-
-
-def check_trace_size(cfg, n_tokens):
-    """Refuse, before running it, a trace too large for memory."""
-    need = trace_peak_bytes(cfg, n_tokens)
-    allowed = CACHE.budget_bytes * TRACE_MEMORY_SHARE
-    if need > allowed:
-        raise gr.Error(t("Tracing {n:,} tokens needs about {need:,.0f} MB (the attention weights "
-                         "grow with the square of the length: {heads} heads × {n:,}²), but one "
-                         "trace may use {allowed:,.0f} MB of memory. Use a prompt of at most "
-                         "{most:,} tokens.", n=n_tokens, need=need / 1024 ** 2,
-                         heads=cfg.n_heads, allowed=allowed / 1024 ** 2,
-                         most=longest_trace(cfg, allowed)))
-
-
-# ---------------------------------------------------------------------------------------------
-# Layer pickers: three tabs choose a layer of the session's model.
-def layer_slider(text, elem_id=None):
-    return gr.Slider(0, DEFAULT_CONFIG.n_layers - 1, value=0, step=1, label=label(text),
-                     elem_id=elem_id)
-
-
-def layer_picker_update(cfg):
-    """A layer slider that follows a built model. A Gradio slider needs minimum < maximum: a
-    one-block model gets a fixed 0..1 slider (layer 1 is then refused with a message naming
-    the layers that exist)."""
-    return gr.update(maximum=max(cfg.n_layers - 1, 1), value=0, interactive=cfg.n_layers > 1)

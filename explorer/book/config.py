@@ -11,6 +11,8 @@ import difflib
 import math
 from dataclasses import dataclass, fields
 
+from .errors import ExplorerError, Message, Text
+
 # The book's dict, exactly as printed in chapter 4 (section 4.1).
 GPT_CONFIG_124M = {
     "vocab_size": 50257,     # Vocabulary size
@@ -34,8 +36,6 @@ KEY_ALIASES = {"emb_size": "emb_dim", "n_embd": "emb_dim", "d_model": "emb_dim",
                "n_positions": "context_length", "n_ctx": "context_length",
                "dropout": "drop_rate", "bias": "qkv_bias"}
 
-_INT_FIELDS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "ff_expansion")
-_BOOL_FIELDS = ("qkv_bias", "shortcut", "tie_weights")
 _CHOICES = {"norm_placement": NORM_PLACEMENTS, "activation": ACTIVATIONS,
             "pos_encoding": POS_ENCODINGS}
 
@@ -72,14 +72,16 @@ class GPTConfig:
         for name in _INT_FIELDS:
             value = getattr(self, name)
             if value < 1:
-                raise ValueError(f"{name} must be at least 1 (got {value}).")
+                raise ExplorerError("config.too_small", "{name} must be at least 1 (got {value}).",
+                                    name=name, value=value)
         if self.emb_dim % self.n_heads:
-            raise ValueError(_head_message(self.emb_dim, self.n_heads))
+            raise ExplorerError.of(_head_message(self.emb_dim, self.n_heads))
         if self.pos_encoding == "rope" and self.head_dim % 2:
-            raise ValueError(
-                f"RoPE rotates pairs of dimensions, so the head size emb_dim / n_heads must be "
-                f"even; {self.emb_dim} / {self.n_heads} = {self.head_dim} is odd. Choose another "
-                f"head count or emb_dim, or use pos_encoding='learned'.")
+            raise ExplorerError("config.rope_odd_head_dim", "RoPE rotates pairs of dimensions, "
+                                "so the head size emb_dim / n_heads must be even; {emb_dim} / "
+                                "{n_heads} = {head_dim} is odd. Choose another head count or "
+                                "emb_dim, or use pos_encoding='learned'.", emb_dim=self.emb_dim,
+                                n_heads=self.n_heads, head_dim=self.head_dim)
 
     @property
     def head_dim(self) -> int:
@@ -95,15 +97,16 @@ class GPTConfig:
         if isinstance(d, GPTConfig):
             return d
         if not isinstance(d, dict):
-            raise ValueError(f"A config must be a dict or GPTConfig, got {type(d).__name__}.")
+            raise ExplorerError("config.not_a_dict", "A config must be a dict or GPTConfig, got "
+                                "{kind}.", kind=type(d).__name__)
         known = [f.name for f in fields(cls)]
         for key in d:
             if key not in known:
                 hint = ([KEY_ALIASES[key]] if key in KEY_ALIASES
                         else difflib.get_close_matches(str(key), known, n=1, cutoff=0.5))
-                did_you_mean = f" Did you mean '{hint[0]}'?" if hint else ""
-                raise ValueError(f"Unknown config key '{key}'.{did_you_mean} "
-                                 f"Known keys: {', '.join(known)}.")
+                raise ExplorerError("config.unknown_key", "Unknown config key "
+                                    "'{key}'.{did_you_mean} Known keys: {known}.", key=key,
+                                    did_you_mean=did_you_mean(hint), known=", ".join(known))
         return cls(**d)
 
     def to_dict(self) -> dict:
@@ -113,47 +116,102 @@ class GPTConfig:
         return GPTConfig.from_dict({**self.to_dict(), **changes})
 
 
+# Each field's kind, from its annotation: a new knob declares it once, in GPTConfig.
+_INT_FIELDS = tuple(f.name for f in fields(GPTConfig) if f.type == "int")
+_BOOL_FIELDS = tuple(f.name for f in fields(GPTConfig) if f.type == "bool")
+
+
 def _as_int(name, value) -> int:
     # bool is an int subclass in Python; True as a layer count is surely a mistake.
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a whole number, got {value!r} ({type(value).__name__}).")
+        raise ExplorerError("config.int_wrong_type", "{name} must be a whole number, got "
+                            "{value!r} ({kind}).", name=name, value=value,
+                            kind=type(value).__name__)
     if isinstance(value, float):
         # UI number boxes deliver floats such as 768.0; accept those, refuse 768.5.
         if not math.isfinite(value) or value != int(value):
-            raise ValueError(f"{name} must be a whole number, got {value!r}.")
+            raise ExplorerError("config.int_not_whole", "{name} must be a whole number, got "
+                                "{value!r}.", name=name, value=value)
     return int(value)
 
 
 def _as_bool(name, value) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r} ({type(value).__name__}).")
+        raise ExplorerError("config.flag_wrong_type", "{name} must be True or False, got "
+                            "{value!r} ({kind}).", name=name, value=value,
+                            kind=type(value).__name__)
     return value
 
 
 def _as_choice(name, value, allowed) -> str:
     if value not in allowed:
         options = ", ".join(repr(a) for a in allowed)
-        raise ValueError(f"{name} must be one of {options} (got {value!r}).")
+        raise ExplorerError("config.not_a_choice", "{name} must be one of {options} (got "
+                            "{value!r}).", name=name, options=options, value=value)
     return value
 
 
 def _as_rate(value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"drop_rate must be a number, got {value!r} ({type(value).__name__}).")
+        raise ExplorerError("config.drop_rate_not_a_number", "drop_rate must be a number, got "
+                            "{value!r} ({kind}).", value=value, kind=type(value).__name__)
     if not (0.0 <= value < 1.0):  # also false for NaN
-        raise ValueError(f"drop_rate must be in [0, 1): 0 keeps every activation, 0.1 is the "
-                         f"book's value (got {value!r}).")
+        raise ExplorerError("config.drop_rate_out_of_range", "drop_rate must be in [0, 1): 0 "
+                            "keeps every activation, 0.1 is the book's value (got {value!r}).",
+                            value=value)
     return float(value)
 
 
-def _head_message(emb_dim: int, n_heads: int) -> str:
+def did_you_mean(hint: list[str]) -> Message | str:
+    """" Did you mean 'x'?" after an unknown name when there is a close one (``hint``: none or
+    one), else nothing."""
+    return Message("config.did_you_mean", " Did you mean '{hint}'?", hint=hint[0]) if hint \
+        else ""
+
+
+def _head_message(emb_dim: int, n_heads: int) -> Message:
     divisors = [h for h in range(1, min(emb_dim, 64) + 1) if emb_dim % h == 0]
     lower = emb_dim - emb_dim % n_heads
     upper = lower + n_heads
-    dims = f"{upper}" if lower == 0 else f"{lower} or {upper}"
-    return (f"emb_dim ({emb_dim}) must be divisible by n_heads ({n_heads}) so that every head gets "
-            f"the same size. Head counts that work with emb_dim={emb_dim}: "
-            f"{', '.join(map(str, divisors))}; or keep {n_heads} heads with emb_dim {dims}.")
+    dims = f"{upper}" if lower == 0 else Message("config.two_emb_dims", "{lower} or {upper}",
+                                                 lower=lower, upper=upper)
+    return Message("config.heads_divide_emb_dim", "emb_dim ({emb_dim}) must be divisible by "
+                   "n_heads ({n_heads}) so that every head gets the same size. Head counts "
+                   "that work with emb_dim={emb_dim}: {divisors}; or keep {n_heads} heads with "
+                   "emb_dim {dims}.", emb_dim=emb_dim, n_heads=n_heads,
+                   divisors=", ".join(map(str, divisors)), dims=dims)
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAI's four GPT-2 sizes (exercise 4.2): the one list of them. The presets, the hub's
+# repositories and the names on the page all come from here.
+@dataclass(frozen=True)
+class GPT2Size:
+    name: str          # the preset's name, "gpt2-small"
+    page_name: str     # what the page calls it, "GPT-2 small"
+    repo_id: str       # its weights on the Hugging Face hub (safetensors, float32)
+    emb_dim: int
+    n_layers: int
+    n_heads: int
+
+    @property
+    def short(self) -> str:
+        """"small", "medium", "large" or "xl"."""
+        return self.name.removeprefix("gpt2-")
+
+    def config(self) -> "GPTConfig":
+        """The book's config of this size (``GPT_CONFIG_124M`` with its widths)."""
+        return GPTConfig.from_dict({**GPT_CONFIG_124M, "emb_dim": self.emb_dim,
+                                    "n_layers": self.n_layers, "n_heads": self.n_heads})
+
+
+GPT2_SIZES: dict[str, GPT2Size] = {size.name: size for size in (
+    GPT2Size("gpt2-small", "GPT-2 small", "openai-community/gpt2", 768, 12, 12),
+    GPT2Size("gpt2-medium", "GPT-2 medium", "openai-community/gpt2-medium", 1024, 24, 16),
+    GPT2Size("gpt2-large", "GPT-2 large", "openai-community/gpt2-large", 1280, 36, 20),
+    GPT2Size("gpt2-xl", "GPT-2 XL", "openai-community/gpt2-xl", 1600, 48, 25),
+)}
+GPT2_BY_REPO: dict[str, GPT2Size] = {size.repo_id: size for size in GPT2_SIZES.values()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,22 +222,16 @@ PRESETS: dict[str, GPTConfig] = {
     "teach-small": GPTConfig(context_length=128, emb_dim=128, n_heads=4, n_layers=4),
     "teach-deep": GPTConfig(context_length=128, emb_dim=64, n_heads=4, n_layers=12),
     # The book's GPT-2 sizes (exercise 4.2).
-    "gpt2-small": GPTConfig.from_dict(GPT_CONFIG_124M),
-    "gpt2-medium": GPTConfig.from_dict({**GPT_CONFIG_124M, "emb_dim": 1024, "n_layers": 24,
-                                        "n_heads": 16}),
-    "gpt2-large": GPTConfig.from_dict({**GPT_CONFIG_124M, "emb_dim": 1280, "n_layers": 36,
-                                       "n_heads": 20}),
-    "gpt2-xl": GPTConfig.from_dict({**GPT_CONFIG_124M, "emb_dim": 1600, "n_layers": 48,
-                                    "n_heads": 25}),
+    **{name: size.config() for name, size in GPT2_SIZES.items()},
 }
 
 
 def get_preset(name: str) -> GPTConfig:
     if name not in PRESETS:
         hint = difflib.get_close_matches(str(name), list(PRESETS), n=1)
-        did_you_mean = f" Did you mean '{hint[0]}'?" if hint else ""
-        raise ValueError(f"Unknown preset '{name}'.{did_you_mean} "
-                         f"Presets: {', '.join(PRESETS)}.")
+        raise ExplorerError("preset.unknown", "Unknown preset '{name}'.{did_you_mean} Presets: "
+                            "{presets}.", name=name, did_you_mean=did_you_mean(hint),
+                            presets=", ".join(PRESETS))
     return PRESETS[name]
 
 
@@ -233,14 +285,16 @@ class ParameterCount:
     def memory_mb(self, dtype: str = "float32") -> float:
         """Size of the parameters in MB, the book's way: bytes / 1024**2."""
         if dtype not in BYTES_PER_PARAM:
-            raise ValueError(f"dtype must be one of {', '.join(BYTES_PER_PARAM)} (got {dtype!r}).")
+            raise ExplorerError("dtype.unknown", "dtype must be one of {dtypes} (got {dtype!r}).",
+                                dtypes=", ".join(BYTES_PER_PARAM), dtype=dtype)
         return self.total * BYTES_PER_PARAM[dtype] / 1024 ** 2
 
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Text]:
         """What the counts mean where a number alone would mislead (a tied head's 0)."""
         if self.output_head_tied:
-            return [f"output head: tied to the token embedding (the same "
-                    f"{self.token_embedding:,} weights, stored and counted once)"]
+            return [Text("config.tied_head_note", "output head: tied to the token embedding (the "
+                         "same {weights:,} weights, stored and counted once)",
+                         weights=self.token_embedding)]
         return []
 
     def breakdown(self) -> dict[str, int]:

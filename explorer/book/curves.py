@@ -12,16 +12,17 @@ import numpy as np
 import torch
 
 from .config import ACTIVATIONS
+from .errors import ExplorerError, Text
 from .model import make_activation
 
 # The activations a model can be built with (one source of truth: explorer.book.config).
 ACTIVATION_FUNCTIONS = ACTIVATIONS
 
 ACTIVATION_LABELS = {
-    "gelu": "GELU (tanh approx., book)",
-    "gelu_exact": "GELU (exact)",
-    "relu": "ReLU",
-    "silu": "SiLU",
+    "gelu": Text("activation.gelu", "GELU (tanh approx., book)"),
+    "gelu_exact": Text("activation.gelu_exact", "GELU (exact)"),
+    "relu": Text("activation.relu", "ReLU"),
+    "silu": Text("activation.silu", "SiLU"),
 }
 
 X_LIMIT = 1000.0
@@ -60,15 +61,19 @@ def activation_curves(x_min: float = -4.0, x_max: float = 4.0, points: int = 401
 def _check_range(x_min, x_max) -> tuple[float, float]:
     for label, value in (("x_min", x_min), ("x_max", x_max)):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-            raise ValueError(f"{label} must be a number (got {value!r}).")
+            raise ExplorerError("curves.not_a_number", "{label} must be a number (got {value!r}).",
+                                label=label, value=value)
         if not math.isfinite(value):
-            raise ValueError(f"{label} must be a finite number (got {value!r}).")
+            raise ExplorerError("curves.not_finite", "{label} must be a finite number (got "
+                                "{value!r}).", label=label, value=value)
         if abs(value) > X_LIMIT:
-            raise ValueError(f"{label} must lie between {-X_LIMIT:g} and {X_LIMIT:g} "
-                             f"(got {value!r}).")
+            raise ExplorerError("curves.out_of_range", "{label} must lie between {low:g} and "
+                                "{high:g} (got {value!r}).", label=label, low=-X_LIMIT,
+                                high=X_LIMIT, value=value)
     if not x_min < x_max:
-        raise ValueError(f"x_min must be smaller than x_max (got x_min={x_min!r}, "
-                         f"x_max={x_max!r}); for example x_min=-4, x_max=4.")
+        raise ExplorerError("curves.range_reversed", "x_min must be smaller than x_max (got "
+                            "x_min={x_min!r}, x_max={x_max!r}); for example x_min=-4, x_max=4.",
+                            x_min=x_min, x_max=x_max)
     return float(x_min), float(x_max)
 
 
@@ -76,10 +81,12 @@ def _check_points(points) -> int:
     if isinstance(points, float) and points.is_integer():
         points = int(points)   # number boxes deliver 401.0
     if isinstance(points, bool) or not isinstance(points, (int, np.integer)):
-        raise ValueError(f"points must be a whole number (got {points!r}).")
+        raise ExplorerError("curves.points_not_whole", "points must be a whole number (got "
+                            "{points!r}).", points=points)
     if not MIN_POINTS <= points <= MAX_POINTS:
-        raise ValueError(f"points must be between {MIN_POINTS} and {MAX_POINTS} "
-                         f"(got {points}).")
+        raise ExplorerError("curves.points_out_of_range", "points must be between {min_points} "
+                            "and {max_points} (got {points}).", min_points=MIN_POINTS,
+                            max_points=MAX_POINTS, points=points)
     return int(points)
 
 
@@ -88,9 +95,10 @@ def _check_names(names) -> tuple[str, ...]:
         names = (names,)
     names = tuple(names)
     if not names:
-        raise ValueError("Choose at least one activation function.")
+        raise ExplorerError("curves.none_chosen", "Choose at least one activation function.")
     for name in names:
         if name not in ACTIVATION_FUNCTIONS:
-            raise ValueError(f"Unknown activation {name!r}; choose from "
-                             f"{', '.join(ACTIVATION_FUNCTIONS)}.")
+            raise ExplorerError("curves.unknown_activation", "Unknown activation {name!r}; "
+                                "choose from {functions}.", name=name,
+                                functions=", ".join(ACTIVATION_FUNCTIONS))
     return names

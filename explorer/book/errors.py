@@ -10,6 +10,10 @@ fields are named, and a field may itself be a message (a reason inside a sentenc
 
 ``str()`` of either is the English sentence, so a notebook reader sees what the page shows.
 ``ExplorerError`` is a ``ValueError``: bad input, never a bug in the explorer.
+
+A text the core hands out as data rather than raises (a note, a caption, a progress report) is
+a ``Text``: a ``str`` in English, to compare, join and save as any other, that carries its
+message for the page.
 """
 from __future__ import annotations
 
@@ -30,7 +34,11 @@ class Message:
         return format(str(self), spec)
 
     def __repr__(self) -> str:
-        return f"Message({self.id!r}, {str(self)!r})"
+        try:
+            shown = str(self)
+        except (KeyError, IndexError):   # a template, its fields still to come
+            shown = self.text
+        return f"Message({self.id!r}, {shown!r})"
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Message) and (self.id, self.text, self.fields)
@@ -47,3 +55,24 @@ class ExplorerError(ValueError):
     def __init__(self, id: str, text: str, **fields):
         self.message = Message(id, text, **fields)
         super().__init__(str(self.message))
+
+    @classmethod
+    def of(cls, message: Message) -> "ExplorerError":
+        """The error that says ``message`` (one made where the problem was described)."""
+        return cls(message.id, message.text, **message.fields)
+
+
+class Text(str):
+    """A message as a ``str`` (its English) that remembers the ``Message`` it says."""
+
+    def __new__(cls, id: str, text: str, **fields):
+        return cls.of(Message(id, text, **fields))
+
+    @classmethod
+    def of(cls, message: Message) -> "Text":
+        text = str.__new__(cls, str(message))
+        text.message = message
+        return text
+
+    def __reduce__(self):                 # copy and pickle: str's own would lose the message
+        return Text.of, (self.message,)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .errors import ExplorerError
 from .kv_cache import KVCache
 from .model import GPTModel, model_device
 from .tokenizer import EOT_ID, as_token_ids, get_tokenizer
@@ -52,23 +53,28 @@ def check_generation_args(max_new_tokens, temperature=0.0, top_k=None, seed=None
     """Raise a ValueError a student can act on for any unusable argument."""
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
             or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be a whole number ≥ 0 (got {max_new_tokens!r}).")
+        raise ExplorerError("generate.max_new_tokens", "max_new_tokens must be a whole number ≥ "
+                            "0 (got {max_new_tokens!r}).", max_new_tokens=max_new_tokens)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
             or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number ≥ 0; 0 means greedy decoding "
-                         f"(got {temperature!r}).")
+        raise ExplorerError("generate.temperature", "temperature must be a finite number ≥ 0; 0 "
+                            "means greedy decoding (got {temperature!r}).",
+                            temperature=temperature)
     if top_k is not None:
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k must be a whole number ≥ 1, or empty for no limit "
-                             f"(got {top_k!r}).")
+            raise ExplorerError("generate.top_k", "top_k must be a whole number ≥ 1, or empty "
+                                "for no limit (got {top_k!r}).", top_k=top_k)
         if vocab_size is not None and top_k > vocab_size:
-            raise ValueError(f"top_k ({top_k}) is larger than the vocabulary ({vocab_size} "
-                             f"tokens); use at most {vocab_size}, or leave it empty.")
+            raise ExplorerError("generate.top_k_too_large", "top_k ({top_k}) is larger than the "
+                                "vocabulary ({vocab_size} tokens); use at most {vocab_size}, or "
+                                "leave it empty.", top_k=top_k, vocab_size=vocab_size)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                              or not 0 <= seed < 2 ** 63):
-        raise ValueError(f"seed must be a whole number ≥ 0 (got {seed!r}).")
+        raise ExplorerError("seed.not_whole", "seed must be a whole number ≥ 0 (got {seed!r}).",
+                            seed=seed)
     if isinstance(show_top, bool) or not isinstance(show_top, int) or show_top < 1:
-        raise ValueError(f"show_top must be a whole number ≥ 1 (got {show_top!r}).")
+        raise ExplorerError("generate.show_top", "show_top must be a whole number ≥ 1 (got "
+                            "{show_top!r}).", show_top=show_top)
 
 
 def generate_steps(model: GPTModel, token_ids, max_new_tokens: int, *, temperature=0.0,
@@ -91,11 +97,11 @@ def generate_steps(model: GPTModel, token_ids, max_new_tokens: int, *, temperatu
     cfg = model.cfg
     token_ids = as_token_ids(token_ids)
     if not token_ids:
-        raise ValueError("The prompt has no tokens: type some text first.")
+        raise ExplorerError("prompt.no_tokens", "The prompt has no tokens: type some text first.")
     bad = [t for t in token_ids if not 0 <= t < cfg.vocab_size]
     if bad:
-        raise ValueError(f"Token id {bad[0]} is outside this model's vocabulary "
-                         f"(0 ... {cfg.vocab_size - 1}).")
+        raise ExplorerError("tokens.outside_vocabulary", "Token id {bad} is outside this model's "
+                            "vocabulary (0 ... {last}).", bad=bad[0], last=cfg.vocab_size - 1)
     check_generation_args(max_new_tokens, temperature, top_k, seed, cfg.vocab_size, show_top)
     tokenizer = tokenizer or get_tokenizer()
     return _generate(model, token_ids, max_new_tokens, float(temperature), top_k, seed,
@@ -150,9 +156,10 @@ def _choose(logits, temperature, top_k, generator, show_top, summarize=None):
     """Pick the next token; return it with what the views show, in one device->host copy."""
     if not torch.isfinite(logits).all():
         # (sampling would fail inside torch.multinomial, greedy decoding draw "nan %" bars)
-        raise ValueError("The model's scores for the next token (its logits) are not numbers "
-                         "(NaN or infinite): its weights are broken, as after a training run "
-                         "that diverged. Build, load or train another model.")
+        raise ExplorerError("generate.logits_not_finite", "The model's scores for the next token "
+                            "(its logits) are not numbers (NaN or infinite): its weights are "
+                            "broken, as after a training run that diverged. Build, load or train "
+                            "another model.")
     if temperature > 0:
         # Shifted so the largest logit is 0 first: a tiny temperature then sends the others to
         # -inf (a greedy choice) instead of overflowing every logit to inf (NaN probabilities).

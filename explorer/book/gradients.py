@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from .config import GPTConfig
+from .errors import ExplorerError
 from .model import GELU, GPTModel
 from .seeding import seeded
 
@@ -70,8 +71,8 @@ def gpt_gradients(cfg, token_ids, seed: int = 123) -> GPTGradients:
     cfg = GPTConfig.from_dict(cfg)
     ids = torch.tensor([list(token_ids)])
     if ids.shape[1] < 2:
-        raise ValueError("The gradient demo needs at least two tokens: one to predict from, "
-                         "one to predict.")
+        raise ExplorerError("gradients.too_few_tokens", "The gradient demo needs at least two "
+                            "tokens: one to predict from, one to predict.")
     with seeded(seed):
         model = GPTModel(cfg)
     model.eval()  # no dropout: the same gradients every run

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .errors import ExplorerError
+
 
 class _LayerKV:
     def __init__(self, owner, keys, values):
@@ -33,7 +35,8 @@ class KVCache:
         self.capacity = cfg.context_length if capacity is None else min(capacity,
                                                                         cfg.context_length)
         if self.capacity < 1:
-            raise ValueError(f"A KV cache needs room for at least one token (got {capacity}).")
+            raise ExplorerError("kv_cache.no_room", "A KV cache needs room for at least one "
+                                "token (got {capacity}).", capacity=capacity)
         shape = (batch_size, cfg.n_heads, self.capacity, cfg.head_dim)
         self.pos = 0
         self.layers = [_LayerKV(self, torch.empty(shape, dtype=weight.dtype, device=weight.device),

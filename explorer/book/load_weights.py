@@ -13,7 +13,8 @@ stores its linear layers as ``Conv1D``: weights shaped (in, out), the transpose 
   ``scale``/``shift``;
 - the output head reuses the token embedding (``tie_weights=True``): one matrix in memory.
 
-Pure torch: files, the hub and budgets live in ``explorer.runtime.weights``.
+Pure torch: files, the hub and budgets live in ``explorer.runtime`` (``checkpoints``, ``hub``,
+``store``).
 """
 from __future__ import annotations
 
@@ -25,18 +26,18 @@ import torch
 import torch.nn as nn
 from torch.utils._device import DeviceContext
 
-from .config import PRESETS, GPTConfig
+from .config import GPT2_SIZES, PRESETS, GPTConfig
+from .errors import ExplorerError, Message
 from .model import GPTModel, RotaryEmbedding
-
-# The four sizes OpenAI released, as the book's presets plus what GPT-2 has: biases on the
-# query/key/value projections and an output head tied to the token embedding.
-GPT2_SIZES = ("gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl")
 
 
 def gpt2_config(size: str) -> GPTConfig:
-    """The config of OpenAI's GPT-2 ``size`` ("gpt2-small" ... "gpt2-xl") in the book's keys."""
+    """The config of OpenAI's GPT-2 ``size`` ("gpt2-small" ... "gpt2-xl", ``GPT2_SIZES``) in the
+    book's keys: its preset plus what GPT-2 has, biases on the query/key/value projections and
+    an output head tied to the token embedding."""
     if size not in GPT2_SIZES:
-        raise ValueError(f"GPT-2 comes in {', '.join(GPT2_SIZES)} (got {size!r}).")
+        raise ExplorerError("gpt2.unknown_size", "GPT-2 comes in {sizes} (got {size!r}).",
+                            sizes=", ".join(GPT2_SIZES), size=size)
     return PRESETS[size].replace(qkv_bias=True, tie_weights=True)
 
 
@@ -116,9 +117,10 @@ def gpt2_to_book(params: dict, cfg) -> dict[str, torch.Tensor]:
             for name in ("W_query", "W_key", "W_value"):
                 bias = out.pop(book + f"att.{name}.bias")
                 if bias.count_nonzero():
-                    raise ValueError(
-                        f"The config says qkv_bias=False, but block {b}'s {name} bias in the "
-                        f"file is not zero. Set qkv_bias to true in config.json.")
+                    raise ExplorerError("gpt2.qkv_bias_not_zero", "The config says "
+                                        "qkv_bias=False, but block {block}'s {name} bias in the "
+                                        "file is not zero. Set qkv_bias to true in config.json.",
+                                        block=b, name=name)
     out.update({"final_norm.scale": params["ln_f.weight"],
                 "final_norm.shift": params["ln_f.bias"]})
     if not cfg.tie_weights:
@@ -131,8 +133,9 @@ def book_to_gpt2(state_dict: dict, cfg) -> dict[str, torch.Tensor]:
     ready to save). A model without query/key/value biases gets zero biases (same numbers)."""
     cfg = GPTConfig.from_dict(cfg)
     if not is_gpt2_shaped(cfg):
-        raise ValueError("Only a GPT-2-shaped model (norm_placement='pre', shortcut on, "
-                         "pos_encoding='learned') can be saved in Hugging Face's GPT-2 layout.")
+        raise ExplorerError("gpt2.layout_needs_gpt2_shape", "Only a GPT-2-shaped model "
+                            "(norm_placement='pre', shortcut on, pos_encoding='learned') can be "
+                            "saved in Hugging Face's GPT-2 layout.")
     sd = state_dict
     out = {"transformer.wte.weight": sd["tok_emb.weight"],
            "transformer.wpe.weight": sd["pos_emb.weight"]}
@@ -183,8 +186,10 @@ HF_KEY_KINDS = {"vocab_size": "count", "n_positions": "count", "n_embd": "count"
                 "activation_function": "name", "resid_pdrop": "number", "embd_pdrop": "number",
                 "attn_pdrop": "number", "layer_norm_epsilon": "number",
                 "tie_word_embeddings": "flag", "model_type": "name"}
-_KIND_WORDS = {"count": "a whole number ≥ 1", "name": "a name (text)", "number": "a number",
-               "flag": "true or false"}
+_KIND_WORDS = {"count": Message("hf_config.kind.count", "a whole number ≥ 1"),
+               "name": Message("hf_config.kind.name", "a name (text)"),
+               "number": Message("hf_config.kind.number", "a number"),
+               "flag": Message("hf_config.kind.flag", "true or false")}
 
 
 def _is_kind(value, kind) -> bool:
@@ -205,25 +210,29 @@ def check_hf_config(hf: dict) -> None:
     for key, kind in HF_KEY_KINDS.items():
         value = hf.get(key)
         if value is not None and not _is_kind(value, kind):
-            raise ValueError(f"config.json's {key} must be {_KIND_WORDS[kind]} "
-                             f"(got {json.dumps(value)[:40]}).")
+            raise ExplorerError("hf_config.wrong_kind", "config.json's {key} must be {what} (got "
+                                "{value}).", key=key, what=_KIND_WORDS[kind],
+                                value=json.dumps(value)[:40])
 
 
 def config_from_hf(hf: dict, **book_keys) -> GPTConfig:
     """A ``GPT2Config``'s keys (``config.json`` of a Hugging Face GPT-2) -> ``GPTConfig``."""
     check_hf_config(hf)
     if hf.get("model_type", "gpt2") != "gpt2":
-        raise ValueError(f"config.json describes a {hf.get('model_type')!r} model; the explorer "
-                         f"loads GPT-2 models only (model_type 'gpt2').")
+        raise ExplorerError("hf_config.not_gpt2", "config.json describes a {model_type!r} model; "
+                            "the explorer loads GPT-2 models only (model_type 'gpt2').",
+                            model_type=hf.get('model_type'))
     activation = hf.get("activation_function", "gelu_new")
     if activation not in HF_ACTIVATIONS:
-        raise ValueError(f"config.json's activation_function {activation!r} is not one the "
-                         f"explorer has ({', '.join(HF_ACTIVATIONS)}).")
+        raise ExplorerError("hf_config.unknown_activation", "config.json's activation_function "
+                            "{activation!r} is not one the explorer has ({activations}).",
+                            activation=activation, activations=", ".join(HF_ACTIVATIONS))
     emb = hf.get("n_embd", 768)
     inner = hf.get("n_inner") or 4 * emb
     if inner % emb:
-        raise ValueError(f"The feed-forward width n_inner={inner} is not a multiple of "
-                         f"n_embd={emb}; the explorer's ff_expansion must be a whole number.")
+        raise ExplorerError("hf_config.inner_not_a_multiple", "The feed-forward width "
+                            "n_inner={inner} is not a multiple of n_embd={emb}; the explorer's "
+                            "ff_expansion must be a whole number.", inner=inner, emb=emb)
     values = {"vocab_size": hf.get("vocab_size", 50257),
               "context_length": hf.get("n_positions", 1024), "emb_dim": emb,
               "n_heads": hf.get("n_head", 12), "n_layers": hf.get("n_layer", 12),
@@ -276,27 +285,51 @@ def is_book_buffer(name: str) -> bool:
     return name.startswith("trf_blocks.") and name.endswith(".att.mask")
 
 
-def describe_differences(expected: dict, found: dict, where: str = "the file") -> str | None:
-    """A message listing missing tensors, unexpected ones and wrong shapes, or None."""
+def describe_differences(expected: dict, found: dict, where=None) -> Message | None:
+    """The message that lists missing tensors, unexpected ones and wrong shapes, or None.
+    ``where``: the file's name (default: "the file")."""
+    where = Message("weights.the_file", "the file") if where is None else where
     missing = [n for n in expected if n not in found]
     extra = [n for n in found if n not in expected]
-    wrong = [f"{n}: {where} has {tuple(found[n])}, the model needs {tuple(expected[n])}"
+    wrong = [Message("weights.shape_differs", "{name}: {where} has {found}, the model needs "
+                     "{needs}", name=n, where=where, found=tuple(found[n]),
+                     needs=tuple(expected[n]))
              for n in expected if n in found and tuple(found[n]) != tuple(expected[n])]
     if not (missing or extra or wrong):
         return None
 
-    def listed(names, limit=8):
-        more = f", and {len(names) - limit} more" if len(names) > limit else ""
-        return "; ".join(names[:limit]) + more
+    def listed(items, limit=8):
+        shown = _one_after_another(items[:limit])
+        if len(items) <= limit:
+            return shown
+        return Message("weights.and_more", "{names}, and {more} more", names=shown,
+                       more=len(items) - limit)
 
     parts = []
     if missing:
-        parts.append(f"missing from {where} ({len(missing)}): {listed(missing)}")
+        parts.append(Message("weights.missing", "missing from {where} ({n}): {names}",
+                             where=where, n=len(missing), names=listed(missing)))
     if extra:
-        parts.append(f"in {where} but not in the model ({len(extra)}): {listed(extra)}")
+        parts.append(Message("weights.extra", "in {where} but not in the model ({n}): {names}",
+                             where=where, n=len(extra), names=listed(extra)))
     if wrong:
-        parts.append(f"wrong shape ({len(wrong)}): {listed(wrong, 4)}")
-    return "The weights do not fit this model. " + ". ".join(parts) + "."
+        parts.append(Message("weights.wrong_shape", "wrong shape ({n}): {names}", n=len(wrong),
+                             names=listed(wrong, 4)))
+    return Message("weights.do_not_fit", "The weights do not fit this model. {problems}.",
+                   problems=_one_after_another(parts, sentences=True))
+
+
+def _one_after_another(items: list, sentences: bool = False):
+    """``items`` in a row: names (plain text) joined with "; ", messages nested two by two, so
+    that each language joins them its own way (sentences with ". ", list items with "; ")."""
+    if all(isinstance(item, str) for item in items):
+        return "; ".join(items)
+    if len(items) == 1:
+        return items[0]
+    first, rest = items[0], _one_after_another(items[1:], sentences)
+    if sentences:
+        return Message("weights.sentences", "{first}. {rest}", first=first, rest=rest)
+    return Message("weights.list", "{first}; {rest}", first=first, rest=rest)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,7 +357,7 @@ def assign_weights(model: GPTModel, state_dict: dict) -> GPTModel:
         model.out_head.weight = model.tok_emb.weight   # shared storage, counted once
     left = [n for n, p in model.named_parameters() if p.is_meta]
     if left:
-        raise ValueError(f"These weights were not given: {', '.join(left[:8])}.")
+        raise RuntimeError(f"These weights were not given: {', '.join(left[:8])}.")
     return model
 
 
@@ -337,6 +370,6 @@ def load_weights_into_gpt(gpt: GPTModel, params: dict) -> GPTModel:
     found = {n: tuple(t.shape) for n, t in params.items() if not is_gpt2_buffer(n)}
     problem = describe_differences(gpt2_shapes(gpt.cfg), found)
     if problem:
-        raise ValueError(problem)
+        raise ExplorerError.of(problem)
     book = gpt2_to_book(params, gpt.cfg)
     return assign_weights(gpt, {n: t.contiguous() for n, t in book.items()})

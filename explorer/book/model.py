@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 from .config import GPTConfig
+from .errors import ExplorerError
 from .probe_points import probe
 
 
@@ -252,32 +253,40 @@ class GPTModel(nn.Module):
 
     def _check_input(self, in_idx, cache, stop_at_layer=None):
         if not isinstance(in_idx, torch.Tensor) or in_idx.dim() != 2:
-            raise ValueError("GPTModel expects token ids as a tensor of shape (batch, tokens).")
+            raise ExplorerError("model.ids_not_a_batch", "GPTModel expects token ids as a tensor "
+                                "of shape (batch, tokens).")
         if in_idx.shape[1] == 0:
-            raise ValueError("The input has no tokens: give the model at least one token.")
+            raise ExplorerError("model.no_tokens", "The input has no tokens: give the model at "
+                                "least one token.")
         if in_idx.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"Token ids must be integers, got {in_idx.dtype}.")
+            raise ExplorerError("model.ids_not_integers", "Token ids must be integers, got "
+                                "{dtype}.", dtype=in_idx.dtype)
         if stop_at_layer is not None and (
                 isinstance(stop_at_layer, bool) or not isinstance(stop_at_layer, int)
                 or not 0 <= stop_at_layer <= self.cfg.n_layers):
-            raise ValueError(f"stop_at_layer must be a whole number from 0 to "
-                             f"{self.cfg.n_layers} (got {stop_at_layer!r}).")
+            raise ExplorerError("model.stop_at_layer", "stop_at_layer must be a whole number "
+                                "from 0 to {n_layers} (got {stop_at_layer!r}).",
+                                n_layers=self.cfg.n_layers, stop_at_layer=stop_at_layer)
         if stop_at_layer is not None and cache is not None:
-            raise ValueError("stop_at_layer runs part of the model: it cannot fill a KV cache.")
+            raise ExplorerError("model.stop_at_layer_with_cache", "stop_at_layer runs part of "
+                                "the model: it cannot fill a KV cache.")
         start = cache.start if cache is not None else 0
         length, limit = start + in_idx.shape[1], self.cfg.context_length
         if cache is not None and length > cache.capacity and cache.capacity < limit:
-            raise ValueError(f"The KV cache holds {cache.capacity} positions; this input would "
-                             f"need {length}. Make a cache with a larger capacity.")
+            raise ExplorerError("model.cache_too_small", "The KV cache holds {capacity} "
+                                "positions; this input would need {length}. Make a cache with a "
+                                "larger capacity.", capacity=cache.capacity, length=length)
         if length > limit:
-            raise ValueError(
-                f"The input has {length} tokens but this model's context_length is {limit}. "
-                f"Keep only the last {limit} tokens (generation crops the context for you).")
+            raise ExplorerError("model.input_too_long", "The input has {length} tokens but this "
+                                "model's context_length is {limit}. Keep only the last {limit} "
+                                "tokens (generation crops the context for you).", length=length,
+                                limit=limit)
         low, high = int(in_idx.min()), int(in_idx.max())
         if low < 0 or high >= self.cfg.vocab_size:
             bad = low if low < 0 else high
-            raise ValueError(f"Token id {bad} is outside this model's vocabulary "
-                             f"(0 ... {self.cfg.vocab_size - 1}).")
+            raise ExplorerError("tokens.outside_vocabulary", "Token id {bad} is outside this "
+                                "model's vocabulary (0 ... {last}).", bad=bad,
+                                last=self.cfg.vocab_size - 1)
         return start
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import GPTConfig
+from .errors import ExplorerError, Text
 
 
 @dataclass(frozen=True)
 class Stage:
     name: str       # the diagram's data-stage attribute and the /stage_details value
-    title: str      # what the walk calls it (English; the page translates it)
+    title: Text     # what the walk calls it (English; the page says it in its language)
     section: str    # the book's section(s), as its table of contents numbers them
     scope: str      # "model": once per forward pass; "block": once per TransformerBlock
 
@@ -29,22 +30,26 @@ class Stage:
 # activations", 4.4 "Adding shortcut connections", 4.5 "Connecting attention and linear
 # layers in a transformer block", 4.6 "Coding the GPT model".
 STAGES = (
-    Stage("embeddings", "Token and positional embeddings", "2.7, 2.8", "model"),
-    Stage("norm1", "norm1 (LayerNorm before attention)", "4.2", "block"),
-    Stage("attention", "Masked multi-head attention", "3.5, 3.6", "block"),
-    Stage("shortcut1", "Shortcut around attention", "4.4", "block"),
-    Stage("norm2", "norm2 (LayerNorm before the feed-forward network)", "4.2", "block"),
-    Stage("feed_forward", "Feed-forward network", "4.3", "block"),
-    Stage("shortcut2", "Shortcut around the feed-forward network", "4.4", "block"),
-    Stage("final_norm", "Final LayerNorm", "4.2, 4.6", "model"),
-    Stage("out_head", "Output head (logits)", "4.6", "model"),
+    Stage("embeddings", Text("stage.embeddings", "Token and positional embeddings"),
+          "2.7, 2.8", "model"),
+    Stage("norm1", Text("stage.norm1", "norm1 (LayerNorm before attention)"), "4.2", "block"),
+    Stage("attention", Text("stage.attention", "Masked multi-head attention"), "3.5, 3.6", "block"),
+    Stage("shortcut1", Text("stage.shortcut1", "Shortcut around attention"), "4.4", "block"),
+    Stage("norm2", Text("stage.norm2", "norm2 (LayerNorm before the feed-forward network)"),
+          "4.2", "block"),
+    Stage("feed_forward", Text("stage.feed_forward", "Feed-forward network"), "4.3", "block"),
+    Stage("shortcut2", Text("stage.shortcut2", "Shortcut around the feed-forward network"),
+          "4.4", "block"),
+    Stage("final_norm", Text("stage.final_norm", "Final LayerNorm"), "4.2, 4.6", "model"),
+    Stage("out_head", Text("stage.out_head", "Output head (logits)"), "4.6", "model"),
 )
 STAGES_BY_NAME = {s.name: s for s in STAGES}
 STAGE_NAMES = tuple(STAGES_BY_NAME)
 BLOCK_SECTION = "4.5"    # every block stage sits in the transformer block of section 4.5
 # Post-LN puts each norm after its shortcut's sum, so the two norms swap places with the sums.
-_POST_LN_TITLES = {"norm1": "norm1 (LayerNorm after the attention's shortcut)",
-                   "norm2": "norm2 (LayerNorm after the feed-forward's shortcut)"}
+_POST_LN_TITLES = {
+    "norm1": Text("stage.norm1_post", "norm1 (LayerNorm after the attention's shortcut)"),
+    "norm2": Text("stage.norm2_post", "norm2 (LayerNorm after the feed-forward's shortcut)")}
 
 
 def title_of(stage: Stage, cfg) -> str:
@@ -77,14 +82,14 @@ def stage_points(cfg, stage: str) -> tuple[str, ...]:
     logits). Refused, with a message, for a stage this variant does not have."""
     cfg = GPTConfig.from_dict(cfg)
     if stage not in STAGES_BY_NAME:
-        raise ValueError(f"Unknown stage {stage!r}: the diagram's stages are "
-                         f"{', '.join(STAGE_NAMES)}.")
+        raise ExplorerError("stages.unknown", "Unknown stage {stage!r}: the diagram's stages are "
+                            "{stages}.", stage=stage, stages=", ".join(STAGE_NAMES))
     if stage not in stages_of(cfg):
         if stage.startswith("norm"):
-            raise ValueError(f"This model has no LayerNorm (norm_placement='none'): it has no "
-                             f"{stage} stage.")
-        raise ValueError(f"This model has no shortcut connections (shortcut=False): it has no "
-                         f"{stage} stage.")
+            raise ExplorerError("stages.no_layernorm", "This model has no LayerNorm "
+                                "(norm_placement='none'): it has no {stage} stage.", stage=stage)
+        raise ExplorerError("stages.no_shortcut", "This model has no shortcut connections "
+                            "(shortcut=False): it has no {stage} stage.", stage=stage)
     post = cfg.norm_placement == "post"
     return {
         # token + position embedding, after drop_emb: the first block's input

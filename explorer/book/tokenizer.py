@@ -21,6 +21,8 @@ from pathlib import Path
 
 import tiktoken
 
+from .errors import ExplorerError
+
 EOT_TEXT = "<|endoftext|>"
 EOT_ID = 50256
 N_VOCAB = 50257
@@ -30,7 +32,8 @@ GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9
 
 # tiktoken's gpt2/r50k_base pattern: GPT-2's original regex with possessive
 # quantifiers (same splits, faster). A test checks it against tiktoken_ext.
-GPT2_PAT_STR = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+GPT2_PAT_STR = (r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++"""
+                r"""|\s++$|\s+(?!\S)|\s""")
 
 
 def load_ranks(path: str | os.PathLike = GPT2_TIKTOKEN_PATH) -> dict[bytes, int]:
@@ -39,11 +42,10 @@ def load_ranks(path: str | os.PathLike = GPT2_TIKTOKEN_PATH) -> dict[bytes, int]
     data = path.read_bytes()
     actual = hashlib.sha256(data).hexdigest()
     if actual != GPT2_TIKTOKEN_SHA256:
-        raise ValueError(
-            f"The GPT-2 tokenizer file {path} is corrupt: its sha256 is {actual}, "
-            f"expected {GPT2_TIKTOKEN_SHA256}. Restore it from the repository "
-            "(git checkout -- assets/gpt2.tiktoken)."
-        )
+        raise ExplorerError("tokenizer.corrupt", "The GPT-2 tokenizer file {path} is corrupt: "
+                            "its sha256 is {actual}, expected {expected}. Restore it from the "
+                            "repository (git checkout -- assets/gpt2.tiktoken).", path=path,
+                            actual=actual, expected=GPT2_TIKTOKEN_SHA256)
     ranks = {}
     for line in data.splitlines():
         if line:
@@ -57,7 +59,8 @@ def as_token_ids(ids) -> list[int]:
     if hasattr(ids, "tolist"):  # torch.Tensor, numpy.ndarray: avoids a slow per-element loop
         ids = ids.tolist()
     if isinstance(ids, (int, str, bytes)):
-        raise ValueError(f"Expected a sequence of token ids, got {type(ids).__name__} {ids!r}.")
+        raise ExplorerError("tokenizer.ids_not_a_sequence", "Expected a sequence of token ids, "
+                            "got {kind} {ids!r}.", kind=type(ids).__name__, ids=ids)
     out = []
     for i in ids:
         try:
@@ -65,7 +68,8 @@ def as_token_ids(ids) -> list[int]:
                 raise TypeError
             out.append(operator.index(i))  # int, numpy/torch integer scalars; not floats
         except TypeError:
-            raise ValueError(f"Token ids must be integers, got {type(i).__name__} {i!r}.") from None
+            raise ExplorerError("tokenizer.id_not_an_integer", "Token ids must be integers, got "
+                                "{kind} {value!r}.", kind=type(i).__name__, value=i) from None
     return out
 
 
@@ -101,7 +105,8 @@ class Tokenizer:
         """Text to token ids. ``<|endoftext|>`` typed by a user is plain text (several
         tokens) unless ``allow_special`` is set, then it is the single id 50256."""
         if not isinstance(text, str):
-            raise ValueError(f"Text to encode must be a string, got {type(text).__name__}.")
+            raise ExplorerError("tokenizer.text_not_a_string", "Text to encode must be a string, "
+                                "got {kind}.", kind=type(text).__name__)
         if allow_special:
             return self.encoding.encode(text, allowed_special={EOT_TEXT})
         # encode_ordinary never raises on special-token text (encode() would).
@@ -111,10 +116,9 @@ class Tokenizer:
         ids = as_token_ids(ids)
         bad = [i for i in ids if not 0 <= i < self.n_vocab]
         if bad:
-            raise ValueError(
-                f"Token id {bad[0]} is outside the GPT-2 vocabulary [0, {self.n_vocab}); "
-                f"{len(bad)} invalid id(s) in total."
-            )
+            raise ExplorerError("tokenizer.outside_vocabulary", "Token id {bad} is outside the "
+                                "GPT-2 vocabulary [0, {n_vocab}); {n_bad} invalid id(s) in total.",
+                                bad=bad[0], n_vocab=self.n_vocab, n_bad=len(bad))
         return ids
 
     def decode(self, ids) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .errors import ExplorerError
 from .generate import generate_text_simple
 from .tokenizer import get_tokenizer
 
@@ -98,19 +99,23 @@ def check_training_text(text_data, max_length, stride, batch_size, train_ratio=T
     total = n_train + n_val
     if train_windows < batch_size:
         need = max_length + 1 + (batch_size - 1) * stride
-        raise ValueError(
-            f"The text is too short to train on: its training part (the first "
-            f"{train_ratio:.0%} of the characters) has {n_train:,} tokens, which gives "
-            f"{train_windows} window(s) of {max_length} tokens, but one batch needs "
-            f"{batch_size}. It needs about {need / train_ratio:,.0f} tokens in all (it has "
-            f"{total:,}): paste a longer text, or choose a shorter context or a smaller batch.")
+        raise ExplorerError("training.text_too_short", "The text is too short to train on: its "
+                            "training part (the first {train_ratio:.0%} of the characters) has "
+                            "{n_train:,} tokens, which gives {train_windows} window(s) of "
+                            "{max_length} tokens, but one batch needs {batch_size}. It needs "
+                            "about {need:,.0f} tokens in all (it has {total:,}): paste a longer "
+                            "text, or choose a shorter context or a smaller batch.",
+                            train_ratio=train_ratio, n_train=n_train, train_windows=train_windows,
+                            max_length=max_length, batch_size=batch_size, need=need / train_ratio,
+                            total=total)
     if val_windows < 1:
-        raise ValueError(
-            f"The validation part of the text (the last {1 - train_ratio:.0%} of the "
-            f"characters) has {n_val:,} tokens, too few for one window of {max_length} tokens "
-            f"plus its next token. Give a text of at least about "
-            f"{(max_length + 1) / (1 - train_ratio):,.0f} tokens (it has {total:,}), or choose "
-            f"a shorter context.")
+        raise ExplorerError("training.validation_too_short", "The validation part of the text "
+                            "(the last {val_ratio:.0%} of the characters) has {n_val:,} tokens, "
+                            "too few for one window of {max_length} tokens plus its next token. "
+                            "Give a text of at least about {need:,.0f} tokens (it has "
+                            "{total:,}), or choose a shorter context.", val_ratio=1 - train_ratio,
+                            n_val=n_val, max_length=max_length,
+                            need=(max_length + 1) / (1 - train_ratio), total=total)
     return train_windows // batch_size, -(-val_windows // batch_size)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 
+from ..book.errors import Text
 from . import decode, stats
 from .library import SWITCH_ENV, switched_on
 
@@ -43,9 +44,11 @@ def warm_up() -> None:
     stats.warm_up()
 
 
-def decoding_label(fast_step: bool) -> str:
+def decoding_label(fast_step: bool) -> Text:
     """What computed a generated token, for the page and the API."""
-    return "decoding: C, 2 threads" if fast_step else "decoding: PyTorch"
+    if fast_step:
+        return Text("native.decoding_in_c", "decoding: C, 2 threads")
+    return Text("native.decoding_in_pytorch", "decoding: PyTorch")
 
 
 def _guarded(module, failed):

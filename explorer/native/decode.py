@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from ..book.knobs import KNOBS
 from ..book.model import LayerNorm
 from ..book.probe_points import is_recording
 from .library import NativeLibrary
@@ -177,11 +178,10 @@ def next_token_summary(logits: torch.Tensor, k: int):
 _NORMS = {"none": 0, "pre": 1, "post": 2}
 _ACTIVATIONS = {"gelu": 0, "gelu_exact": 1, "relu": 2, "silu": 3}
 _POSITIONS = ("learned", "rope")
-# Every config knob the C step computes; a model with any other knob away from its default is
-# a variant it does not know (a new knob must be taught to decode.c first).
-_KNOBS = {"vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate",
-          "qkv_bias", "norm_placement", "shortcut", "activation", "ff_expansion",
-          "tie_weights", "pos_encoding"}
+# Every config knob the C step computes (the knob table's ``fast_step``); a model with any
+# other knob away from its default is a variant it does not know (a new knob must be taught to
+# decode.c first).
+_KNOBS = {knob.field for knob in KNOBS if knob.fast_step}
 # One table per generation's KV cache (sessions generating at once on one shared model each
 # keep theirs); it goes with the cache.
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # KVCache -> _StepTable

@@ -64,10 +64,10 @@ def point_stats(x: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> tuple[fl
     if not (x.dtype == np.float32 and x.flags.c_contiguous and sums.dtype == np.float32
             and sums.shape == (6, rows) and sums.flags.c_contiguous
             and counts.dtype == np.int64 and counts.ndim == 1 and counts.flags.c_contiguous):
-        raise ValueError("point_stats needs C-contiguous float32 x (T, width), float32 sums "
+        raise TypeError("point_stats needs C-contiguous float32 x (T, width), float32 sums "
                          "(6, T) and int64 counts")
     if not 2 <= counts.shape[0] <= 256:
-        raise ValueError("a histogram of 1 to 255 bins plus the maximum: at most 256 slots")
+        raise TypeError("a histogram of 1 to 255 bins plus the maximum: at most 256 slots")
     found = (ctypes.c_double * 2)()
     if library.point_stats(x.ctypes.data, rows, width, sums.ctypes.data, counts.ctypes.data,
                            counts.shape[0], found):
@@ -91,9 +91,9 @@ def many_point_stats(xs: list[np.ndarray], sums: list[np.ndarray],
         if not (x.dtype == np.float32 and x.ndim == 2 and x.flags.c_contiguous
                 and s.dtype == np.float32 and s.shape == (6, x.shape[0]) and s.flags.c_contiguous
                 and c.dtype == np.int64 and c.shape == (slots,) and c.flags.c_contiguous):
-            raise ValueError("many_point_stats needs what point_stats needs, for each activation")
+            raise TypeError("many_point_stats needs what point_stats needs, for each activation")
     if not 2 <= slots <= 256:
-        raise ValueError("a histogram of 1 to 255 bins plus the maximum: at most 256 slots")
+        raise TypeError("a histogram of 1 to 255 bins plus the maximum: at most 256 slots")
     pointers = ctypes.c_void_p * n
     sizes = ctypes.c_long * n
     ranges = (ctypes.c_double * (2 * n))()

@@ -13,11 +13,6 @@ import numpy as np
 
 from ..book.config import GPTConfig
 
-# What a block's attention reads: pre-LN normalises the block input first (norm1's output);
-# post-LN and no-LN models give attention the block input itself, not normalised.
-ATTENTION_INPUT = {"pre": "ln1_out", "post": "resid_pre", "none": "resid_pre"}
-
-
 @dataclass(frozen=True)
 class Comparison:
     """What two configs have in common, for the views to say what they compare."""
@@ -60,11 +55,6 @@ def series_pair(trace_a, trace_b, point: str, stat: str):
     if series_a is None or series_b is None:
         return series_a, series_b, np.full(n, np.nan)
     return series_a, series_b, series_a[:n] - series_b[:n]
-
-
-def attention_input(trace):
-    """The statistics of what each block's attention reads (``ATTENTION_INPUT``)."""
-    return trace.points[ATTENTION_INPUT[trace.config["norm_placement"]]]
 
 
 def attention_difference(weights_a, weights_b):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..book.config import GPTConfig
+from ..book.errors import ExplorerError
 from ..book.probe_points import POINTS_BY_NAME
 from ..book.stages import STAGES_BY_NAME, Stage, point_width, stage_points
 from .data import Trace
@@ -46,8 +47,9 @@ def stage_details(trace: Trace, stage: str, block: int | None = None) -> StageDe
         if info.scope == "block":
             if isinstance(block, bool) or not isinstance(block, int) \
                     or not 0 <= block < cfg.n_layers:
-                raise ValueError(f"Block {block!r} does not exist: this model has blocks 0 to "
-                                 f"{cfg.n_layers - 1}.")
+                raise ExplorerError("stages.no_block", "Block {block!r} does not exist: this "
+                                    "model has blocks 0 to {last}.", block=block,
+                                    last=cfg.n_layers - 1)
             layer = block
         group = trace.points
     else:

@@ -20,11 +20,11 @@ HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer-stats")
 
 def cpu_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Tensor,
                first: int) -> list:
-    """Statistics of activations (each (T, width)) on the CPU with ``native.many_point_stats``, into rows
-    ``first``, ``first + 1``, ... of ``per_token`` and ``hist``; about half of the elements on
-    the helper thread, each thread's share in one call into C (taking turns with Python's lock
-    between activations had doubled the time). A tensor with inf or NaN takes the careful
-    PyTorch path."""
+    """Statistics of activations (each (T, width)) on the CPU with ``native.many_point_stats``,
+    into rows ``first``, ``first + 1``, ... of ``per_token`` and ``hist``; about half of the
+    elements on the helper thread, each thread's share in one call into C (taking turns with
+    Python's lock between activations had doubled the time). A tensor with inf or NaN takes the
+    careful PyTorch path."""
     values = [x.float().contiguous().numpy() for x in xs]                # each (T, width)
     ranges = [None] * len(xs)
 

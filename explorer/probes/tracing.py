@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from ..book.errors import ExplorerError, Text
 from ..book.model import GPTModel, model_device
 from ..book.probe_points import recording
 from ..book.tokenizer import as_token_ids, get_tokenizer
@@ -51,7 +52,8 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
     keep_layers = _attention_layers(attention_layers, n, cfg.n_layers)
     positions = _lens_positions(lens, n)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= cfg.vocab_size:
-        raise ValueError(f"top_k must be between 1 and {cfg.vocab_size} (got {top_k!r}).")
+        raise ExplorerError("trace.top_k", "top_k must be between 1 and {vocab_size} (got "
+                            "{top_k!r}).", vocab_size=cfg.vocab_size, top_k=top_k)
     tokenizer = tokenizer or get_tokenizer()
 
     started = time.perf_counter()
@@ -74,10 +76,12 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
     pieces = _pieces_fn(tokenizer)
     notes = []
     if keep_layers != set(range(cfg.n_layers)) and attention_layers == "auto":
-        notes.append(f"Attention patterns are kept for the layers asked for only beyond "
-                     f"{ATTENTION_ALL_LAYERS_MAX_TOKENS} tokens (this input has {n}).")
+        notes.append(Text("trace.attention_layers_note", "Attention patterns are kept for the "
+                          "layers asked for only beyond {limit} tokens (this input has {n}).",
+                          limit=ATTENTION_ALL_LAYERS_MAX_TOKENS, n=n))
     if any(s.overall["nonfinite"].any() for s in out["points"].values()):
-        notes.append("Some activations are inf or NaN: the values overflowed.")
+        notes.append(Text("trace.overflow_note",
+                          "Some activations are inf or NaN: the values overflowed."))
     return Trace(
         token_ids=ids, tokens=pieces(ids), config=cfg.to_dict(),
         points=out["points"], final=out["final"], attention=out["attention"],
@@ -109,15 +113,16 @@ def _check_ids(token_ids, cfg) -> list[int]:
         token_ids = token_ids.flatten()
     ids = as_token_ids(token_ids)
     if not ids:
-        raise ValueError("The prompt has no tokens: type some text first.")
+        raise ExplorerError("prompt.no_tokens", "The prompt has no tokens: type some text first.")
     if len(ids) > cfg.context_length:
-        raise ValueError(f"The prompt has {len(ids)} tokens but this model's context_length is "
-                         f"{cfg.context_length}. Shorten it to at most {cfg.context_length} "
-                         f"tokens.")
+        raise ExplorerError("trace.prompt_too_long", "The prompt has {n_tokens} tokens but this "
+                            "model's context_length is {context_length}. Shorten it to at most "
+                            "{context_length} tokens.", n_tokens=len(ids),
+                            context_length=cfg.context_length)
     bad = [t for t in ids if not 0 <= t < cfg.vocab_size]
     if bad:
-        raise ValueError(f"Token id {bad[0]} is outside this model's vocabulary "
-                         f"(0 ... {cfg.vocab_size - 1}).")
+        raise ExplorerError("tokens.outside_vocabulary", "Token id {bad} is outside this model's "
+                            "vocabulary (0 ... {last}).", bad=bad[0], last=cfg.vocab_size - 1)
     return ids
 
 
@@ -131,8 +136,8 @@ def _attention_layers(choice, n_tokens, n_layers) -> set[int]:
     layers = [choice] if isinstance(choice, int) else list(choice)
     for layer in layers:
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layers:
-            raise ValueError(f"Layer {layer!r} does not exist: this model has layers 0 to "
-                             f"{n_layers - 1}.")
+            raise ExplorerError("trace.no_layer", "Layer {layer!r} does not exist: this model "
+                                "has layers 0 to {last}.", layer=layer, last=n_layers - 1)
     return set(layers)
 
 
@@ -146,8 +151,8 @@ def _lens_positions(choice, n_tokens) -> list[int]:
     positions = [choice] if isinstance(choice, int) else list(choice)
     for p in positions:
         if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < n_tokens:
-            raise ValueError(f"Position {p!r} does not exist: the input has positions 0 to "
-                             f"{n_tokens - 1}.")
+            raise ExplorerError("trace.no_position", "Position {position!r} does not exist: the "
+                                "input has positions 0 to {last}.", position=p, last=n_tokens - 1)
     return positions
 
 

@@ -1,4 +1,13 @@
-"""Serving concerns without Gradio: building a model on a device, the model cache within a
-memory budget (keyed on the weights' source), weights in and out (``weights``: OpenAI's GPT-2
-from the hub, checkpoint files, export), training jobs (``training``: the training lab), and
-the process's heap."""
+"""Serving concerns without Gradio, one job per module:
+
+- ``build``: a model from (config, seed) on a device; ``memory``: the memory budget;
+- ``sources``: what a model is (``WeightsSource``, ``ModelKey``); ``cache``: the models built,
+  shared between sessions within the budget;
+- weights in: ``hub`` (OpenAI's GPT-2 from the Hugging Face hub), ``checkpoints`` (files on
+  disk, read from their headers) with ``file_config`` (their configs), ``store`` (checkpoints
+  converted once into the book's layout, then mapped), ``loading`` (either, through the cache);
+  weights out: ``export``;
+- training: ``training_setup`` (corpus, variants, settings, limits), ``training_run`` (one
+  variant's run), ``training_job`` (variants side by side), ``training_lab`` (the server's
+  jobs), ``training_views`` (their plain data for the page);
+- ``heap``: the process's heap."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..book.config import GPTConfig
+from ..book.errors import ExplorerError
 from ..book.fast import fuse
 from ..book.model import GPTModel
 from ..book.seeding import seeded
@@ -22,20 +23,25 @@ def resolve_device(device: str = "auto") -> torch.device:
         return torch.device("cpu")
     if device == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError("CUDA is not available on this machine; use device 'cpu' or 'auto'.")
+            raise ExplorerError("device.no_cuda", "CUDA is not available on this machine; use "
+                                "device 'cpu' or 'auto'.")
         return torch.device("cuda")
     if device == "mps":
         if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-            raise ValueError("MPS is not available on this machine; use device 'cpu' or 'auto'.")
+            raise ExplorerError("device.no_mps", "MPS is not available on this machine; use "
+                                "device 'cpu' or 'auto'.")
         return torch.device("mps")
-    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps' (got {device!r}).")
+    raise ExplorerError("device.unknown", "device must be 'auto', 'cpu', 'cuda' or 'mps' (got "
+                        "{device!r}).", device=device)
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} (got {dtype!r}).")
+        raise ExplorerError("dtype.unknown", "dtype must be one of {dtypes} (got {dtype!r}).",
+                            dtypes=", ".join(DTYPES), dtype=dtype)
     if dtype == "bfloat16" and device.type == "cpu":
-        raise ValueError("bfloat16 is offered on a GPU only; on the CPU use float32.")
+        raise ExplorerError("dtype.bfloat16_on_cpu", "bfloat16 is offered on a GPU only; on the "
+                            "CPU use float32.")
     return DTYPES[dtype]
 
 
@@ -46,7 +52,8 @@ SEED_LIMIT = 2 ** 63
 def check_seed(seed) -> int:
     """``seed`` if ``build_model`` takes it, else the message why not."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1 (got {seed!r}).")
+        raise ExplorerError("seed.out_of_range", "seed must be a whole number from 0 to 2**63 - "
+                            "1 (got {seed!r}).", seed=seed)
     return seed
 
 
@@ -58,7 +65,8 @@ def build_model(cfg, seed: int = 123, device: str = "auto", dtype: str = "float3
     cfg = GPTConfig.from_dict(cfg)
     check_seed(seed)
     if not isinstance(device, str):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps' (got {device!r}).")
+        raise ExplorerError("device.unknown", "device must be 'auto', 'cpu', 'cuda' or 'mps' "
+                            "(got {device!r}).", device=device)
     target = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, target)
     with seeded(seed):

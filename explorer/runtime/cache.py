@@ -1,112 +1,21 @@
 """Built models, shared read-only between sessions, within a memory budget (least recently
-used first out). A model is a pure function of (config, weights source, device, dtype), so a
-session only needs to remember that key: an evicted model is rebuilt (or reloaded from its
-file) identically when asked for again. The source names the weights by what they are, not by
-where they lie: random + seed, a pretrained repository + revision, or a file's sha256, so two
-sessions on the same checkpoint share one copy.
+used first out). A model is a pure function of its key (``sources.ModelKey``: config, weights
+source, device, dtype), so a session only needs to remember that key: an evicted model is
+rebuilt (or mapped again from the store of converted checkpoints) identically when asked for
+again, and two sessions on the same checkpoint share one copy.
 """
 from __future__ import annotations
 
-import math
-import os
 import threading
-import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
 
-from ..book.config import BYTES_PER_PARAM, GPTConfig, buffer_bytes, count_parameters
+from ..book.config import GPTConfig
+from ..book.errors import ExplorerError, Message
 from ..book.model import GPTModel
 from .build import build_model, resolve_device
-
-BUDGET_ENV = "GPT_EXPLORER_MEMORY_MB"
-BUDGET_SHARE_OF_RAM = 0.4  # leaves room for activations, other sessions and the OS
-
-
-def physical_memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 * 1024 ** 3
-
-
-def default_budget_bytes() -> int:
-    """``GPT_EXPLORER_MEMORY_MB`` if set, else 40% of this machine's memory."""
-    value = os.environ.get(BUDGET_ENV, "").strip()
-    if value:
-        try:
-            mb = float(value)
-        except ValueError:
-            raise ValueError(f"{BUDGET_ENV} must be a number of MB (got {value!r}).") from None
-        if not (math.isfinite(mb) and mb > 0):
-            raise ValueError(f"{BUDGET_ENV} must be a positive number of MB (got {value!r}).")
-        return int(mb * 1024 ** 2)
-    return int(physical_memory_bytes() * BUDGET_SHARE_OF_RAM)
-
-
-@dataclass(frozen=True)
-class WeightsSource:
-    """Where a model's weights come from. Equal sources mean equal weights: ``path`` (where
-    the file lies now) and ``filename`` are left out of the comparison, the digest is not."""
-
-    kind: str                          # "random", "pretrained", "file" or "trained"
-    seed: int | None = None            # random: torch.manual_seed(seed); GPTModel(cfg)
-    repo_id: str | None = None         # pretrained: the hub repository ...
-    revision: str | None = None        # ... and its commit
-    digest: str | None = None          # sha256 of the weights file (pretrained and file)
-    filename: str | None = field(default=None, compare=False)
-    path: str | None = field(default=None, compare=False)
-    layout: str | None = None          # file: "book" or "gpt2" (Hugging Face's names)
-    stamp: tuple | None = field(default=None, compare=False)   # (size, mtime) when hashed
-    label: str | None = field(default=None, compare=False)     # trained: "trained N steps on …"
-
-    @classmethod
-    def random(cls, seed: int) -> "WeightsSource":
-        return cls("random", seed=seed)
-
-    @classmethod
-    def trained(cls, label: str) -> "WeightsSource":
-        """A model trained in this server's training lab: it cannot be rebuilt from its key,
-        so each snapshot gets its own digest and is held for its session (``ModelCache.hold``).
-        """
-        return cls("trained", digest=uuid.uuid4().hex, label=label)
-
-    @property
-    def caption(self) -> str:
-        """For the page: "random, seed 123", "pretrained GPT-2 small (OpenAI)",
-        "from file model.safetensors (sha256 ab12cd34…)"."""
-        if self.kind == "random":
-            return f"random, seed {self.seed}"
-        if self.kind == "trained":
-            return self.label or "trained in the lab"
-        if self.kind == "pretrained":
-            size = PRETRAINED_NAMES.get(self.repo_id, self.repo_id)
-            return f"pretrained {size} (OpenAI)"
-        return f"from file {self.filename} (sha256 {(self.digest or '')[:8]}…)"
-
-
-# Hub repositories of OpenAI's GPT-2 -> the name on the page.
-PRETRAINED_NAMES = {"openai-community/gpt2": "GPT-2 small",
-                    "openai-community/gpt2-medium": "GPT-2 medium",
-                    "openai-community/gpt2-large": "GPT-2 large",
-                    "openai-community/gpt2-xl": "GPT-2 XL"}
-
-
-@dataclass(frozen=True)
-class ModelKey:
-    config: GPTConfig
-    seed: int | None
-    device: str
-    dtype: str
-    source: WeightsSource | None = None   # None: random weights from ``seed``
-
-    def __post_init__(self):
-        if self.source is None:
-            object.__setattr__(self, "source", WeightsSource.random(self.seed))
-
-
-def model_bytes(cfg, dtype: str = "float32") -> int:
-    """What a built model holds in memory: its parameters plus buffers."""
-    return count_parameters(cfg).total * BYTES_PER_PARAM[dtype] + buffer_bytes(cfg, dtype)
+from .memory import BUDGET_ENV, check_budget, default_budget_bytes, model_bytes
+from .sources import ModelKey, WeightsSource
+from .store import materialize
 
 
 class ModelCache:
@@ -123,26 +32,17 @@ class ModelCache:
     def key(self, cfg, seed=123, device="auto", dtype="float32",
             source: WeightsSource | None = None) -> ModelKey:
         """Check everything about a request before anything is allocated. ``source`` None:
-        random weights from ``seed``; otherwise a source from ``explorer.runtime.weights``."""
+        random weights from ``seed``; otherwise a source from ``hub`` or ``checkpoints``."""
         cfg = GPTConfig.from_dict(cfg)
         self.check_budget(cfg, dtype, None if source is None or source.kind == "random"
-                          else "checkpoint")
+                          else Message("budget.what.a_checkpoint", "checkpoint"))
         if source is not None and source.kind != "random":
             seed = None
         return ModelKey(cfg, seed, str(resolve_device(device)), dtype, source)
 
-    def check_budget(self, cfg, dtype="float32", what: str | None = None):
+    def check_budget(self, cfg, dtype="float32", what: Message | None = None):
         """Refuse, before any download or allocation, a model larger than the budget."""
-        need = model_bytes(cfg, dtype) if dtype in BYTES_PER_PARAM else 0
-        if need > self.budget_bytes:
-            # Integer MB: a float would overflow for absurd sizes such as n_layers=10**400.
-            advice = ("Choose a smaller checkpoint, or raise the budget on a machine with more "
-                      "memory." if what else
-                      "Choose fewer layers, a smaller emb_dim or a smaller vocabulary.")
-            raise ValueError(
-                f"This {what or 'model'} needs {-(-need // 1024 ** 2):,} MB for its weights "
-                f"({dtype}), but the memory budget is {self.budget_bytes // 1024 ** 2:,} MB "
-                f"(set {BUDGET_ENV} to change it). {advice}")
+        check_budget(cfg, dtype, what, self.budget_bytes)
 
     def check_together(self, keys):
         """Refuse, before anything is allocated, models that cannot be in memory at once (a
@@ -161,15 +61,19 @@ class ModelCache:
             each_mb = " + ".join(f"{-(-n // mb):,}" for n in sizes)
             budget_mb, held_mb = self.budget_bytes // mb, others // mb
             if others:
-                raise ValueError(
-                    f"The two models together need {need_mb:,} MB for their weights ({each_mb} "
-                    f"MB), but {allowed_mb:,} MB are allowed: the memory budget is "
-                    f"{budget_mb:,} MB ({BUDGET_ENV}) and other sessions' own models hold "
-                    f"{held_mb:,} MB of it. Unpin the pinned model, or choose smaller models.")
-            raise ValueError(
-                f"The two models together need {need_mb:,} MB for their weights ({each_mb} MB), "
-                f"but {allowed_mb:,} MB are allowed: the memory budget ({BUDGET_ENV}). Unpin "
-                f"the pinned model, or choose smaller models.")
+                raise ExplorerError("pair.over_budget_with_held", "The two models together need "
+                                    "{need_mb:,} MB for their weights ({each_mb} MB), but "
+                                    "{allowed_mb:,} MB are allowed: the memory budget is "
+                                    "{budget_mb:,} MB ({budget_env}) and other sessions' own "
+                                    "models hold {held_mb:,} MB of it. Unpin the pinned model, "
+                                    "or choose smaller models.", need_mb=need_mb, each_mb=each_mb,
+                                    allowed_mb=allowed_mb, budget_mb=budget_mb,
+                                    budget_env=BUDGET_ENV, held_mb=held_mb)
+            raise ExplorerError("pair.over_budget", "The two models together need {need_mb:,} MB "
+                                "for their weights ({each_mb} MB), but {allowed_mb:,} MB are "
+                                "allowed: the memory budget ({budget_env}). Unpin the pinned "
+                                "model, or choose smaller models.", need_mb=need_mb,
+                                each_mb=each_mb, allowed_mb=allowed_mb, budget_env=BUDGET_ENV)
 
     def get_together(self, keys, progress=None) -> list[GPTModel]:
         """The models for ``keys``, all in memory at once within the budget (checked first):
@@ -194,9 +98,9 @@ class ModelCache:
                 self._models.move_to_end(key)
                 return self._models[key], True
             if key.source.kind == "trained":
-                raise ValueError("This trained model is no longer held (its session ended or "
-                                 "used another one): press Use this model in the Train tab "
-                                 "again, or build a model.")
+                raise ExplorerError("cache.trained_not_held", "This trained model is no longer "
+                                    "held (its session ended or used another one): press Use "
+                                    "this model in the Train tab again, or build a model.")
             build_lock = self._build_locks.setdefault(key, threading.Lock())
         with build_lock:  # two sessions asking for the same new model build it once
             with self._lock:
@@ -211,7 +115,6 @@ class ModelCache:
                     model = build_model(key.config, seed=key.seed, device=key.device,
                                         dtype=key.dtype)
                 else:
-                    from .weights import materialize   # weights imports this module
                     model = materialize(key.source, key.config, device=key.device,
                                         dtype=key.dtype, progress=progress)
             finally:
@@ -228,17 +131,19 @@ class ModelCache:
         budget: shared models are evicted to make room; if the held models alone would pass
         the budget, a ValueError says so."""
         if not isinstance(model, GPTModel):
-            raise ValueError(f"hold keeps a GPTModel (got {type(model).__name__}).")
+            raise TypeError(f"hold keeps a GPTModel (got {type(model).__name__}).")
         need = model_bytes(key.config, key.dtype)
         with self._lock:
             others = sum(model_bytes(k.config, k.dtype) for o, (k, _) in self._held.items()
                          if o != owner)
             if others + need > self.budget_bytes:
-                raise ValueError(
-                    f"This model needs {-(-need // 1024 ** 2):,} MB; the sessions' own models "
-                    f"already hold {others // 1024 ** 2:,} of the server's "
-                    f"{self.budget_bytes // 1024 ** 2:,} MB budget ({BUDGET_ENV}). Try again "
-                    f"later, or use a smaller model.")
+                raise ExplorerError("cache.hold_over_budget", "This model needs {need_mb:,} MB; "
+                                    "the sessions' own models already hold {held_mb:,} of the "
+                                    "server's {budget_mb:,} MB budget ({budget_env}). Try again "
+                                    "later, or use a smaller model.",
+                                    need_mb=-(-need // 1024 ** 2), held_mb=others // 1024 ** 2,
+                                    budget_mb=self.budget_bytes // 1024 ** 2,
+                                    budget_env=BUDGET_ENV)
             self._held.pop(owner, None)
             self._make_room(need)
             self._held[owner] = (key, model)

@@ -53,7 +53,7 @@ def test_a_pinned_model_is_shown_beside_the_next_one_in_every_tab(page, shots):
     # the pin waits in the builds' queue behind the build's follow-ups
     expect(page.locator("#pin_note")).to_contain_text("B (pinned)", timeout=20_000)
     build(page, "teach-tiny")
-    expect(status(page)).to_contain_text("Compared with B (pinned): teach-small")
+    expect(status(page)).to_contain_text("Compared with B: teach-small")
     # Build: both diagrams, what differs, both parameter breakdowns
     expect(page.locator(".cmp-arch")).to_have_count(2)
     expect(page.locator(".cmp-diff")).to_contain_text("n_layers")
@@ -88,7 +88,7 @@ def test_a_pinned_model_is_shown_beside_the_next_one_in_every_tab(page, shots):
     tab(page, TAB_GENERATE)
     page.locator("#gen_btn").click()
     expect(page.locator("#speed")).to_contain_text("20 steps of A and B")
-    expect(page.locator("#bars .cmp-bars .s")).to_have_count(2)
+    expect(page.locator("#bars .nt-bars.two .s")).to_have_count(2)
     expect(page.locator("#history .cmp-texts p")).to_have_count(2)
     expect(page.locator("#history tbody tr")).to_have_count(20)
     expect(page.locator("#history .cmp-texts h4")).to_contain_text(
@@ -96,7 +96,7 @@ def test_a_pinned_model_is_shown_beside_the_next_one_in_every_tab(page, shots):
     shot(page, shots, "c5_generate")
     page.locator("#lecture input").check()             # on a projector: lecture mode
     expect(page.locator("body.lecture")).to_have_count(1)
-    expect(page.locator("#bars .cmp-bars .s")).to_have_count(2)   # redrawn, still both
+    expect(page.locator("#bars .nt-bars.two .s")).to_have_count(2)   # redrawn, still both
     shot(page, shots, "c5_generate_lecture")
     page.locator("#lecture input").uncheck()
     page.get_by_text("Logit lens: what each layer would predict").click()

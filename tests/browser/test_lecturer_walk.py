@@ -13,7 +13,8 @@ import re
 
 import pytest
 
-from explorer.app.shared import DEFAULT_PROMPT, MAX_NEW_TOKENS
+from explorer.app.inputs import MAX_NEW_TOKENS
+from explorer.app.shared import DEFAULT_PROMPT
 from explorer.book.config import PRESETS, count_parameters
 from explorer.book.tokenizer import get_tokenizer
 
@@ -133,7 +134,15 @@ def show_attention(page, layer, head):
 
 
 def inside_viewport(page, selector):
-    box = page.locator(selector).bounding_box()
+    # (the last element the selector finds that is shown: a streamed step can be replaced
+    # between finding it and measuring it, so both happen in one script)
+    box = page.evaluate("""(selector) => {
+        const shown = Array.from(document.querySelectorAll(selector))
+            .filter(el => el.getClientRects().length);
+        if (!shown.length) return null;
+        const r = shown[shown.length - 1].getBoundingClientRect();
+        return {x: r.x, y: r.y, width: r.width, height: r.height};
+    }""", selector)
     return (box is not None and box["y"] >= 0 and box["x"] >= 0
             and box["y"] + box["height"] <= PROJECTOR["height"]
             and box["x"] + box["width"] <= PROJECTOR["width"]), box
@@ -187,6 +196,7 @@ def test_a_lecturers_walk_through_the_tabs(walk, shots):
             str(MAX_NEW_TOKENS + 1))
 
     expect(page.locator("#bars .nt-bars i").first).to_be_attached()
+    # (while it streams, #bars holds the last steps, one shown at a time)
     seen, box = inside_viewport(page, "#bars .nt-bars")
     assert seen, f"the next-token bars are not inside the 1280x720 viewport: {box}"
     for selector in ("#gen_output textarea", "#stop_btn", "#step_btn"):

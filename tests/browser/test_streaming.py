@@ -61,7 +61,7 @@ TAP = """(config) => {
     window.__tap.open += 1;
     const body = new ReadableStream({async start(out) {
       const release = (text) => {
-        for (const m of text.matchAll(/"(\\d+) tokens /g)) {
+        for (const m of text.matchAll(/(?:"|>)(\\d+) tokens /g)) {
           window.__tap.sent.push([+m[1], performance.now()]);
         }
         const bytes = encoder.encode(text);
@@ -106,9 +106,10 @@ RECORDER = """() => {
   window.__painted = [];
   const frame = () => {
     const speed = document.querySelector("#speed");
-    const m = speed && /^\\s*(\\d+) tokens/.exec(speed.textContent);
+    const m = speed && /^\\s*(\\d+) tokens/.exec(speed.innerText);
     const n = m ? +m[1] : null;
-    const bars = Array.from(document.querySelectorAll("#bars .nt-bars div"),
+    const bars = Array.from(document.querySelectorAll("#bars .nt-bars div"))   // shown rows
+                            .filter((row) => row.offsetParent !== null).map(
                             (row) => row.textContent).join("|");
     const last = window.__painted[window.__painted.length - 1];
     if (!last || last.n !== n || last.bars !== bars) {

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from explorer.app.i18n import ZH
+from zh_text import zh as _zh
 from explorer.book.config import PRESETS, count_parameters
 
 pytestmark = pytest.mark.browser
@@ -88,7 +88,7 @@ def visible_text(page) -> str:
 
 
 def zh(text: str) -> str:
-    return ZH.get(text, text)
+    return _zh(text)
 
 
 @pytest.fixture(scope="module", params=["en", "zh"])

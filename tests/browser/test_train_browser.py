@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from explorer.runtime.training import DEFAULT_CORPUS_NAME
+from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
 
 pytestmark = pytest.mark.browser
 
@@ -78,3 +78,25 @@ def test_a_trained_variant_becomes_the_sessions_model(page, shots):
     expect(page.locator("#att_plot g.hm image").first).to_be_attached()
     expect(page.locator("[data-testid=toast-body]")).to_have_count(0)
     shot(page, shots, "8_attention_trained_model")
+
+
+def test_in_lecture_mode_three_variants_train_to_the_end_without_a_page_error(page, shots):
+    """The lecturer's blocker: in lecture mode the first loss curves made plotly.js throw
+    "Something went wrong with axis scaling" (the legend below left the plot no room) and
+    the page froze at step 2; the same run finishes, with the legend beside the plot."""
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.locator("#lecture input").check()
+    expect(page.locator("body.lecture")).to_have_count(1)
+    tab(page, TAB_TRAIN)
+    page.locator("#train_variants").get_by_label("post-LN", exact=True).check()
+    expect(page.locator("#train_variants input:checked")).to_have_count(3)
+    choose(page, "train_preset", "teach-tiny")
+    set_number(page, "train_steps", STEPS)
+    page.locator("#train_btn").click()
+    expect(page.locator("#train_progress")).to_contain_text(f"step {STEPS} of {STEPS}",
+                                                            timeout=120_000)
+    expect(page.locator("#train_loss_plot .legendtext")).to_have_count(3)   # one per variant
+    shot(page, shots, "9_train_lecture_finished_1280x720")
+    page.locator("#lecture input").uncheck()
+    assert not errors, errors

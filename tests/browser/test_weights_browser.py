@@ -8,7 +8,7 @@ import re
 import pytest
 
 from explorer.book.tokenizer import get_tokenizer
-from explorer.runtime import weights
+from explorer.runtime.checkpoints import sha256_file
 
 pytestmark = pytest.mark.browser
 
@@ -42,7 +42,7 @@ def checkpoints(tmp_path_factory):
 
 
 def caption_of(folder):
-    digest = weights.sha256_file(folder / "model.safetensors")
+    digest = sha256_file(folder / "model.safetensors")
     return f"from file model.safetensors (sha256 {digest[:8]}…)"
 
 

@@ -1,5 +1,6 @@
-"""Generation as plain HTML, cheap to stream: the next-token candidates as bars, and tables
-(the step history)."""
+"""Generation as plain HTML, cheap to stream, for one model or two in lockstep: the next-token
+candidates as bars (one set per model, side by side), the step table, and two models' texts
+with the tokens where they part marked."""
 from __future__ import annotations
 
 import html
@@ -8,13 +9,17 @@ import numpy as np
 
 from ..i18n import t
 from .labels import token_label
-from .style import AXIS_COLOR, BLUE, GRID_COLOR, ORANGE, TEXT_COLOR
+from .style import AXIS_COLOR, BLUE, GRID_COLOR, MODEL_COLORS, ORANGE, TEXT_COLOR, VERMILLION
 
-def next_token_bars_html(texts: list[str], probs: list[float], chosen: int | None = None
-                         ) -> str:
-    """Top-k candidates for the next token as plain HTML bars, most likely on top, the chosen
-    one highlighted. Sent for every generated token: about 1 KB, and a browser redraws it in
-    well under a millisecond, where a plotly chart took ~100 ms (6 steps/s at most)."""
+TAIL_TOKENS = 4        # two models: the last tokens shown above each model's bars
+TAIL_CHARS = 9
+LIVE_TABLE_ROWS = 40   # while streaming, the step table shows the newest rows only
+
+
+def _side_html(side, alone) -> str:
+    """One model's bars, most likely on top, the chosen one highlighted; beside another
+    model's, under its name, its last tokens (those where the two part marked) and a note."""
+    texts, probs, chosen = side["texts"], side["probs"], side.get("chosen")
     if len(texts) != len(probs):
         raise ValueError(f"texts and probs must have the same length "
                          f"({len(texts)} vs {len(probs)}).")
@@ -22,37 +27,106 @@ def next_token_bars_html(texts: list[str], probs: list[float], chosen: int | Non
                                    and 0 <= chosen < len(texts)):
         raise ValueError(f"chosen must be the index of one of the {len(texts)} candidates "
                          f"(got {chosen!r}).")
-    rows, chosen_mark = [], " " + t("◀ chosen")
+    # two models' bars are half as wide: shorter tokens, no "◀ chosen" (the colour says it)
+    chosen_mark, chars = (" " + t("generation.chosen", "◀ chosen"), 12) if alone else ("", 10)
+    rows = []
     for i, (text, p) in enumerate(zip(texts, probs)):
         # True scale: a full track is 100 %, so an untrained model's 0.02 % candidates show
         # as slivers (it has no preference), never as a strong-looking bar. Labels keep 3
         # digits, as small as they get (0.0171 %).
         width = min(max(100 * float(p), 0.0), 100.0)
         chosen_one = i == chosen
-        rows.append(f'<div><span>{token_label(text, 12)}</span><b><i'
+        rows.append(f'<div><span>{token_label(text, chars)}</span><b><i'
                     f'{" class=c" if chosen_one else ""} style="width:{width:.1f}%"></i></b>'
                     f'<span>{100 * float(p):.3g} %{chosen_mark if chosen_one else ""}</span></div>')
-    return ('<section class="nt-bars"><h4>' + t("Next-token candidates") + " <small>"
-            + t("(bar = probability; a full bar is 100 %)") + "</small></h4>" + "".join(rows)
-            + '<div class="scale"><span></span><em>' + "".join(
-                f'<span style="left:{x}%">{x}{" %" if x else ""}</span>'
-                for x in (0, 25, 50, 75, 100)) + '</em><span></span></div>'
-            + "</section>")
+    head = ""
+    if "name" in side:
+        tail = "".join(f"<mark>{token_label(text, TAIL_CHARS)}</mark>" if parted
+                       else f"<span>{token_label(text, TAIL_CHARS)}</span>"
+                       for text, parted in side.get("tail", [])[-TAIL_TOKENS:])
+        note = f'<p class="n">{html.escape(side["note"])}</p>' if side.get("note") else ""
+        head = f'<h5>{html.escape(side["name"])}</h5><p class="tl">…{tail}</p>{note}'
+    return head + "".join(rows)
 
 
-def table_html(headers: list[str], rows: list[list], caption: str = "",
-               elem_class: str = "steps") -> str:
-    """A plain HTML table; every cell is text, escaped. The browser lays out hundreds of rows
-    in about a millisecond, where Gradio's Dataframe took ~100 ms per update."""
+_SCALE = ('<div class="scale"><span></span><em>' + "".join(
+    f'<span style="left:{x}%">{x}{" %" if x else ""}</span>' for x in (0, 25, 50, 75, 100))
+    + '</em><span></span></div>')
+
+
+def next_token_bars_html(sides) -> str:
+    """Top-k candidates for the next token as plain HTML bars, one set per model side by side.
+    A side: ``texts``, ``probs`` (most likely first), ``chosen`` (index of the token taken, or
+    None); beside another model's also ``name``, ``tail`` ([(text, parted)] of its last
+    tokens) and an optional ``note``. Sent for every generated token: about 1 KB a model, and
+    a browser redraws it in well under a millisecond, where a plotly chart took ~100 ms."""
+    if not 1 <= len(sides) <= 2:
+        raise ValueError(f"Bars of one or two models; got {len(sides)}.")
+    if len(sides) == 1:
+        return ('<section class="nt-bars"><h4>'
+                + t("generation.next_token_candidates", "Next-token candidates") + " <small>"
+                + t("generation.bar_probability_full_bar",
+                    "(bar = probability; a full bar is 100 %)") + "</small></h4>"
+                + _side_html(sides[0], True) + _SCALE + "</section>")
+    return ('<section class="nt-bars two"><h4>'
+            + html.escape(t("generation.next_token_candidates_and",
+                            "Next-token candidates of A and B"))
+            + " <small>" + html.escape(t("generation.full_bar_is_100",
+                                         "(a full bar is 100 %; orange: the token chosen; "
+                                         "marked: where the two part)"))
+            + '</small></h4><div class="ss">'
+            + "".join(f'<div class="s">{_side_html(side, False)}</div>' for side in sides)
+            + "</div></section>")
+
+
+def live_rows(rows, width: int) -> list:
+    """The newest LIVE_TABLE_ROWS rows (a page lays out 40 rows faster than 500), and a
+    line saying how many more there are; ``width``: the table's columns."""
+    if len(rows) <= LIVE_TABLE_ROWS:
+        return list(rows)
+    more = len(rows) - LIVE_TABLE_ROWS
+    return rows[:LIVE_TABLE_ROWS] + [["…", t("generation.earlier_steps", "{n} earlier steps",
+                                             n=more)]
+                                     + [""] * (width - 2)]
+
+
+def steps_table_html(headers: list[str], rows: list[list], caption: str = "",
+                     live: bool = False) -> str:
+    """The step table (newest first) as a plain HTML table; every cell is text, escaped. The
+    browser lays out hundreds of rows in about a millisecond, where Gradio's Dataframe took
+    ~100 ms per update. ``live``: while streaming, the newest rows only (``live_rows``). Two
+    models in lockstep: a row whose last cell is "≠" (they chose different tokens) is marked."""
+    if live:
+        rows = live_rows(rows, len(headers))
     title = f"<h4>{html.escape(caption)}</h4>" if caption else ""
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
-                   for row in rows)
-    return (f'{title}<div class="{html.escape(elem_class)}"><table><thead><tr>{head}</tr>'
+    body = "".join(
+        ('<tr class="p">' if row and row[-1] == "≠" else "<tr>")
+        + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return (f'{title}<div class="steps"><table><thead><tr>{head}</tr>'
             f"</thead><tbody>{body}</tbody></table></div>")
 
 
-# The bars' layout (lean markup above, the looks here); the app adds it to its style sheet.
+def parted_texts_html(prompt: str, runs, names, parted_at) -> str:
+    """Each model's text after the prompt, as runs of (text, parted): the runs where the
+    models chose different tokens are marked."""
+    def line(model_runs, name, color):
+        body = "".join(f"<mark>{html.escape(text)}</mark>" if parted else html.escape(text)
+                       for text, parted in model_runs)
+        return (f'<p><b style="color:{color}">{html.escape(name)}</b> '
+                f'<span class="pr">{html.escape(prompt[-60:])}</span>{body}</p>')
+    where = (t("generation.and_agree_on_every", "A and B agree on every token so far")
+             if parted_at is None else
+             t("generation.and_part_at_step",
+               "A and B part at step {step} (marked: the tokens where they differ)",
+               step=parted_at + 1))
+    return (f'<div class="cmp-texts"><h4>{html.escape(where)}</h4>'
+            + "".join(line(r, n, c) for r, n, c in zip(runs, names, MODEL_COLORS))
+            + "</div>")
+
+
+# The bars' and tables' layout (lean markup above, the looks here); the app adds it to its
+# style sheet.
 NEXT_TOKEN_CSS = f"""
 .nt-bars {{font-size: 18px; color: {TEXT_COLOR};}}
 .nt-bars h4 {{font-weight: 700; margin: 0 0 6px 0;}}
@@ -75,10 +149,41 @@ NEXT_TOKEN_CSS = f"""
 .nt-bars p.hint {{color: {AXIS_COLOR}; font-size: 17px;}}
 .nt-bars i.c {{background: {ORANGE};}}
 .nt-bars div > span:last-child {{font-variant-numeric: tabular-nums; white-space: nowrap;}}
+/* two models: their bars side by side, each under its name and last tokens */
+.nt-bars.two {{font-size: 16px;}}
+.nt-bars.two h4 {{margin: 0 0 4px 0; font-size: 18px;}}
+.nt-bars.two h4 small {{font-size: 15px;}}
+.nt-bars .ss {{display: grid; grid-template-columns: 1fr 1fr; gap: 14px; margin: 0;}}
+.nt-bars .s {{display: block; min-width: 0; margin: 0;}}
+.nt-bars .s > div {{grid-template-columns: 6.6em 1fr 5.4em; gap: 5px; margin: 2px 0;}}
+.nt-bars .s > div > span:last-child {{font-size: 15px;}}
+.nt-bars .s b {{height: 19px; background-image: none;}}
+.nt-bars .s h5 {{margin: 0; font-size: 17px; white-space: nowrap; overflow: hidden;
+                text-overflow: ellipsis; color: {BLUE};}}
+.nt-bars .s + .s h5 {{color: {VERMILLION};}}
+.nt-bars .s p {{margin: 1px 0 3px 0;}}
+.nt-bars .s .tl {{font-family: ui-monospace, monospace; white-space: pre; overflow: hidden;}}
+.nt-bars .s .n {{color: {AXIS_COLOR}; font-size: 15px;}}
+.nt-bars .s + .s i {{background: {VERMILLION};}}
+.nt-bars .s i.c, .nt-bars .s + .s i.c {{background: {ORANGE};}}
+.nt-bars .s > div:has(i.c) > span:first-child {{font-weight: 700;
+                                               box-shadow: inset -4px 0 {ORANGE};
+                                               padding-right: 6px;}}
+.nt-bars mark, .cmp-texts mark {{background: #fde0b0; color: inherit; border-radius: 3px;}}
+.cmp-texts {{font-size: 16px; margin-bottom: 6px;}}
+.cmp-texts h4 {{margin: 0 0 2px 0;}}
+.cmp-texts p {{margin: 2px 0; white-space: pre-wrap;}}
+.cmp-texts .pr {{color: {AXIS_COLOR};}}
+body.lecture .nt-bars.two {{font-size: 19px;}}
+body.lecture .nt-bars.two .s b {{height: 23px;}}
+body.lecture .cmp-texts {{font-size: 19px;}}
 .steps {{max-height: 460px; overflow-y: auto; font-size: 16px;}}
 .steps table {{border-collapse: collapse; width: 100%;}}
 .steps th {{position: sticky; top: 0; background: #f3f4f6; text-align: left;}}
 .steps th, .steps td {{padding: 3px 8px; border: none; border-bottom: 1px solid {GRID_COLOR};
                       font-variant-numeric: tabular-nums;}}
-.steps td:nth-child(2) {{font-family: ui-monospace, monospace; white-space: pre;}}
+/* the token columns: one model's (2nd), or A's and B's (2nd, 4th) */
+.steps td:nth-child(2), .steps td:nth-child(4) {{font-family: ui-monospace, monospace;
+                                                white-space: pre;}}
+.steps tr.p td {{background: #fff1d6;}}
 """

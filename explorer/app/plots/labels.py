@@ -8,7 +8,7 @@ import re
 
 from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
-from ..i18n import t
+from ..i18n import say, t
 
 MAX_TOKEN_COLUMNS = 128   # token heatmap, attention: the last 128 tokens
 MAX_TICK_LABELS = 40      # beyond this many tokens an axis labels every n-th
@@ -73,23 +73,27 @@ def _hex(match) -> str:
 
 def point_label(point: str) -> str:
     """A probe point's description ("norm1 input (before LayerNorm)"), in the page's language."""
-    return t(POINT_LABELS[point])
+    return say(POINT_LABELS[point])
 
 
-def token_axis(tokens: list[str], start: int, max_chars: int = TOKEN_CHARS, ids=None):
+def token_axis(tokens: list[str], start: int, max_chars: int = TOKEN_CHARS, ids=None,
+               most: int | None = None, tick_chars: int | None = None):
     """Category values '#pos token' (unique per position, shown in hovers) and the tick
     values/texts: every token up to MAX_TICK_LABELS tokens; beyond that every n-th, at most
-    half as many, so that the labels stay apart on a laptop screen too. With the token
-    ``ids``, byte tokens read as ``readable_tokens`` shows them."""
+    half as many, so that the labels stay apart on a laptop screen too (``most``: at most
+    this many, ``tick_chars``: tick texts this short). With the token ``ids``, byte tokens
+    read as ``readable_tokens`` shows them."""
     if ids is not None:
         tokens = readable_tokens(ids, tokens)
     labels = [token_label(t, max_chars) for t in tokens]
     cats = [f"#{start + i} {lab}" for i, lab in enumerate(labels)]
-    most = MAX_TICK_LABELS if len(cats) <= MAX_TICK_LABELS else MAX_TICK_LABELS // 2
+    if most is None:
+        most = MAX_TICK_LABELS if len(cats) <= MAX_TICK_LABELS else MAX_TICK_LABELS // 2
     step = max(1, math.ceil(len(cats) / most))
     # label the last token (the one being predicted from) and every step-th before it
     idx = list(range(len(cats) - 1, -1, -step))[::-1]
-    return cats, [cats[i] for i in idx], [labels[i] for i in idx]
+    ticks = labels if tick_chars is None else [token_label(t, tick_chars) for t in tokens]
+    return cats, [cats[i] for i in idx], [ticks[i] for i in idx]
 
 
 def percent(share: float) -> str:
@@ -99,8 +103,8 @@ def percent(share: float) -> str:
 def layers_text(layers) -> str:
     layers = [int(i) for i in layers]
     if len(layers) > 6:
-        return t("{n} layers from {first} to {last}", n=len(layers), first=layers[0],
-                 last=layers[-1])
+        return t("labels.layers_from", "{n} layers from {first} to {last}", n=len(layers),
+                 first=layers[0], last=layers[-1])
     if len(layers) == 1:
-        return t("layer {layers}", layers=layers[0])
-    return t("layers {layers}", layers=", ".join(map(str, layers)))
+        return t("labels.layer", "layer {layers}", layers=layers[0])
+    return t("labels.layers", "layers {layers}", layers=", ".join(map(str, layers)))

@@ -1,5 +1,6 @@
-"""The model a config builds: parameters per component (bars) and the architecture diagram
-(plain HTML with inline styles, no scripts)."""
+"""The model a config builds, for one model or two side by side: parameters per component
+(bars) and the architecture diagram (plain HTML with inline styles, no scripts); two diagrams
+outline the parts that differ, under a list of the config fields that differ."""
 from __future__ import annotations
 
 import html
@@ -9,35 +10,110 @@ import plotly.graph_objects as go
 
 from ...book.config import GPTConfig, ParameterCount
 from ...book.curves import ACTIVATION_LABELS
-from ..i18n import t
+from ...probes.compare import compare_configs
+from ..i18n import say, t
 from .labels import human_count, percent
-from .style import BLUE, FONT_SIZE, finish
+from .style import FONT_SIZE, MODEL_COLORS, PLOT_MIN, finish, models, scaled
 from .walk import stage_attrs
 
-def parameter_figure(counts: ParameterCount) -> go.Figure:
-    """Horizontal bars: parameters per component (zero ones skipped), largest on top."""
-    parts = [(name, n) for name, n in counts.breakdown().items() if n > 0]
-    parts.sort(key=lambda item: item[1])
-    names = [t(name) for name, _ in parts]
-    values = [n for _, n in parts]
-    total = counts.total
-    text = [f"{human_count(n)}  ({percent(n / total)})" for n in values]
-    fig = go.Figure(go.Bar(
-        x=values, y=names, orientation="h", marker_color=BLUE, text=text,
-        textposition="outside", cliponaxis=False, textfont=dict(size=FONT_SIZE),
-        hovertemplate=t("%{y}: %{x:,} parameters") + "<extra></extra>"))
-    # room on the right for the longest label ("6.43 M  (47.0 %)"), beyond the longest bar
-    fig.update_xaxes(range=[0, max(values) * 1.6], tickformat="~s")
-    notes = []
-    if counts.output_head:
-        notes.append(t("{n} without the output head (the book's count with weight tying)",
-                       n=human_count(counts.total_without_output_head)))
+# The parts of the diagram each config field shapes (outlined where two models differ).
+PARTS_OF_FIELD = {
+    "vocab_size": {"tok_emb", "out_head"},
+    "context_length": {"pos_emb"},
+    "emb_dim": set(),   # every part's width: outlining them all would point at nothing
+    "n_heads": {"att"},
+    "n_layers": {"trf_blocks"},
+    "drop_rate": {"drop_emb", "drop_shortcut"},
+    "qkv_bias": {"att"},
+    "norm_placement": {"norm1", "norm2", "final_norm", "trf_blocks"},
+    "shortcut": {"add", "trf_blocks"},
+    "activation": {"ff"},
+    "ff_expansion": {"ff"},
+    "tie_weights": {"out_head"},
+    "pos_encoding": {"pos_emb", "att"},
+}
+
+
+# The parameter breakdown's components (``ParameterCount.breakdown``) and the LayerNorm
+# placements, as the page names them.
+COMPONENTS = {"token embedding": ("params.tok_emb", "token embedding"),
+              "position embedding": ("params.pos_emb", "position embedding"),
+              "attention": ("params.attention", "attention"),
+              "feed-forward": ("params.ff", "feed-forward"),
+              "layer norms": ("params.norms", "layer norms"),
+              "output head": ("params.out_head", "output head")}
+PLACEMENTS = {"pre": ("model.pre_ln", "pre-LayerNorm (the book, GPT-2)"),
+              "post": ("model.post_ln", "post-LayerNorm (the original Transformer)"),
+              "none": ("model.no_ln", "no normalisation")}
+
+
+def parameter_figure(counts_seq, names=None) -> go.Figure:
+    """Horizontal bars: parameters per component (zero ones skipped), largest on top; two
+    models as grouped bars (a component only one model has shows one bar), A above B."""
+    counts_seq, names = models(counts_seq, names, what="parameter counts")
+    alone = len(counts_seq) == 1
+    parts = [c.breakdown() for c in counts_seq]
+    components = [c for c in dict.fromkeys(k for p in parts for k in p)
+                  if any(p.get(c, 0) for p in parts)]
+    components.sort(key=lambda c: max(p.get(c, 0) for p in parts))
+    labels = [t(*COMPONENTS[c]) for c in components]
+    fig = go.Figure()
+    # plotly draws the first trace of a horizontal group at the bottom: B first, so A is on top
+    for counts, part, name, color in reversed(list(zip(counts_seq, parts, names,
+                                                       MODEL_COLORS))):
+        values = [part.get(c, 0) for c in components]
+        # one model: its share of the total too (two: the bars are half as thick)
+        text = [f"{human_count(n)}  ({percent(n / counts.total)})" if alone else human_count(n)
+                for n in values]
+        fig.add_trace(go.Bar(
+            x=values, y=labels, orientation="h", name=None if alone else name,
+            marker_color=color, text=text, textposition="outside", cliponaxis=False,
+            textfont=dict(size=FONT_SIZE),
+            hovertemplate=("" if alone else name + ": ")
+                          + t("model.parameters_2", "%{y}: %{x:,} parameters")
+                          + "<extra></extra>"))
+    # Room right of each bar for its label ("6.43 M  (47.0 %)"): the figure is half the page
+    # wide, ~315 px of bars at 1280 px, and a label (~0.52 of the type size a letter) may
+    # reach 40 px into the margin. Lecture type is larger, so its range is longer.
+    letter = 0.52 * scaled(FONT_SIZE)
+    most = max(max(p.values()) for p in parts)
+    end = max(value / (1 - min(max(letter * len(text) + 6 - 40, 0) / 315, 0.6))
+              for bar in fig.data for value, text in zip(bar.x, bar.text))
+    fig.update_xaxes(range=[0, max(most * (1.6 if alone else 1.35), end)], tickformat="~s")
+    if alone:
+        counts = counts_seq[0]
+        notes = [t("model.without_output_head_book", "{n} without the output head (the book's "
+                   "count with weight tying)", n=human_count(counts.total_without_output_head))
+                 if counts.output_head
+                 else t("model.output_head_shares_token",
+                        "the output head shares the token embedding (tied weights)")]
+        title = t("model.parameters_in_total", "Parameters: {n} in total ({total:,})",
+                  n=human_count(counts.total), total=counts.total)
     else:
-        notes.append(t("the output head shares the token embedding (tied weights)"))
-    return finish(fig, t("Parameters: {n} in total ({total:,})", n=human_count(total),
-                         total=total),
-                  170 + 52 * len(parts), notes=notes, x_title=t("parameters"),
-                  y_title=t("component"), margin=dict(r=40))
+        fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05,
+                          legend=dict(traceorder="reversed"))
+        diff = counts_seq[0].total - counts_seq[1].total
+        notes = [t("model.text", "A: {a} · B: {b} · A − B: {diff}",
+                   a=human_count(counts_seq[0].total),
+                   b=human_count(counts_seq[1].total),
+                   diff=t("model.none", "none") if diff == 0 else ("+" if diff > 0 else "−")
+                   + human_count(abs(diff)))]
+        title = t("model.parameters_and", "Parameters of A and B")
+    # every bar at least as thick as its label is high (two models: two bars a component)
+    bars = len(components) * len(counts_seq)
+    return finish(fig, title, 170 + 30 * (not alone) + (52 + 18 * (not alone)) * len(components),
+                  notes=notes, x_title=t("model.parameters", "parameters"),
+                  y_title=t("model.component", "component"),
+                  legend=not alone, margin=dict(r=40),
+                  plot_min=max(PLOT_MIN, round(1.2 * scaled(FONT_SIZE) * bars)))
+
+
+def differing_parts(cfg_a, cfg_b) -> frozenset:
+    """The parts of the diagram that differ between the two configs."""
+    parts = set()
+    for field, _, _ in compare_configs(cfg_a, cfg_b).differences:
+        parts |= PARTS_OF_FIELD.get(field, set())
+    return frozenset(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +129,7 @@ _BOX_COLORS = {
 }
 _SMALL = "font-size:15px;color:#444444"
 # The parts of the diagram being drawn that differ from a model compared with (by attribute
-# name, or "add" for the shortcut's ⊕): outlined in orange (``architecture_html(highlight=)``).
+# name, or "add" for the shortcut's ⊕): outlined in orange (two models' ``architecture_html``).
 _MARKED: ContextVar[frozenset] = ContextVar("architecture_marked", default=frozenset())
 MARK_STYLE = "outline:4px solid #e69f00;outline-offset:1px"
 
@@ -86,19 +162,43 @@ def _arrow(label: str = "") -> str:
 
 
 def _params(counts, n) -> str | None:
-    return None if counts is None else t("{n} params", n=human_count(n))
+    return None if counts is None else t("model.params", "{n} params", n=human_count(n))
 
 
-def architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False,
-                      highlight: frozenset = frozenset()) -> str:
-    """``_architecture_html``, with the parts in ``highlight`` (attribute names such as
-    ``att``, ``norm1``, ``trf_blocks``; "add" for the shortcut) outlined: they differ from the
-    model it is compared with."""
-    marked = _MARKED.set(frozenset(highlight))
+def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
+                      weights=None) -> str:
+    """The block diagram of one model (``_architecture_html``), or two side by side under the
+    list of config fields that differ, each part such a field shapes outlined in both.
+    ``counts``: each model's ``ParameterCount`` (or None: no counts); ``stages``: the
+    diagram's stages are the walk's buttons; ``weights``: two models of one architecture,
+    what each one's weights are (captions), or None when they are the same model."""
+    cfgs, names = models(cfgs, names, what="configs")
+    counts = list(counts) if counts is not None else [None] * len(cfgs)
+    if len(cfgs) == 1:
+        return _architecture_html(cfgs[0], counts[0], stages)
+    marked = _MARKED.set(differing_parts(*cfgs))
     try:
-        return _architecture_html(cfg, counts, stages)
+        columns = "".join(
+            f"<div class=\"cmp-arch\"><h4 style=\"color:{color}\">{html.escape(name)}</h4>"
+            f"{_architecture_html(cfg, count, stages)}</div>"
+            for cfg, count, name, color in zip(cfgs, counts, names, MODEL_COLORS))
     finally:
         _MARKED.reset(marked)
+    differences = compare_configs(*cfgs).differences
+    if differences:
+        rows = "".join(f"<li><code>{html.escape(field)}</code>: A <b>{html.escape(str(a))}</b>"
+                       f" · B <b>{html.escape(str(b))}</b></li>" for field, a, b in differences)
+        head = (f"<b>{html.escape(t('model.what_differs', 'What differs'))}</b> "
+                + html.escape(t("model.outlined_in_both_diagrams", "(outlined in both diagrams)"))
+                + f"<ul>{rows}</ul>")
+    elif weights is None:
+        head = html.escape(t("model.and_are_same_model",
+                             "A and B are the same model: nothing differs."))
+    else:
+        head = html.escape(t("model.same_architecture_different_weights",
+                             "Same architecture, different weights: A {a}; B {b}.",
+                             a=say(weights[0]), b=say(weights[1])))
+    return f"<div class=\"cmp-diff\">{head}</div><div class=\"cmp-pair\">{columns}</div>"
 
 
 def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False) -> str:
@@ -114,42 +214,48 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
     c = counts
     drop = f"p = {cfg.drop_rate:g}"
     parts = [f"<div style=\"{_SMALL};text-align:center\">"
-             + html.escape(t("input: token ids, shape (batch, T), T ≤ {n:,}",
+             + html.escape(t("model.input_token_ids_shape",
+                             "input: token ids, shape (batch, T), T ≤ {n:,}",
                              n=cfg.context_length)) + "</div>", _arrow()]
     first_embedding = len(parts)
-    parts.append(_box("embed", t("Token embedding"), t("{v:,} ids → {d}", v=v, d=d),
+    parts.append(_box("embed", t("model.token_embedding", "Token embedding"),
+                      t("model.ids", "{v:,} ids → {d}", v=v, d=d),
                       _params(c, c.token_embedding) if c else None, "tok_emb"))
     if cfg.pos_encoding == "learned":
         parts.append("<div style=\"text-align:center;font-size:18px;color:#666666\">+</div>")
-        parts.append(_box("embed", t("Positional embedding"),
-                          t("{n:,} positions → {d}", n=cfg.context_length, d=d),
+        parts.append(_box("embed", t("model.positional_embedding", "Positional embedding"),
+                          t("model.positions", "{n:,} positions → {d}", n=cfg.context_length,
+                            d=d),
                           _params(c, c.position_embedding) if c else None, "pos_emb"))
     else:
         parts.append(f"<div style=\"{_SMALL};text-align:center\">"
-                     + html.escape(t("(no positional embedding: RoPE rotates queries and keys "
+                     + html.escape(t("model.no_positional_embedding_rope",
+                                     "(no positional embedding: RoPE rotates queries and keys "
                                      "inside attention)")) + "</div>")
-    parts += [_arrow(), _box("drop", t("Dropout"), drop, None, "drop_emb")]
+    parts += [_arrow(), _box("drop", t("model.dropout", "Dropout"), drop, None, "drop_emb")]
     if stages:   # the embeddings (and their dropout) are one stage: one button
         parts[first_embedding:] = [f"<div{walk('embeddings')}>" + "".join(
             parts[first_embedding:]) + "</div>"]
     parts.append(_arrow(f"(batch, T, {d})"))
 
-    norms = {n: _box("norm", "LayerNorm", t("{d} features, scale and shift", d=d),
+    norms = {n: _box("norm", "LayerNorm", t("model.features_scale_and_shift",
+                                            "{d} features, scale and shift", d=d),
                      _params(c, c.norms_per_block // 2) if c else None, n, walk(n))
              for n in ("norm1", "norm2")}
     rope = ", RoPE" if cfg.pos_encoding == "rope" else ""
-    att = _box("att", t("Masked multi-head attention"),
-               t("{d} → {heads} heads × {head_dim} → {d}", d=d, heads=cfg.n_heads,
-                 head_dim=cfg.head_dim) + rope,
+    att = _box("att", t("model.masked_multi_head_attention", "Masked multi-head attention"),
+               t("model.heads", "{d} → {heads} heads × {head_dim} → {d}", d=d,
+                 heads=cfg.n_heads, head_dim=cfg.head_dim) + rope,
                _params(c, c.attention_per_block) if c else None, "att", walk("attention"))
-    ff = _box("ff", t("Feed-forward"),
-              f"{d} → {h} → {d}, {t(ACTIVATION_LABELS[cfg.activation])}",
+    ff = _box("ff", t("model.feed_forward", "Feed-forward"),
+              f"{d} → {h} → {d}, {say(ACTIVATION_LABELS[cfg.activation])}",
               _params(c, c.feed_forward_per_block) if c else None, "ff",
               walk("feed_forward"))
-    dropout = _box("drop", t("Dropout"), drop, None, "drop_shortcut")
+    dropout = _box("drop", t("model.dropout", "Dropout"), drop, None, "drop_shortcut")
 
     def add(stage):   # one per sub-block: each is its own stage of the walk
-        return _box("add", t("⊕ Add the shortcut"), "x = x + shortcut", attrs=walk(stage))
+        return _box("add", t("model.add_shortcut", "⊕ Add the shortcut"), "x = x + shortcut",
+                    attrs=walk(stage))
 
     def sub_block(norm_name, core, shortcut_stage):
         steps = []
@@ -164,18 +270,18 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
             inner = (f"<div style=\"border-left:4px solid {_BOX_COLORS['add'][1]};"
                      f"padding-left:10px;margin-left:2px\"><div style=\"{_SMALL};"
                      f"color:{_BOX_COLORS['add'][1]}\">"
-                     + html.escape(t("shortcut = x (input of this part)")) + "</div>"
+                     + html.escape(t("model.shortcut_x_input_this",
+                                     "shortcut = x (input of this part)")) + "</div>"
                      f"{inner}</div>")
         if cfg.norm_placement == "post":
             inner += _arrow() + norms[norm_name]
         return inner
 
-    placement = t({"pre": "pre-LayerNorm (the book, GPT-2)",
-                   "post": "post-LayerNorm (the original Transformer)",
-                   "none": "no normalisation"}[cfg.norm_placement])
-    shortcut = t("with shortcut connections") if cfg.shortcut else t("no shortcut connections")
+    placement = t(*PLACEMENTS[cfg.norm_placement])
+    shortcut = t("model.with_shortcut_connections", "with shortcut connections") if cfg.shortcut \
+        else t("model.no_shortcut_connections", "no shortcut connections")
     block_params = (f"<span style=\"float:right;{_SMALL}\">"
-                    + html.escape(t("{each} params each, {all} in all",
+                    + html.escape(t("model.params_each_in_all", "{each} params each, {all} in all",
                                     each=human_count(c.per_block),
                                     all=human_count(c.per_block * c.n_layers))) + "</span>"
                     if c else "")
@@ -184,27 +290,44 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
         f"background:#fafafa{_mark('trf_blocks')}\">{block_params}"
         f"<div><b>{cfg.n_layers} × TransformerBlock</b> <code style=\"font-size:15px\">"
         f"trf_blocks</code></div>"
-        f"<div style=\"{_SMALL};margin-bottom:8px\">{html.escape(placement)}{t(', ')}{shortcut}"
+        f"<div style=\"{_SMALL};margin-bottom:8px\">"
+        f"{html.escape(placement)}{t('model.text_2', ', ')}{shortcut}"
         f"</div>{sub_block('norm1', att, 'shortcut1')}{_arrow()}"
         f"{sub_block('norm2', ff, 'shortcut2')}</div>")
     parts.append(_arrow(f"(batch, T, {d})"))
     if cfg.norm_placement == "none":
-        parts.append(_box("drop", t("No final norm"), t("Identity (norm_placement none)"),
+        parts.append(_box("drop", t("model.no_final_norm", "No final norm"),
+                          t("model.identity_norm_placement_none", "Identity (norm_placement none)"),
                           None, "final_norm", walk("final_norm")))
     else:
-        parts.append(_box("norm", t("Final LayerNorm"), t("{d} features", d=d),
+        parts.append(_box("norm", t("model.final_layernorm", "Final LayerNorm"),
+                          t("model.features", "{d} features", d=d),
                           _params(c, c.final_norm) if c else None, "final_norm",
                           walk("final_norm")))
     parts.append(_arrow())
-    tied = t(", tied to tok_emb (shares its weights)") if cfg.tie_weights else ""
-    parts.append(_box("out", t("Output head"), f"Linear {d} → {v:,}{tied}",
+    tied = t("model.tied_tok_emb_shares", ", tied to tok_emb (shares its weights)") \
+        if cfg.tie_weights else ""
+    parts.append(_box("out", t("model.output_head", "Output head"), f"Linear {d} → {v:,}{tied}",
                       _params(c, c.output_head) if c and c.output_head else None, "out_head",
                       walk("out_head")))
     parts += [_arrow(), f"<div style=\"{_SMALL};text-align:center\">"
-                        + html.escape(t("logits, shape (batch, T, {v:,})", v=v)) + "</div>"]
+                        + html.escape(t("model.logits_shape_batch_t",
+                                        "logits, shape (batch, T, {v:,})", v=v)) + "</div>"]
     if c:
         parts.append("<div style=\"margin-top:8px\">" + t(
-            "<b>Total:</b> {n} parameters ({total:,})", n=human_count(c.total),
-            total=c.total) + "</div>")
+            "model.total_parameters", "<b>Total:</b> {n} parameters ({total:,})",
+            n=human_count(c.total), total=c.total) + "</div>")
     return ("<div style=\"font-family:Arial,Helvetica,sans-serif;font-size:16px;"
             "line-height:1.4;color:#222222;max-width:760px\">" + "".join(parts) + "</div>")
+
+
+# The two diagrams' page layout (the app adds it to its style sheet).
+ARCHITECTURE_CSS = """
+.cmp-diff {background: #fff8e1; border: 2px solid #e69f00; border-radius: 8px;
+           padding: 4px 12px; margin-bottom: 8px; font-size: 16px;}
+.cmp-diff ul {margin: 2px 0 0 0; padding-left: 1.2em;}
+.cmp-pair {display: grid; grid-template-columns: 1fr 1fr; gap: 10px;}
+.cmp-arch {min-width: 0; font-size: 14px;}
+.cmp-arch > h4 {margin: 0 0 4px 0; font-size: 18px;}
+.cmp-arch > div {font-size: 14px !important;}
+"""

@@ -9,11 +9,13 @@ and Scatter. Arrays go in as float32 numpy (sent base64-encoded).
 """
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from ..prefs import current
 
@@ -34,6 +36,7 @@ BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY = (
 PALETTE = (BLUE, VERMILLION, GREEN, ORANGE, PURPLE, SKY)
 GREY = "#8c8c8c"
 LIGHT_BAR = "#c6d4e1"
+MODEL_COLORS = (BLUE, VERMILLION)   # model A, model B: in every figure of two models
 
 VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779",
            "#6ece58", "#b5de2b", "#fde725"]
@@ -60,10 +63,15 @@ LECTURE_LINES = 1.6
 LECTURE_INK = "#000000"
 LECTURE_GRID = "#b8b8b8"
 LECTURE_MAX_HEIGHT = 400
+PLOT_MIN = 120          # lecture mode: the plotting area never gets less than this (px) ...
+HEATMAP_MIN = 250       # ... and a heatmap of tokens not less than this
 
 
 def _size(px: float) -> int:
     return round(px * LECTURE_TYPE) if current().lecture else round(px)
+
+
+scaled = _size   # a type size as drawn: larger in lecture mode
 
 
 _PIECES = re.compile(r"\s+|[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|"
@@ -92,19 +100,36 @@ def _wrap(text: str, width: int = 68) -> str:
     return "<br>".join(lines) or text
 
 
-def title_layout(title: str, notes=(), wrap: int = 68) -> tuple[dict, int]:
+def title_layout(title: str, notes=(), wrap: int = 68, lecture=None) -> tuple[dict, int]:
     """Title dict (left-aligned, anchored to the top of the figure) with the notes as a
-    smaller subtitle (lines of at most ``wrap`` characters), and the top margin it needs."""
-    if current().lecture:
-        wrap = int(wrap / LECTURE_TYPE)
+    smaller subtitle (lines of at most ``wrap`` characters), and the top margin it needs.
+    ``lecture``: in lecture mode's type or not (None: as the page is). Lecture mode's title
+    is broken into lines too where it would be wider than the figure (its larger bold
+    letters: ~0.64 of as many as the notes')."""
+    lecture = current().lecture if lecture is None else lecture
+    scale = LECTURE_TYPE if lecture else 1
+
+    def size(px):
+        return round(px * scale)
+
+    wrap = int(wrap / scale)
     lines = [line for n in notes if n for line in _wrap(n, wrap).split("<br>")]
-    title_dict = dict(text=f"<b>{title}</b>", x=0, xref="container", xanchor="left", y=1,
-                      yref="container", yanchor="top", pad=dict(l=14, t=12),
-                      font=dict(size=_size(TITLE_SIZE)))
+    title_lines = _wrap(title, int(wrap * 0.64)).split("<br>") if lecture else [title]
+    # measured in plotly.js 3.3.1: a title of more lines starts ~0.7 of its type size higher
+    # than one line does (above the figure, cut off): it is padded down that much
+    lower = round(0.75 * size(TITLE_SIZE)) if len(title_lines) > 1 else 0
+    title_dict = dict(text="<br>".join(f"<b>{line}</b>" for line in title_lines), x=0,
+                      xref="container", xanchor="left", y=1, yref="container", yanchor="top",
+                      pad=dict(l=14, t=12 + lower), font=dict(size=size(TITLE_SIZE)))
     if lines:
-        title_dict["subtitle"] = dict(text="<br>".join(lines), font=dict(size=_size(NOTE_SIZE)))
-    # measured in plotly.js 3.3.1: the title ends at ~34 px, each note line adds ~22 px
-    return title_dict, _size(52) + (_size(32) + _size(22) * len(lines) if lines else 0)
+        title_dict["subtitle"] = dict(text="<br>".join(lines), font=dict(size=size(NOTE_SIZE)))
+    # measured too: the title ends at ~34 px (each more line of it ~30 px further), each
+    # note line adds ~22 px. Lecture mode packs them tighter (what is below the notes is the
+    # plot's: a projector has 720 px), just clear of them.
+    more = size(30) * (len(title_lines) - 1)
+    if lecture:
+        return title_dict, size(44) + more + (size(18) + size(19.5) * len(lines) if lines else 0)
+    return title_dict, size(52) + more + (size(32) + size(22) * len(lines) if lines else 0)
 
 
 # Axis look; a figure's own axis settings win over these.
@@ -136,10 +161,14 @@ def _axis_defaults(axis: dict) -> None:
 
 
 def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y_title=None,
-           legend: bool = False, margin=None, axes=True, wrap: int = 68) -> go.Figure:
+           legend=False, margin=None, axes=True, wrap: int = 68,
+           plot_min: int = PLOT_MIN) -> go.Figure:
     """Apply the shared lean layout: no template, our font, white background, light grid,
     explicit height, title (with notes) that fits, axis titles and readable ticks. ``wrap``:
-    the longest note line; a figure as wide as the page takes longer lines.
+    the longest note line; a figure as wide as the page takes longer lines. ``legend``: True
+    (below the x axis) or "right" (outside the plot, on its right). ``plot_min``: in lecture
+    mode the height is capped (a projector's 720 px), but never below what leaves the
+    plotting area this many px under the title, the notes and the x axis.
 
     The layout is put together as a plain dict and set once: plotly validates each property
     it is given, and setting them one by one costs tens of milliseconds a figure."""
@@ -147,19 +176,23 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
     lecture = current().lecture
     if lecture:
         _lecture_traces(fig)
-        height = min(height, max(LECTURE_MAX_HEIGHT, top + 220))
     layout = fig.layout.to_plotly_json()
     _merge(layout, dict(
-        height=int(height), title=title_dict, margin={**dict(l=80, r=30, t=top, b=40), **(margin or {})},
+        height=int(height), title=title_dict,
+        margin={**dict(l=80, r=30, t=top, b=40), **(margin or {})},
         font=dict(family=FONT_FAMILY, size=_size(FONT_SIZE),
                   color=LECTURE_INK if lecture else TEXT_COLOR),
         paper_bgcolor="#ffffff", plot_bgcolor=layout.get("plot_bgcolor") or "#ffffff",
         hoverlabel=dict(font=dict(size=_size(FONT_SIZE))),
         # plotly shrinks bar labels that do not fit (to ~9 px): keep them readable instead
         uniformtext=dict(minsize=_size(TICK_SIZE), mode="show"),
-        showlegend=legend))
+        showlegend=bool(legend)))
     layout["template"] = "none"
-    if legend:
+    if legend == "right":
+        # outside the plotting area (paper coordinates): plotly widens the right margin for it
+        _merge(layout, dict(legend=dict(x=1.02, xanchor="left", y=1, yanchor="top",
+                                        font=dict(size=_size(FONT_SIZE)))))
+    elif legend:
         # below the x axis title; plotly pushes the bottom margin to fit it
         _merge(layout, dict(legend=dict(orientation="h", x=0, xanchor="left", y=0,
                                         yref="container", yanchor="bottom",
@@ -174,8 +207,73 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
             layout["xaxis"]["title"]["text"] = x_title
         if y_title:
             layout["yaxis"]["title"]["text"] = y_title
+    if lecture:
+        # The larger type's title and notes take room of their own, not the plot's; and
+        # the cap leaves the plot ``plot_min`` under them and the x axis (and a legend
+        # below): plotly.js throws ("Something went wrong with axis scaling") when nothing
+        # is left.
+        height += top - title_layout(title, notes, wrap, lecture=False)[1]
+        if any(a.yref == "paper" and a.yanchor == "bottom" and (a.y or 0) >= 0.99
+               for a in fig.layout.annotations):
+            # the top row's panel titles sit just above the plot, under the notes
+            layout["margin"]["t"] += _size(FONT_SIZE) + 8
+        bottom = _bottom_room(layout, fig.data)
+        room = layout["margin"]["t"] + bottom + plot_min
+        layout["height"] = int(min(height, max(LECTURE_MAX_HEIGHT, room)))
+        _fit_y_titles(layout, layout["height"] - layout["margin"]["t"] - bottom)
     fig.layout = layout
     return fig
+
+
+def _fit_y_titles(layout: dict, plot_px: float) -> None:
+    """Lecture mode: a y axis title longer than its axis (~0.55 of the type size a letter)
+    is broken into lines, so that it stays beside the axis and out of the title."""
+    for name, axis in layout.items():
+        title = axis.get("title", {}) if name[0] == "y" and _NUMBERED_AXIS.match(name) \
+            or name == "yaxis" else {}
+        if not title.get("text"):
+            continue
+        low, high = axis.get("domain", (0, 1))
+        size = title.get("font", {}).get("size", _size(FONT_SIZE))
+        letters = max(8, int(plot_px * (high - low) / (0.55 * size)))
+        title["text"] = _wrap(title["text"], letters)
+
+
+def _bottom_room(layout: dict, data=()) -> int:
+    """About how many px plotly.js (automargin) puts under the plotting area: the lowest x
+    axis's tick labels and title, and a legend below (its entries in rows of a figure half
+    the page wide, ~560 px). Token labels on a turned axis take their length; the widths are
+    Arial's, ~0.6 of the font size a letter."""
+    room = int(layout.get("margin", {}).get("b", 40)) if not layout.get("xaxis") else 0
+    for name, axis in layout.items():
+        if not (name[0] == "x" and _NUMBERED_AXIS.match(name) or name == "xaxis"):
+            continue
+        if axis.get("visible") is False or axis.get("showticklabels") is False:
+            ticks = 0
+        else:
+            size = axis.get("tickfont", {}).get("size", _size(TICK_SIZE))
+            texts = [str(x) for x in axis.get("ticktext") or []]
+            longest = max((_width(re.sub(r"&\w+;", "x", x)) for x in texts), default=3)
+            angle = axis.get("tickangle")
+            turned = isinstance(angle, (int, float)) and abs(angle) >= 60
+            lines = 1 + max((x.count("<br>") for x in texts), default=0)
+            ticks = (0.6 * size * longest if turned else 1.3 * size * lines) + 8
+        title = axis.get("title", {})
+        title_px = (title.get("font", {}).get("size", _size(FONT_SIZE)) * 1.3
+                    + title.get("standoff", 12)) if title.get("text") else 0
+        room = max(room, math.ceil(ticks + title_px))
+    legend = layout.get("legend", {})
+    if layout.get("showlegend") and legend.get("orientation") == "h":
+        size = legend.get("font", {}).get("size", _size(FONT_SIZE))
+        widths = [40 + 0.6 * size * _width(str(trace.name)) for trace in data
+                  if trace.name and trace.showlegend is not False]
+        rows, line = (1, 0) if widths else (0, 0)
+        for width in widths:
+            if line and line + width > 560:
+                rows, line = rows + 1, 0
+            line += width
+        room += math.ceil(rows * 1.6 * size) + 10
+    return max(room, 40)
 
 
 def _lecture_traces(fig: go.Figure) -> None:
@@ -236,3 +334,51 @@ def lighter(color: str, amount: float = 0.78) -> str:
     """'#rrggbb' mixed with white (amount 0..1): an opaque light version of a colour."""
     rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
     return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in rgb)
+
+
+def translucent(color: str, alpha: float = 0.16) -> str:
+    """'#rrggbb' as 'rgba(r,g,b,a)' (plotly.js 3 reads the comma form): for bands of two
+    models that must show through each other."""
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+# ---------------------------------------------------------------------------------------------
+# One or two models: every figure takes a sequence (model A first) and loops over it.
+def models(items, names=None, what: str = "traces") -> tuple[list, tuple[str, ...]]:
+    """The one or two things a figure shows (traces, parameter counts, lenses, gradients),
+    model A first, and their names for legends and panel titles ("A", "B" unless given)."""
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"Pass a list of one or two {what} (model A first), e.g. [trace] or "
+                        f"[trace_a, trace_b]; got {type(items).__name__}.")
+    items = list(items)
+    if not 1 <= len(items) <= len(MODEL_COLORS):
+        raise ValueError(f"A figure shows one or two models; got {len(items)} {what}.")
+    names = tuple(names) if names is not None else ("A", "B")[:len(items)]
+    if len(names) != len(items):
+        raise ValueError(f"{len(items)} {what} but {len(names)} names.")
+    return items, names
+
+
+def panels(cols: int = 1, rows: int = 1, **subplots) -> go.Figure:
+    """A plain figure for one panel, or a grid of panels (plotly subplots) for more."""
+    if rows * cols == 1:
+        return go.Figure()
+    return make_subplots(rows=rows, cols=cols, **subplots)
+
+
+def add(fig: go.Figure, trace, row: int = 1, col: int = 1) -> None:
+    """Add ``trace`` to the panel at (row, col); a figure of one panel has no grid."""
+    if fig._has_subplots():
+        fig.add_trace(trace, row=row, col=col)
+    else:
+        fig.add_trace(trace)
+
+
+def axes(fig: go.Figure, xy: str, col: int | None = None, row: int | None = None,
+         **props) -> None:
+    """``fig.update_xaxes`` (xy "x") or ``update_yaxes`` ("y"), of one panel's axis where the
+    figure has panels (a figure of one panel has just the one)."""
+    where = {k: v for k, v in (("row", row), ("col", col)) if v is not None}
+    update = fig.update_xaxes if xy == "x" else fig.update_yaxes
+    update(**props, **(where if fig._has_subplots() else {}))

@@ -1,4 +1,4 @@
-"""The training lab's live views, from its plain data (``explorer.runtime.training.JobView``):
+"""The training lab's live views, from its plain data (``explorer.runtime.training_views.JobView``):
 loss curves (train solid, validation dashed, one colour per variant), per-block gradient norms
 as a heatmap per variant, the table of runs, the samples and the progress line."""
 from __future__ import annotations
@@ -10,14 +10,22 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..i18n import t, translate
+from ...runtime.training_setup import VARIANT_LABELS
+from ..i18n import say, t
 from .labels import human_count
 from .style import FONT_SIZE, PALETTE, SEQUENTIAL_SCALE, TICK_SIZE, clean, empty_figure, finish
 
 MARKER_POINTS = 40     # evaluation points up to which the loss curves show markers
 HALF_WIDTH_WRAP = 50   # the two figures sit side by side: shorter note lines
-TABLE_HEADERS = ("variant", "parameters", "tokens seen", "train loss", "val loss",
-                 "s / step", "diverged")
+TABLE_HEADERS = (("training.h_variant", "variant"), ("training.h_parameters", "parameters"),
+                 ("training.h_tokens", "tokens seen"), ("training.h_train", "train loss"),
+                 ("training.h_val", "val loss"), ("training.h_step", "s / step"),
+                 ("training.h_diverged", "diverged"))
+
+
+def variant_name(label: str) -> str:
+    """A variant's name on the page (its label is the API's value)."""
+    return say(VARIANT_LABELS.get(label, label))
 
 
 def _text(value) -> str:
@@ -40,30 +48,40 @@ def _number(value, digits=3) -> str:
 
 def loss_figure(view) -> go.Figure:
     """Train (solid) and validation (dashed) loss at the book's evaluation points, against
-    steps; one colour per variant."""
+    steps; one colour per variant, named once in a legend to the right of the plot."""
     if view is None or not any(r.eval_steps for r in view.runs):
-        return empty_figure(t("Loss"), t("The curves grow here while the variants train."), 380)
+        return empty_figure(t("training.loss", "Loss"),
+                            t("training.curves_grow_here_while",
+                              "The curves grow here while the variants train."), 380)
     fig = go.Figure()
     for i, run in enumerate(view.runs):
-        name = _text(t(run.label))
-        for losses, kind, dash in ((run.train_losses, t("train"), "solid"),
-                                   (run.val_losses, t("val"), "dash")):
+        name = _text(variant_name(run.label))
+        for losses, kind, dash in ((run.train_losses, t("training.train", "train"), "solid"),
+                                   (run.val_losses, t("training.val", "val"), "dash")):
             y, _ = clean(losses)
             fig.add_trace(go.Scatter(
                 x=np.asarray(run.eval_steps, dtype=np.float32), y=y,
                 # markers while there are few points; a long run's markers would hide the lines
                 mode="lines+markers" if len(run.eval_steps) <= MARKER_POINTS else "lines",
-                name=f"{name} ({kind})", line=dict(color=color_of(i), width=3, dash=dash),
+                name=name, showlegend=False if dash == "dash" else None,
+                line=dict(color=color_of(i), width=3, dash=dash),
                 marker=dict(size=6), legendgroup=name,
-                hovertemplate=f"{name} {kind}<br>" + t("step") + " %{x}: " + t("loss")
-                + " %{y:.3f}<extra></extra>"))
-    notes = [t("solid: training loss · dashed: validation loss (the book's evaluate_model)")]
-    diverged = [t("{variant} diverged at step {step}", variant=t(r.label), step=r.diverged_at)
+                hovertemplate=f"{name} {kind}<br>" + t("training.step", "step") + " %{x}: "
+                + t("training.loss_2", "loss") + " %{y:.3f}<extra></extra>"))
+    notes = [t("training.solid_training_loss_dashed", "solid: training loss · dashed: validation "
+               "loss (the book's evaluate_model)")]
+    diverged = [t("training.diverged_at_step", "{variant} diverged at step {step}",
+                  variant=variant_name(r.label), step=r.diverged_at)
                 for r in view.runs if r.diverged]
     if diverged:
         notes.append("; ".join(diverged))
-    return finish(fig, t("Loss"), 440, notes=notes, x_title=t("step"),
-                  y_title=t("cross-entropy loss"), legend=True, wrap=HALF_WIDTH_WRAP)
+    # The legend sits right of the plot, never over it nor below it: below, its rows (one per
+    # two or three variants) pushed the bottom margin past what lecture mode's height left
+    # the plot, and plotly.js 3 stopped the page ("Something went wrong with axis scaling").
+    return finish(fig, t("training.loss", "Loss"), 440, notes=notes,
+                  x_title=t("training.step", "step"),
+                  y_title=t("training.cross_entropy_loss", "cross-entropy loss"),
+                  legend="right", wrap=HALF_WIDTH_WRAP)
 
 
 def grad_norm_figure(view) -> go.Figure:
@@ -71,8 +89,9 @@ def grad_norm_figure(view) -> go.Figure:
     scale shared by all: the shortcut lesson of section 4.4 during real training)."""
     runs = [] if view is None else [r for r in view.runs if r.grad_steps]
     if not runs:
-        return empty_figure(t("Gradient norm per block"),
-                            t("Each variant's gradient norms per block appear here."), 300)
+        return empty_figure(t("training.gradient_norm_per_block", "Gradient norm per block"),
+                            t("training.each_variant_s_gradient",
+                              "Each variant's gradient norms per block appear here."), 300)
     finite = [v for r in runs for row in r.grad_norms for v in row
               if v > 0 and math.isfinite(v)]
     low, high = (math.log10(min(finite)), math.log10(max(finite))) if finite else (-3.0, 0.0)
@@ -80,7 +99,8 @@ def grad_norm_figure(view) -> go.Figure:
         low, high = low - 0.5, high + 0.5
     cols = min(len(runs), 2)
     rows = math.ceil(len(runs) / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_text(t(r.label)) for r in runs],
+    fig = make_subplots(rows=rows, cols=cols,
+                        subplot_titles=[_text(variant_name(r.label)) for r in runs],
                         horizontal_spacing=0.1, vertical_spacing=0.22 if rows > 1 else 0.1)
     for i, run in enumerate(runs):
         norms = np.asarray(run.grad_norms, dtype=np.float64).T      # (blocks, recorded steps)
@@ -90,7 +110,8 @@ def grad_norm_figure(view) -> go.Figure:
             z=z, x=np.asarray(run.grad_steps, dtype=np.float32),
             y=[str(b) for b in range(norms.shape[0])], coloraxis="coloraxis",
             customdata=norms.astype(np.float32),
-            hovertemplate=(f"{_text(t(run.label))}<br>" + t("step") + " %{x}, " + t("block")
+            hovertemplate=(f"{_text(variant_name(run.label))}<br>" + t("training.step", "step")
+                           + " %{x}, " + t("training.block", "block")
                            + " %{y}: %{customdata:.3g}<extra></extra>")),
             row=i // cols + 1, col=i % cols + 1)
     fig.update_layout(coloraxis=dict(
@@ -100,49 +121,61 @@ def grad_norm_figure(view) -> go.Figure:
     fig.update_annotations(font=dict(size=FONT_SIZE))
     fig.update_yaxes(type="category", autorange="reversed")   # whole blocks, block 0 on top
     fig.update_yaxes(showticklabels=False, col=2)     # the first column names the blocks
-    fig.update_xaxes(title_text=t("step"))
-    return finish(fig, t("Gradient norm per block"), 150 + 260 * rows,
-                  notes=[t("block 0 is next to the input; dark: gradients that barely reach "
-                           "the block")], y_title=t("block (input → output)"),
-                  wrap=HALF_WIDTH_WRAP)
+    for i in range(len(runs)):
+        if i + cols >= len(runs):      # no panel below it: its axis title collides with none
+            fig.update_xaxes(title_text=t("training.step", "step"), row=i // cols + 1,
+                             col=i % cols + 1)
+    return finish(fig, t("training.gradient_norm_per_block", "Gradient norm per block"),
+                  150 + 260 * rows,
+                  notes=[t("training.block_0_is_next", "block 0 is next to the input; dark: "
+                           "gradients that barely reach the block")],
+                  y_title=t("training.block_input_output", "block (input → output)"),
+                  wrap=HALF_WIDTH_WRAP, plot_min=150 * rows)
 
 
 def table_rows(view) -> dict:
     """The table of variants, headers included (a Dataframe value)."""
     rows = [] if view is None else [
-        [t(r.label), f"{r.parameters:,}", f"{r.tokens_seen:,}", _number(r.train_loss_now),
-         _number(r.val_loss_now), _number(r.seconds_per_step, 3),
-         t("yes, at step {step}", step=r.diverged_at) if r.diverged else t("no")]
+        [variant_name(r.label), f"{r.parameters:,}", f"{r.tokens_seen:,}",
+         _number(r.train_loss_now), _number(r.val_loss_now), _number(r.seconds_per_step, 3),
+         t("training.yes_at_step", "yes, at step {step}", step=r.diverged_at) if r.diverged
+         else t("training.no", "no")]
         for r in view.runs]
-    return {"headers": [t(h) for h in TABLE_HEADERS], "data": rows}
+    return {"headers": [t(*h) for h in TABLE_HEADERS], "data": rows}
 
 
 def samples_markdown(view) -> str:
     if view is None or not view.runs:
         return ""
-    lines = [t("**Latest samples** (greedy, from the start context):")]
+    lines = [t("training.latest_samples_greedy_from",
+               "**Latest samples** (greedy, from the start context):")]
     for r in view.runs:
         text = _text(r.sample) if r.sample else "…"
-        at = t(" (step {step})", step=r.sample_step) if r.sample_step is not None else ""
-        lines.append(f"- **{_text(t(r.label))}**{at}: {text}")
+        at = t("training.step_2", " (step {step})", step=r.sample_step) \
+            if r.sample_step is not None else ""
+        lines.append(f"- **{_text(variant_name(r.label))}**{at}: {text}")
     return "\n".join(lines)
 
 
-STATUS_WORDS = {"ready": "Ready", "running": "Training", "stopped": "Stopped",
-                "finished": "Finished", "cancelled": "Cancelled", "failed": "Failed"}
+STATUS_WORDS = {"ready": ("training.ready", "Ready"), "running": ("training.running", "Training"),
+                "stopped": ("training.stopped", "Stopped"),
+                "finished": ("training.finished", "Finished"),
+                "cancelled": ("training.cancelled", "Cancelled"),
+                "failed": ("training.failed", "Failed")}
 
 
 def progress_markdown(view) -> str:
     if view is None:
-        return t("No training yet: choose the data and two to four variants, then press "
-                 "**Train**.")
+        return t("training.no_training_yet_choose", "No training yet: choose the data and two to "
+                 "four variants, then press **Train**.")
     share = view.step / view.total_steps if view.total_steps else 0.0
-    line = t("**{status}** — step {step:,} of {total:,} ({share:.0%}), {seen} of {tokens} "
-             "tokens per variant, on *{corpus}*, {seconds:.0f} s.",
-             status=t(STATUS_WORDS.get(view.status, view.status)), step=view.step,
+    line = t("training.step_tokens_per_variant", "**{status}** — step {step:,} of {total:,} "
+             "({share:.0%}), {seen} of {tokens} tokens per variant, on *{corpus}*, "
+             "{seconds:.0f} s.",
+             status=t(*STATUS_WORDS[view.status]), step=view.step,
              total=view.total_steps, share=share, seen=human_count(view.tokens_seen),
-             tokens=human_count(view.total_tokens), corpus=_text(t(view.corpus)),
+             tokens=human_count(view.total_tokens), corpus=_text(say(view.corpus)),
              seconds=view.seconds)
     if view.message:
-        line += f" {_text(translate(view.message))}"
+        line += f" {_text(say(view.message))}"
     return line

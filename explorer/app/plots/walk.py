@@ -11,8 +11,12 @@ import math
 from ...book.probe_points import POINTS_BY_NAME
 from ...book.stages import BLOCK_SECTION, STAGES_BY_NAME, title_of
 from ...probes.stages import WALK_STATS, StageDetails
-from ..i18n import t
+from ..i18n import say, t
 from .labels import point_label, token_label
+
+# The card's statistics, as its table heads them.
+HEADERS = {"mean": ("walk.mean", "mean"), "std": ("walk.std", "std"), "min": ("walk.min", "min"),
+           "max": ("walk.max", "max")}
 
 # The diagram's stages look pressable, and the chosen one stays outlined (page.js sets
 # .walk-current). Orange (Okabe-Ito #e69f00) is none of the diagram's box colours.
@@ -34,9 +38,9 @@ STAGE_CSS = """
 .walk-card table {border-collapse: collapse; margin: 2px 0; width: 100%;}
 .walk-card th, .walk-card td {padding: 0 6px; text-align: right; border: none;
                               white-space: nowrap; font-variant-numeric: tabular-nums;}
-.walk-card th {font-weight: normal; color: #444444; font-size: 13px;}
+.walk-card th {font-weight: normal; color: #444444; font-size: 14px;}
 .walk-card th:first-child, .walk-card td:first-child {text-align: left; white-space: normal;}
-.walk-card td small {color: #444444;}
+.walk-card td small {color: #444444; font-size: 14px;}   /* (small's own 83 % is 12 px) */
 .walk-card .walk-section {float: right; color: #8a5a00; margin-left: 10px;}
 .walk-card > small {color: #444444;}
 .walk-hint {color: #444444; padding: 2px;}
@@ -55,8 +59,9 @@ def stage_attrs(name: str, cfg) -> str:
     """The attributes that make a diagram element the walk's stage ``name``: a focusable
     button, named for screen readers, with the book's section in its tooltip."""
     stage = STAGES_BY_NAME[name]
-    text = html.escape(t("{title} (section {section}): click for its shape and statistics",
-                         title=t(title_of(stage, cfg)), section=stage.section), quote=True)
+    text = html.escape(t("walk.section_click_for_its", "{title} (section {section}): click for "
+                         "its shape and statistics", title=say(title_of(stage, cfg)),
+                         section=stage.section), quote=True)
     return (f' data-stage="{name}" role="button" tabindex="0" aria-label="{text}"'
             f' title="{text}"')
 
@@ -75,40 +80,45 @@ def stage_html(details: StageDetails, cfg) -> str:
     """The card for one stage: its title, block and the book's sections; a row per probe point
     (shape and statistics), or the logits' shape for the output head; the prompt."""
     stage = details.stage
-    block = (" · " + html.escape(t("block {block} of {n} (trf_blocks[{block}])",
+    block = (" · " + html.escape(t("walk.block_trf_blocks",
+                                   "block {block} of {n} (trf_blocks[{block}])",
                                    block=details.block, n=details.n_blocks))
              if details.block is not None else "")
-    section = (t("book §{section}, in the transformer block of §{block}", section=stage.section,
+    section = (t("walk.book_in_transformer_block",
+                 "book §{section}, in the transformer block of §{block}", section=stage.section,
                  block=BLOCK_SECTION) if stage.scope == "block"
-               else t("book §{section}", section=stage.section))
+               else t("walk.book", "book §{section}", section=stage.section))
     head = (f"<div><span class=\"walk-section\">{html.escape(section)}</span>"
-            f"<b>{html.escape(t(title_of(stage, cfg)))}</b>{block}</div>")
+            f"<b>{html.escape(say(title_of(stage, cfg)))}</b>{block}</div>")
     body = ""
     if details.points:
-        header = "".join(f"<th>{html.escape(t(s))}</th>"
-                         for s in ("probe point", "shape", *WALK_STATS))
+        header = "".join(f"<th>{html.escape(t(*s))}</th>"
+                         for s in (("walk.probe_point", "probe point"), ("walk.shape", "shape"),
+                                   *(HEADERS[s] for s in WALK_STATS)))
         rows = "".join(
-            f"<tr title=\"{html.escape(t(POINTS_BY_NAME[p.point].where), quote=True)}\">"
+            f"<tr title=\"{html.escape(say(POINTS_BY_NAME[p.point].where), quote=True)}\">"
             f"<td><code>{p.point}</code> <small>{html.escape(point_label(p.point))}</small></td>"
             f"<td>{_shape(p.shape)}</td>"
             + "".join(f"<td>{_number(p.stats[s])}</td>" for s in WALK_STATS) + "</tr>"
             for p in details.points)
-        body = (f"<div>{html.escape(t('shape: (batch, tokens, channels)'))}</div>"
-                f"<table><tr>{header}</tr>{rows}</table>")
+        shape = t("walk.shape_batch_tokens_channels", "shape: (batch, tokens, channels)")
+        body = f"<div>{html.escape(shape)}</div><table><tr>{header}</tr>{rows}</table>"
         if any(p.nonfinite for p in details.points):
-            body += "<div>" + html.escape(t("Some values are inf or NaN: they overflowed.")) \
+            body += "<div>" + html.escape(t("walk.some_values_are_inf",
+                                            "Some values are inf or NaN: they overflowed.")) \
                 + "</div>"
     if details.next_token is not None:
         text, prob = details.next_token
-        body = ("<div>" + t("logits, shape (batch, tokens, vocabulary): <b>{shape}</b>",
+        body = ("<div>" + t("walk.logits_shape_batch_tokens",
+                            "logits, shape (batch, tokens, vocabulary): <b>{shape}</b>",
                             shape=_shape(details.shape)) + "</div><div>"
-                + t("One score per vocabulary entry at every position. The most likely next "
-                    "token after the last one: <b>{token}</b> ({p:.2%}).",
-                    token=token_label(text), p=prob) + "</div>")
+                + t("walk.one_score_per_vocabulary", "One score per vocabulary entry at every "
+                    "position. The most likely next token after the last one: <b>{token}</b> "
+                    "({p:.2%}).", token=token_label(text), p=prob) + "</div>")
     prompt = "".join(details.tokens)
     shown = prompt if len(prompt) <= 80 else prompt[:77] + "…"
-    foot = t("for the prompt “{prompt}” ({n} tokens)", prompt=html.escape(shown),
-             n=len(details.tokens))
+    foot = t("walk.for_prompt_tokens", "for the prompt “{prompt}” ({n} tokens)",
+             prompt=html.escape(shown), n=len(details.tokens))
     return f"<div class=\"walk-card\">{head}{body}<small>{foot}</small></div>"
 
 

@@ -1,14 +1,14 @@
-() => {
+(LOCALES, TOAST_TITLES) => {
   // The page's language and lecture mode (the header's two toggles; explorer/app/prefs.py).
+  // LOCALES: each language's Gradio locale (explorer/app/i18n: one catalogue file each);
+  // TOAST_TITLES: each language's words for a message box's kind ({zh: {error: "错误"}}).
   //
   // Labels are translated by Gradio's own i18n (explorer/app/i18n: gr.I18n, given to launch),
   // which starts from the browser's locale. The language toggle switches Gradio's locale with
   // the call that Gradio's own Settings panel makes (changeLocale, exported by its core module,
   // which the page has loaded already: importing it again gives the same module). The text the
   // server makes follows the toggle's value, an input of every event.
-  // tests/browser/test_i18n_browser.py checks both in a real page.
   const ex = (window.gptExplorer = window.gptExplorer || {});
-  const LOCALES = { en: "en", zh: "zh-CN" };
 
   // The first language: the link's ?lang=, else the browser's (any Chinese: 中文).
   ex.initialLang = () => {
@@ -17,7 +17,12 @@
     if (asked.length === 1 && Object.hasOwn(LOCALES, asked[0])) return asked[0];
     const langs = navigator.languages && navigator.languages.length
       ? navigator.languages : [navigator.language || "en"];
-    return langs.some((l) => /^zh\b/i.test(l)) ? "zh" : "en";
+    for (const l of langs) {
+      const code = Object.keys(LOCALES).find(
+        (c) => c !== "en" && l.toLowerCase().startsWith(c.toLowerCase()));
+      if (code) return code;
+    }
+    return "en";
   };
 
   ex.coreModule = async () => {
@@ -32,6 +37,7 @@
   ex.setLang = async (lang) => {
     const locale = LOCALES[lang] || "en";
     document.documentElement.lang = locale;
+    ex.lang = lang;
     try {
       const core = await ex.coreModule();
       if (core && typeof core.changeLocale === "function") core.changeLocale(locale);
@@ -43,21 +49,79 @@
     return lang;
   };
 
+  // Gradio titles a message box by its kind in English ("Error"), whatever gr.Error's title:
+  // in another language, that language's word. (Gradio writes the title once per box.)
+  const titleToasts = () => {
+    const words = TOAST_TITLES[ex.lang];
+    if (!words) return;   // (English)
+    document.querySelectorAll(".toast-title").forEach((title) => {
+      const kind = Array.from(title.classList).find((c) => c in words);
+      const text = kind && Array.from(title.childNodes).find((n) => n.nodeType === Node.TEXT_NODE);
+      if (text && text.data.trim() !== words[kind]) text.data = words[kind] + " ";
+    });
+  };
+  new MutationObserver(titleToasts).observe(document.body, { childList: true, subtree: true });
+
   ex.setLecture = (on) => {
     document.body.classList.toggle("lecture", !!on);
     return on;
   };
 
   // A shared link opened (explorer/app/share_view.py): once its widgets are set, choose its
-  // tab (the index-th of the page's gr.Tabs) as a click does, and press the Build button, so
-  // that the model is built exactly as the button builds it.
-  ex.openFromLink = (builds, index) => {
-    if (!builds) return [];
-    ex.selectTab(index);
-    const button = document.getElementById("build_btn");
-    if (button) button.click();
+  // tab as a click does (an update of the gr.Tabs would mount every tab again).
+  ex.openTab = (index) => {
+    if (index >= 0) ex.selectTab(index);
     return [];
   };
+
+  // A generation's stream (explorer/app/tabs/generate.py): #bars and #speed hold its last
+  // steps, one .nt-step each (data-run, data-step), and two updates that reach the page within
+  // one frame are drawn as one. So each step is shown for one animation frame at least, in
+  // order; the last one stays. Without this script the style sheet shows the last step only.
+  ex.paintSteps = (bars, speed) => {
+    let run = null, shown = 0, queued = 0, queue = [], waiting = false;
+    const show = (step) => {
+      for (const root of [bars, speed]) {
+        const items = root.querySelectorAll(".nt-step");
+        const here = Array.from(items).some((el) => +el.dataset.step === step);
+        root.dataset.painted = "1";   // (the style sheet's own rule steps aside)
+        items.forEach((el, i) => {
+          el.hidden = !(here ? +el.dataset.step === step : i === items.length - 1);
+        });
+      }
+      shown = step;
+    };
+    const frame = () => {
+      waiting = false;
+      if (queue.length) show(queue.shift());
+      if (queue.length) { waiting = true; requestAnimationFrame(frame); }
+    };
+    new MutationObserver(() => {
+      const steps = Array.from(bars.querySelectorAll(".nt-step"));
+      if (!steps.length) { run = null; queue = []; return; }
+      if (steps[0].dataset.run !== run) { run = steps[0].dataset.run; shown = queued = 0; queue = []; }
+      for (const el of steps) {
+        const step = +el.dataset.step;
+        if (step > queued) { queue.push(step); queued = step; }
+      }
+      show(shown || queue.shift() || +steps[steps.length - 1].dataset.step);
+      if (queue.length && !waiting) { waiting = true; requestAnimationFrame(frame); }
+    }).observe(bars, { childList: true, subtree: true });
+  };
+  // (the Generate tab's elements exist once Gradio has drawn the tab)
+  let painting = null;
+  setInterval(() => {
+    const bars = document.getElementById("bars"), speed = document.getElementById("speed");
+    if (bars && speed && bars !== painting) { painting = bars; ex.paintSteps(bars, speed); }
+  }, 250);
+
+  // A figure drawn while its tab was hidden was laid out at no width: when a tab shows, its
+  // figures are laid out again at their real size (plotly's responsive resize).
+  ex.relayoutShown = () => requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));
+  document.addEventListener("click", (event) => {
+    const tab = event.target && event.target.closest && event.target.closest("#tabs button");
+    if (tab) setTimeout(ex.relayoutShown, 0);
+  }, true);
 
   // Gradio draws each tab's button twice: in a hidden row that measures them (all of them, in
   // order) and in the visible row, or, where they do not fit, in the "More tabs" menu.

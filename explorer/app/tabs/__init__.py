@@ -1,3 +1,5 @@
-"""One module per tab of the page. Each has ``create_ui()`` (its components, in page order,
-returned as a namespace) and ``create_event_handlers(...)`` (its events, every one with an
-explicit ``api_name`` or marked private); ``explorer.app.layout`` composes them."""
+"""The page's tabs, in order: each a module with its title, id, ``create(page)`` (its widgets)
+and ``wire(page)`` (its events). A new tab is its module and a line here."""
+from . import build, inside, attention, activations, generate, train  # noqa: I001 - in order
+
+TABS = (build, inside, attention, activations, generate, train)

@@ -1,39 +1,23 @@
 """Tab 4, Activation functions: the curves (and their derivatives) over the x range chosen,
-drawn over the session's real feed-forward inputs once a prompt is traced."""
+drawn over every model's real feed-forward inputs once a prompt is traced."""
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import gradio as gr
 
 from ...book.config import ACTIVATIONS
 from ...book.curves import activation_curves
-from .. import pinning
-from ..i18n import label, t
-from ..plots.compare_stats import activation_pair_figure
+from ...book.errors import ExplorerError, Message
+from .. import comparison, refresh
+from ..handlers import handler
+from ..i18n import label
+from ..inputs import as_choices, as_flag, as_number, layer_in
+from ..pickers import fitted_layer, layer_slider
 from ..plots.curves import activation_figure
-from ..shared import NO_MODEL_NOTE, as_choices, as_flag, as_number, friendly, layer_of, layer_slider
+from ..shared import NO_MODEL_NOTE, session_of
 
-
-@friendly
-def activation_view(x_min, x_max, functions, derivatives, layer, state):
-    functions = as_choices(functions, "functions", ACTIVATIONS)
-    derivatives = as_flag(derivatives, "show derivatives")
-    if not functions:
-        raise gr.Error(t("Tick at least one activation function."))
-    curves = activation_curves(as_number(x_min, "x_min"), as_number(x_max, "x_max"))
-    hist = None
-    tr = state.get("trace") if state else None
-    if tr is not None and "ff_pre" in tr.points:
-        layer = layer_of(tr, layer)
-        hist = _ff_inputs(tr, layer)
-    tr_b = state.get("pinned_trace") if pinning.comparing(state) else None
-    if hist is not None and tr_b is not None:
-        # Both models' real inputs in this layer (B: if it has the layer).
-        return activation_pair_figure(curves, tuple(functions), derivatives, hist,
-                                      _ff_inputs(tr_b, layer), pinning.names(state))
-    return activation_figure(curves, show=tuple(functions), derivatives=derivatives,
-                             ff_pre_hist=hist)
+TITLE = ("tab.activations", "4 · Activation functions")
+ID = "activations"
+CONTROLS = ("act_x_min", "act_x_max", "act_functions", "act_derivatives", "act_layer")
 
 
 def _ff_inputs(tr, layer):
@@ -44,35 +28,67 @@ def _ff_inputs(tr, layer):
     return s.hist_counts[layer], s.hist_edges[layer]
 
 
-def create_ui():
-    with gr.Tab(label("4 · Activation functions"), id="activations"):
-        weights_note = gr.Markdown(label(NO_MODEL_NOTE), elem_id="activations_weights")
-        with gr.Row():
-            x_min = gr.Slider(-20, 0, value=-4, step=0.5, label=label("x from"),
-                              elem_id="act_x_min")
-            x_max = gr.Slider(0, 20, value=4, step=0.5, label=label("x to"),
-                              elem_id="act_x_max")
-            functions = gr.CheckboxGroup(list(ACTIVATIONS), value=["gelu", "relu"],
-                                         label=label("functions"), elem_id="act_functions")
-            derivatives = gr.Checkbox(False, label=label("show derivatives"),
-                                      elem_id="act_derivatives")
-            layer = layer_slider("layer (real inputs)", elem_id="act_layer")
-        plot = gr.Plot(show_label=False, label=label("Activation functions"), elem_id="act_plot")
-    return SimpleNamespace(x_min=x_min, x_max=x_max, functions=functions,
-                           derivatives=derivatives, layer=layer, plot=plot,
-                           weights_note=weights_note)
+def figure(session, x_min, x_max, functions, derivatives, layer):
+    functions = as_choices(functions, Message("field.functions", "functions"), ACTIVATIONS)
+    derivatives = as_flag(derivatives, Message("field.derivatives", "show derivatives"))
+    if not functions:
+        raise ExplorerError("activations.none", "Tick at least one activation function.")
+    curves = activation_curves(as_number(x_min, Message("field.x_min", "x_min")),
+                               as_number(x_max, Message("field.x_max", "x_max")))
+    session.shown["activations"] = (x_min, x_max, functions, derivatives, layer)
+    inputs = []
+    traces = session.traces if len(session.traces) == len(session.models) else ()
+    if traces and "ff_pre" in traces[0].points:
+        layer = layer_in(traces[0].n_layers, layer, Message("field.layer", "layer"))
+        session.shown["act_layer"] = layer
+        inputs = [_ff_inputs(tr, layer) for tr in traces]
+    return activation_figure(curves, tuple(functions), derivatives, inputs,
+                             comparison.names(session) if len(inputs) == 2 else None)
 
 
-def create_event_handlers(tab, state, view, redrawn, demo, traced):
-    """``traced``: the events that trace a prompt; the plot redraws over its real inputs
-    (and after each of ``redrawn``, in the page's language and lecture mode)."""
-    controls = [tab.x_min, tab.x_max, tab.functions, tab.derivatives, tab.layer]
-    inputs = [*controls, state, *view]
-    for event in traced:
-        event.success(activation_view, inputs, tab.plot, api_visibility="private")
-    for event in redrawn:
-        event.then(activation_view, inputs, tab.plot, api_visibility="private",
-                   show_progress="hidden")
-    for control in controls:
-        control.change(activation_view, inputs, tab.plot, api_visibility="private")
-    demo.load(activation_view, inputs, tab.plot, api_name="activation_curves")
+@handler(outputs=("act_plot",))
+def activation_view(x_min, x_max, functions, derivatives, layer, session):
+    """/activation_curves: GELU/ReLU/SiLU curves over the models' real FFN inputs."""
+    return {"act_plot": figure(session_of(session), x_min, x_max, functions, derivatives,
+                               layer)}
+
+
+@refresh.on_redraw("act_plot")
+def _redraw(session) -> dict:
+    shown = session.shown.get("activations")
+    return {"act_plot": figure(session, *shown)} if shown else {}
+
+
+@refresh.on_new_model("act_layer", "act_plot")
+def _new_model(session) -> dict:
+    """The layer picker fitted to the new model, and the curves without the old one's
+    inputs."""
+    return {"act_layer": fitted_layer(session, "act_layer"), **_redraw(session)}
+
+
+def create(page):
+    page.add(gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text),
+                         elem_id="activations_weights"))
+    with gr.Row():
+        page.add(gr.Slider(-20, 0, value=-4, step=0.5, label=label("activations.x_min",
+                                                                   "x from"),
+                           elem_id="act_x_min"))
+        page.add(gr.Slider(0, 20, value=4, step=0.5, label=label("activations.x_max", "x to"),
+                           elem_id="act_x_max"))
+        page.add(gr.CheckboxGroup(list(ACTIVATIONS), value=["gelu", "relu"],
+                                  label=label("activations.functions", "functions"),
+                                  elem_id="act_functions"))
+        page.add(gr.Checkbox(False, label=label("activations.derivatives", "show derivatives"),
+                             elem_id="act_derivatives"))
+        page.add(layer_slider("act_layer", "activations.layer", "layer (real inputs)"))
+    page.add(gr.Plot(show_label=False, label=label("activations.plot", "Activation functions"),
+                     elem_id="act_plot"))
+
+
+def wire(page):
+    inputs = [*CONTROLS, "session"]
+    # after a trace, the curves over its real inputs
+    page.then(page.events["trace"], activation_view, inputs, api_visibility="private")
+    page.on([f"{name}.change" for name in CONTROLS], activation_view, inputs,
+            api_visibility="private")
+    page.on(page.demo.load, activation_view, inputs, api_name="activation_curves")

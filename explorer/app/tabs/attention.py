@@ -1,168 +1,161 @@
 """Tab 3, Attention: one head's weights (or the mean of a layer's heads), every head of the
-layer, the entropy of every head, and the matrix as a CSV file."""
+layer, the entropy of every head, and the matrix as a CSV file; for one model or two (with
+their difference A − B)."""
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import gradio as gr
 
+from ...book.errors import ExplorerError, Message
 from ...probes import with_attention_of_layer
-from .. import gpu, pinning
-from ..exports import csv_text, write_export
+from .. import comparison, gpu, refresh
+from ..exports import csv_text, show_download, write_export
+from ..handlers import handler
 from ..i18n import label, t
+from ..inputs import as_int, layer_in
+from ..pickers import DEFAULT_CONFIG, fitted_head, fitted_layer, head_choices, layer_slider
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
-from ..plots.compare_attention import (attention_grid_pair_figure, attention_pair_figure,
-                                       entropy_pair_figure)
 from ..plots.style import empty_figure
-from ..shared import (DEFAULT_CONFIG, NO_MODEL_NOTE, as_int, friendly, layer_of,
-                      layer_slider, model_of, trace_of)
-from .inside import download_button, has_views
+from ..shared import NO_MODEL_NOTE, check_model, models_of, session_of, traces_of
+
+TITLE = ("tab.attention", "3 · Attention")
+ID = "attention"
+LAYER = Message("field.layer", "layer")
+HEAD = Message("field.head", "head")
+VIEWS = ("att_plot", "grid_plot", "entropy_plot")
+HINTS = {"att_plot": ("attention.hint_weights", "Attention weights"),
+         "grid_plot": ("attention.hint_grid", "Every head of this layer"),
+         "entropy_plot": ("attention.hint_entropy", "Entropy per head")}
 
 
-@friendly
+def hints() -> dict:
+    return {name: empty_figure(t(*title), t("attention.hint", "Trace a prompt in tab 2, then "
+                                                              "press Show attention."), 150)
+            for name, title in HINTS.items()}
+
+
+def _head(head, n_heads: int):
+    if head == "mean":
+        return head
+    head = as_int(head, HEAD)
+    if not 0 <= head < n_heads:
+        raise ExplorerError("attention.head_missing", "Head {head} does not exist: model A "
+                            "has heads 0 to {last} (or 'mean').", head=head, last=n_heads - 1)
+    return head
+
+
+def views(session, layer, head) -> dict:
+    """The same layer and head of every model, their difference, every head of the layer and
+    the entropy maps. Long inputs keep attention only on demand: a layer not kept yet is
+    computed now, for each model that has it."""
+    traces = list(traces_of(session))
+    layer = layer_in(traces[0].n_layers, layer, LAYER)
+    head = _head(head, traces[0].config["n_heads"])
+    if any(layer < tr.n_layers and layer not in tr.attention for tr in traces):
+        traces = [with_attention_of_layer(model, tr, layer)
+                  if layer < tr.n_layers and layer not in tr.attention else tr
+                  for model, tr in zip(models_of(session), traces)]
+        session.traces = tuple(traces)
+    session.shown["attention"] = (layer, str(head))
+    session.shown.update(att_layer=layer, att_head=str(head))
+    names = comparison.names(session)
+    return {"att_plot": attention_figure(traces, layer, head, names),
+            "grid_plot": attention_grid_figure(traces, layer, names),
+            "entropy_plot": entropy_figure(traces, names)}
+
+
+@handler(outputs=(*VIEWS, "session"))
 @gpu.gpu_work(duration=gpu.forward_seconds)
-def attention_views(state, layer, head):
-    if pinning.comparing(state):
-        return _pair_views(pinning.pair_of(state), state, layer, head)
-    model = model_of(state)
-    tr = trace_of(state)
-    layer = layer_of(tr, layer)
-    if layer not in tr.attention:  # long inputs keep attention only on demand
-        tr = with_attention_of_layer(model, tr, layer)
-        state = {**state, "trace": tr}
-    if head != "mean":
-        head = as_int(head, "head")
-    state = {**state, "attention_shown": True}
-    return (attention_figure(tr, layer, head), attention_grid_figure(tr, layer),
-            entropy_figure(tr), state)
+def attention_views(session, layer, head):
+    """/attention: the views of ``layer`` and ``head`` ("mean" or a number)."""
+    session = session_of(session)
+    check_model(session)
+    return {**views(session, layer, head), "session": session}
 
 
-def _with_layer(model, tr, layer):
-    """``tr`` with the attention of ``layer`` (long inputs keep it only on demand), where
-    this model has that layer."""
-    if layer < tr.n_layers and layer not in tr.attention:
-        tr = with_attention_of_layer(model, tr, layer)
-    return tr
+@handler(outputs=(*VIEWS, "session"))
+@gpu.gpu_work(duration=gpu.forward_seconds)
+def choice_changed(session, layer, head):
+    """The layer or head changed (by the user, or by a new model fitting them): redraw when
+    there is a trace, and remember the choice either way."""
+    session = session_of(session)
+    if len(session.traces) != len(session.models) or not session.traces:
+        session.shown.update(att_layer=layer, att_head=str(head))
+        return {"session": session}
+    return {**views(session, layer, head), "session": session}
 
 
-def _pair_views(models, state, layer, head):
-    """The same layer and head of A and B, their difference, both layers' heads and both
-    entropy maps."""
-    tr = trace_of(state)
-    if state.get("pinned_trace") is None:
-        raise gr.Error(t("Trace a prompt first (Inside the forward pass → Trace)."))
-    layer = layer_of(tr, layer)
-    if head != "mean":
-        head = as_int(head, "head")
-        if not 0 <= head < tr.config["n_heads"]:
-            raise gr.Error(t("Head {head} does not exist: model A has heads 0 to {last} (or "
-                             "'mean').", head=head, last=tr.config["n_heads"] - 1))
-    tr_a = _with_layer(models[0], tr, layer)
-    tr_b = _with_layer(models[1], state["pinned_trace"], layer)
-    state = {**state, "trace": tr_a, "pinned_trace": tr_b, "attention_shown": True}
-    names = pinning.names(state)
-    return (attention_pair_figure(tr_a, tr_b, layer, head, names),
-            attention_grid_pair_figure(tr_a, tr_b, layer, names),
-            entropy_pair_figure(tr_a, tr_b, names), state)
+@handler(outputs=("export_att_file",))
+def export_attention(session, layer, head):
+    """/export_attention: model A's attention matrix of ``layer`` and ``head`` as CSV."""
+    tr = traces_of(session_of(session))[0]
+    layer = layer_in(tr.n_layers, layer, LAYER)
+    if layer not in tr.attention:
+        raise ExplorerError("attention.export_first", "Show this layer's attention first, "
+                                                      "then export it.")
+    weights = tr.attention[layer]
+    head = _head(head, weights.shape[0])
+    matrix = weights.mean(0) if head == "mean" else weights[head]
+    rows = [[t("attention.query_key", "query\\key"), *tr.tokens]] + [
+        [tr.tokens[i], *(f"{v:.6g}" for v in row)] for i, row in enumerate(matrix)]
+    return {"export_att_file": write_export(f"attention_layer{layer}_head{head}.csv",
+                                            csv_text(rows))}
 
 
-def _hint(title, height=150):
-    return empty_figure(t(title), t("Trace a prompt in tab 2, then press Show attention."),
-                        height)
+@refresh.on_new_model(*VIEWS, "export_att_file", "att_layer", "att_head")
+def _new_model(session) -> dict:
+    return {**hints(), "export_att_file": gr.update(value=None, visible=False),
+            "att_layer": fitted_layer(session, "att_layer"), "att_head": fitted_head(session)}
 
 
-HINTS = ("Attention weights", "Every head of this layer", "Entropy per head")
-
-
-def hints():
-    return tuple(_hint(title) for title in HINTS)
-
-
-def cleared():
-    """The views of a model that is gone (after a rebuild)."""
-    return (*hints(), gr.update(value=None, visible=False))
-
-
-def head_choices(n_heads):
-    """The head picker: the mean of the layer's heads, or one head. The names are the
-    server's (see ``inside.probe_choices``)."""
-    return [(t("mean"), "mean")] + [(str(h), str(h)) for h in range(n_heads)]
-
-
-@friendly
-def attention_views_if_traced(state, layer, head):
-    """The layer or head changed (by the user, or by a build resetting them): redraw, or
-    stay quiet when there is no trace to show."""
-    if not has_views(state):
-        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    return attention_views(state, layer, head)
-
-
-@friendly
-def redraw(state, layer, head):
+@refresh.on_redraw(*VIEWS, "att_head")
+def _redraw(session) -> dict:
     """The tab again (language, lecture mode): the attention shown, or the hints, and the
     head picker's names."""
-    n_heads = (state["key"].config if state and "key" in state else DEFAULT_CONFIG).n_heads
-    heads = gr.update(choices=head_choices(n_heads), value=head)
-    if not (has_views(state) and state.get("attention_shown")):
-        return (*hints(), gr.skip(), heads)
-    return (*attention_views(state, layer, head), heads)
+    n_heads = (session.models[0].key.config if session.models else DEFAULT_CONFIG).n_heads
+    heads = gr.update(choices=head_choices(n_heads))
+    if "attention" not in session.shown or len(session.traces) != len(session.models):
+        return {**hints(), "att_head": heads}
+    return {**views(session, *session.shown["attention"]), "att_head": heads}
 
 
-@friendly
-def export_attention(state, layer, head):
-    tr = trace_of(state)
-    layer = layer_of(tr, layer)
-    if layer not in tr.attention:
-        raise gr.Error(t("Show this layer's attention first, then export it."))
-    weights = tr.attention[layer]
-    matrix = weights.mean(0) if head == "mean" else weights[as_int(head, "head")]
-    rows = [[t("query\\key"), *tr.tokens]] + [[tr.tokens[i], *(f"{v:.6g}" for v in row)]
-                                            for i, row in enumerate(matrix)]
-    return write_export(f"attention_layer{layer}_head{head}.csv", csv_text(rows))
+# ---------------------------------------------------------------------------------------------
+def create(page):
+    page.add(gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text),
+                         elem_id="attention_weights"))
+    page.add(gr.Markdown(label("attention.intro", "Trace a prompt in tab 2 first. Rows are "
+                               "queries (the token that looks), columns are keys (the token "
+                               "looked at); the grey upper triangle is masked: a token never "
+                               "sees the future."), elem_id="attention_intro"))
+    with gr.Row():
+        page.add(layer_slider("att_layer", "attention.layer", "layer"))
+        page.add(gr.Dropdown(head_choices(DEFAULT_CONFIG.n_heads), value="mean",
+                             label=label("attention.head", "head"), elem_id="att_head"))
+        page.add(gr.Button(label("attention.show", "Show attention"), variant="primary",
+                           elem_id="att_btn"))
+    shown = hints()
+    page.add(gr.Plot(shown["att_plot"], show_label=False,
+                     label=label("attention.weights", "Attention weights"), elem_id="att_plot"))
+    with gr.Row():
+        page.add(gr.Plot(shown["grid_plot"], show_label=False,
+                         label=label("attention.grid", "Every head of this layer"),
+                         elem_id="grid_plot"))
+        page.add(gr.Plot(shown["entropy_plot"], show_label=False,
+                         label=label("attention.entropy", "Entropy per head"),
+                         elem_id="entropy_plot"))
+    with gr.Row():
+        page.add(gr.Button(label("attention.export", "Export this attention matrix (CSV)"),
+                           elem_id="export_att_btn"))
+        page.add(gr.DownloadButton(label("attention.download", "Download"), visible=False,
+                                   elem_id="export_att_file"))
 
 
-def create_ui():
-    with gr.Tab(label("3 · Attention"), id="attention"):
-        weights_note = gr.Markdown(label(NO_MODEL_NOTE), elem_id="attention_weights")
-        gr.Markdown(label("Trace a prompt in tab 2 first. Rows are queries (the token that "
-                          "looks), columns are keys (the token looked at); the grey upper "
-                          "triangle is masked: a token never sees the future."),
-                    elem_id="attention_intro")
-        with gr.Row():
-            layer = layer_slider("layer", elem_id="att_layer")
-            head = gr.Dropdown(head_choices(DEFAULT_CONFIG.n_heads), value="mean",
-                               label=label("head"), elem_id="att_head")
-            button = gr.Button(label("Show attention"), variant="primary", elem_id="att_btn")
-        plot = gr.Plot(_hint(HINTS[0]), show_label=False, label=label("Attention weights"),
-                       elem_id="att_plot")
-        with gr.Row():
-            grid_plot = gr.Plot(_hint(HINTS[1]), show_label=False,
-                                label=label("Every head of this layer"), elem_id="grid_plot")
-            entropy_plot = gr.Plot(_hint(HINTS[2]), show_label=False,
-                                   label=label("Entropy per head"), elem_id="entropy_plot")
-        with gr.Row():
-            export_btn = gr.Button(label("Export this attention matrix (CSV)"),
-                                   elem_id="export_att_btn")
-            export_file = gr.DownloadButton(label("Download"), visible=False,
-                                            elem_id="export_att_file")
-    return SimpleNamespace(layer=layer, head=head, button=button, plot=plot,
-                           grid_plot=grid_plot, entropy_plot=entropy_plot,
-                           export_btn=export_btn, export_file=export_file,
-                           weights_note=weights_note)
-
-
-def create_event_handlers(tab, state, view, redrawn):
-    inputs = [state, tab.layer, tab.head, *view]
-    outputs = [tab.plot, tab.grid_plot, tab.entropy_plot, state]
-    for event in redrawn:
-        event.then(redraw, inputs, [*outputs, tab.head], api_visibility="private",
-                   show_progress="hidden")
-    tab.button.click(attention_views, inputs, outputs, api_name="attention",
-                     concurrency_limit=2, concurrency_id="inspect")
-    for control in (tab.layer, tab.head):
-        control.change(attention_views_if_traced, inputs, outputs, api_visibility="private",
-                       concurrency_limit=2, concurrency_id="inspect")
-    tab.export_btn.click(export_attention, inputs, tab.export_file, api_name="export_attention") \
-        .success(download_button, [tab.export_file, *view], tab.export_file,
-                 api_visibility="private")
+def wire(page):
+    inputs = ["session", "att_layer", "att_head"]
+    inspect = dict(concurrency_limit=2, concurrency_id="inspect")
+    page.on("att_btn.click", attention_views, inputs, api_name="attention", **inspect)
+    page.on(["att_layer.change", "att_head.change"], choice_changed, inputs,
+            api_visibility="private", **inspect)
+    exported = page.on("export_att_btn.click", export_attention, inputs,
+                       api_name="export_attention")
+    page.then(exported, show_download("export_att_file"), ["export_att_file"],
+              api_visibility="private", show_progress="hidden")

@@ -1,99 +1,102 @@
 """Pinning a second model, on the Build tab: "Pin this model as B" keeps the session's model
 beside the next one it builds, loads or trains (A), and every tab then shows both; "Unpin B"
-ends the comparison. The state and the pair's memory rules are in ``explorer.app.pinning``."""
+ends the comparison. A pinned model is just the session's second model."""
 from __future__ import annotations
 
 import gradio as gr
 
-from .. import gpu, pinning
-from ..i18n import t
-from ..shared import CACHE, caption, friendly, session_weights_note, status_line
-from .build import PIN_HINT, model_views
+from ...book.errors import ExplorerError
+from .. import gpu, refresh
+from ..handlers import handler
+from ..i18n import label, say, t
+from ..shared import CACHE, session_of
+
+HINT = ("pin.hint", "**Compare two models** — pin this one as **B**, then build, load or train "
+                    "another (**A**): every tab shows both.")
 
 
-def _session(request) -> str | None:
+def pinned_owner(session_hash: str) -> str:
+    """The cache's holder name for a session's pinned trained model (the session's own
+    trained model is held under the session's name)."""
+    return f"{session_hash}#pinned"
+
+
+def _session_hash(request) -> str | None:
     return getattr(request, "session_hash", None) or None
 
 
-def _pin_seconds(arguments) -> float:
+def pin_note(session) -> str:
+    if not session.comparing:
+        return t(*HINT)
+    key = session.models[1].key
+    # Said of B alone (A is the status line's model): a new model A leaves this note as it is.
+    return t("pin.note", "**B (pinned)** — {weights}, {layers} layers. Build, load or train "
+                         "another model: it becomes **A**, and every tab shows A beside B (a "
+                         "difference is A − B).", weights=say(key.source.caption),
+             layers=key.config.n_layers)
+
+
+@refresh.on_new_model("pin_note")
+@refresh.on_redraw("pin_note")
+def _note(session) -> dict:
+    return {"pin_note": pin_note(session)}
+
+
+def _seconds(arguments) -> float:
     return gpu.MIN_SECONDS
 
 
-def pin_note(state) -> str:
-    if not pinning.comparing(state):
-        return t(PIN_HINT)
-    key = state["pinned_key"]
-    # Said of B alone (A is the status line's model): a new model A leaves this note as it is.
-    return t("**B (pinned):** {weights}, {layers} layers. Build, load or train another model: "
-             "it becomes **A**, and every tab shows A beside B (a difference is A − B).",
-             weights=caption(key.source), layers=key.config.n_layers)
-
-
-def _outputs(state):
-    note = session_weights_note(state)
-    return (status_line(state), *model_views(state), note, note, note, note, pin_note(state),
-            state)
-
-
-@friendly
-@gpu.gpu_work(duration=_pin_seconds)
-def pin_model(state, request: gr.Request = None):
+@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
+@gpu.gpu_work(duration=_seconds)
+def pin_model(session, request: gr.Request = None):
     """Pin the session's model as B. Until another model is built, loaded or trained, A and B
     are the same model (every difference is zero)."""
-    if not state or "key" not in state:
-        raise gr.Error(t("No model yet: build one in the Build tab first."))
-    key = state["key"]
-    session = _session(request)
-    if session:
-        if key.source.kind == "trained":
+    session = session_of(session)
+    if not session.models:
+        raise ExplorerError("session.no_model", "No model yet: build one in the Build tab "
+                                                "first.")
+    a = session.models[0]
+    owner = _session_hash(request)
+    if owner:
+        if a.key.source.kind == "trained":
             # No key rebuilds a trained model: hold it while it is pinned.
-            model, _ = CACHE.get(key)
-            CACHE.hold(pinning.pinned_owner(session), key, model)
+            model, _ = CACHE.get(a.key)
+            CACHE.hold(pinned_owner(owner), a.key, model)
         else:
-            CACHE.release(pinning.pinned_owner(session))
-    state = {"key": key, "status": state.get("status"), "pinned_key": key,
-             "pinned_status": state.get("status")}
-    return _outputs(state)
+            CACHE.release(pinned_owner(owner))
+    session.with_models((a, a))
+    return {"session": session, **refresh.new_model(session)}
 
 
-@friendly
-def unpin_model(state, request: gr.Request = None):
-    """End the comparison: the session keeps its model (A), without any results."""
-    if not pinning.comparing(state):
-        raise gr.Error(t("No model is pinned."))
-    release(_session(request))
-    return _outputs({"key": state["key"], "status": state.get("status")})
+@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
+def unpin_model(session, request: gr.Request = None):
+    """End the comparison: the session keeps its model A, without any results."""
+    session = session_of(session)
+    if not session.comparing:
+        raise ExplorerError("pin.none", "No model is pinned.")
+    release(_session_hash(request))
+    session.with_models(session.models[:1])
+    return {"session": session, **refresh.new_model(session)}
 
 
-def release(session_hash):
+def release(session_hash) -> None:
     """The page closed (or B unpinned): let go of a pinned trained model."""
     if session_hash:
-        CACHE.release(pinning.pinned_owner(session_hash))
+        CACHE.release(pinned_owner(session_hash))
 
 
-@friendly
-def note_of(state):
-    """The pin's note again, in the page's new language."""
-    return pin_note(state)
+def create(page):
+    with gr.Row(equal_height=True):
+        page.add(gr.Button(label("pin.button", "Pin this model as B"), elem_id="pin_btn",
+                           size="sm", min_width=120))
+        page.add(gr.Button(label("pin.unpin", "Unpin B"), elem_id="unpin_btn", size="sm",
+                           min_width=80))
+    page.add(gr.Markdown(label(*HINT), elem_id="pin_note"))
 
 
-def create_event_handlers(build_tab, state, status, view, redrawn, weights_notes):
-    """The pin buttons of the Build tab (``build_tab.pin``); their note follows ``redrawn``.
-    Returns the two events (the other tabs clear their results after each, as after a
-    build)."""
-    note = build_tab.pin.note
-    outputs = [status, build_tab.arch, build_tab.params_table, build_tab.params_plot,
-               build_tab.memory, *weights_notes, note, state]
+def wire(page):
     # In the builds' queue (one at a time, in order): a pin right after a build sees that
     # build's model.
-    queue = dict(concurrency_limit=1, concurrency_id="build")
-    pinned = build_tab.pin.pin_btn.click(pin_model, [state, *view], outputs,
-                                         api_name="pin_model", show_progress="hidden",
-                                         **queue)
-    unpinned = build_tab.pin.unpin_btn.click(unpin_model, [state, *view], outputs,
-                                             api_name="unpin_model", show_progress="hidden",
-                                             **queue)
-    for event in redrawn:
-        event.then(note_of, [state, *view], note, api_visibility="private",
-                   show_progress="hidden")
-    return pinned, unpinned
+    queue = dict(concurrency_limit=1, concurrency_id="build", show_progress="hidden")
+    page.on("pin_btn.click", pin_model, ["session"], api_name="pin_model", **queue)
+    page.on("unpin_btn.click", unpin_model, ["session"], api_name="unpin_model", **queue)

@@ -1,0 +1,55 @@
+"""Two models side by side: the names every view gives them ("A · post-LN", "B · pre-LN"),
+and the rule that both must fit the memory budget together. B is just the session's second
+model (a pinned one, or later an intervention on A); differences are always A − B."""
+from __future__ import annotations
+
+from ..book.knobs import BY_FIELD, short_name
+from ..probes.compare import compare_configs
+from ..book.config import GPT2_SIZES
+from ..runtime.sources import ModelKey, WeightsSource
+from .i18n import say, t
+from .shared import CACHE, NAMES
+
+MAX_NAMED_FIELDS = 2
+MAX_CAPTION_CHARS = 34
+
+
+def _what(keys, side: int) -> str:
+    differences = sorted(compare_configs(keys[0].config, keys[1].config).differences,
+                         key=lambda d: BY_FIELD[d[0]].naming)
+    if differences:
+        shown = [say(short_name(field, values[side])) for field, *values in differences]
+        return (t("names.joiner", ", ").join(shown[:MAX_NAMED_FIELDS])
+                + ("…" if len(shown) > MAX_NAMED_FIELDS else ""))
+    if keys[0] == keys[1]:
+        return t("names.same", "the same model")
+    text = say(keys[side].source.caption)
+    return text if len(text) <= MAX_CAPTION_CHARS else text[:MAX_CAPTION_CHARS - 1] + "…"
+
+
+def names(session) -> tuple[str, ...] | None:
+    """The models' names for legends and panel titles; None for one model (it needs none)."""
+    keys = session.keys
+    if len(keys) < 2:
+        return None
+    return tuple(t("names.model", "{name} · {what}", name=name, what=_what(keys, side))
+                 for side, name in enumerate(NAMES[:len(keys)]))
+
+
+def check_beside(session, key: ModelKey) -> None:
+    """Before ``key`` becomes model A: refuse it if it cannot be in memory beside model B."""
+    if session.comparing:
+        CACHE.check_together([key, session.models[1].key])
+
+
+def check_pretrained_beside(session, cfg, device, dtype, size_name: str) -> None:
+    """As ``check_beside``, before a pretrained GPT-2 is downloaded (its key is not known yet):
+    the same GPT-2 as B counts once."""
+    if not session.comparing:
+        return
+    b = session.models[1].key
+    repo = GPT2_SIZES[size_name].repo_id
+    if b.source.kind == "pretrained" and b.source.repo_id == repo and b.dtype == dtype:
+        return
+    CACHE.check_together([ModelKey(cfg, None, str(device), dtype,
+                                   WeightsSource("pretrained", repo_id=repo)), b])

@@ -1,0 +1,72 @@
+"""Every use of Gradio's private parts, in one place (``tests/test_gradio_private.py`` pins
+each to the pinned Gradio, 6.31): where a public API exists, the app uses it instead.
+
+- A closed session's entry in Gradio's state holder (``forget_session``): Gradio deletes only
+  its State values when the tab goes away, and keeps the entry (a copy of the page's config,
+  about 300 KB) until 10,000 newer sessions push it out.
+- The events of a Blocks and their inputs (``functions``, ``api_info``), for the HTTP edge's
+  checks (``guard``).
+- Gradio's file cache (``cache_folder``, ``save_to_cache``): the exports are served from it
+  and removed with it (``delete_cache``).
+- How a translated label appears in Gradio's API description (``label_key``).
+"""
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+from gradio import processing_utils, utils
+
+PINNED_GRADIO = "6.31.0"
+
+
+def forget_session(demo: gr.Blocks, session_hash: str | None) -> bool:
+    """Drop a session's State values (running their ``delete_callback``) and Gradio's entry
+    for it. True if there was one."""
+    holder = getattr(demo, "state_holder", None)   # set by Gradio when the app starts
+    if holder is None or not session_hash or session_hash not in holder:
+        return False
+    holder.delete_state(session_hash)
+    with holder.lock:
+        holder.session_data.pop(session_hash, None)
+        holder.time_last_used.pop(session_hash, None)
+    return True
+
+
+def functions(blocks: gr.Blocks) -> dict:
+    """The events of ``blocks``: fn_index -> BlockFunction (``api_name``, ``inputs``, ``_id``)."""
+    return blocks.fns
+
+
+def api_info(blocks: gr.Blocks) -> dict:
+    """Gradio's own description of the API (what /gradio_api/info serves)."""
+    return blocks.get_api_info() or {}
+
+
+def is_session_value(block) -> bool:
+    """A component that is not an API input (a gr.State): /call may leave it out."""
+    return bool(getattr(block, "skip_api", False))
+
+
+_I18N_PREFIX = "__i18n__"   # how Gradio writes a translated label into its API description
+
+
+def label_key(text) -> str | None:
+    """The id of a translated label (a ``gr.I18nData``, or its form in Gradio's API
+    description); None for plain text."""
+    if hasattr(text, "key"):
+        return text.key
+    if isinstance(text, str) and text.startswith(_I18N_PREFIX):
+        try:
+            return json.loads(text[len(_I18N_PREFIX):]).get("key")
+        except (ValueError, AttributeError):
+            return None
+    return None
+
+
+def cache_folder() -> str:
+    return utils.get_upload_folder()
+
+
+def save_to_cache(data: bytes, name: str) -> str:
+    return processing_utils.save_bytes_to_cache(data, name, cache_dir=cache_folder())

@@ -1,0 +1,167 @@
+"""The user's input, checked. Every handler checks the type of every input it takes: an API call
+can send any JSON value for any of them, and Gradio lets some through as they came (a list
+where one dropdown choice belongs passes its check of the choices). A value the explorer
+cannot use is an ``ExplorerError`` naming the input (``name``: a ``Message``, the input's
+name as the page shows it) and what it takes."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..book.errors import ExplorerError, Message
+from ..book.tokenizer import get_tokenizer
+from ..probes import longest_trace, trace_peak_bytes
+
+# The app's limits (one source of truth; the README quotes them).
+MAX_PROMPT_CHARS = 20_000
+MAX_NEW_TOKENS = 500
+MAX_DIGITS = 30     # a whole number typed in a box; longer is not a count anyone means
+# One trace's attention weights and logits may use this share of the memory budget (two traces
+# run at once: concurrency_limit=2 on "inspect"). GPT-2 small over its full 1,024 tokens needs
+# about 360 MB: within this share of the default budget on a machine with 8 GB.
+TRACE_MEMORY_SHARE = 0.2
+
+
+def _kind(value) -> Message:
+    kinds = {list: ("input.kind_list", "a list"), dict: ("input.kind_object", "a JSON object"),
+             str: ("input.kind_text", "text"), bool: ("input.kind_flag", "true/false"),
+             type(None): ("input.kind_nothing", "nothing")}
+    if type(value) in kinds:
+        return Message(*kinds[type(value)])
+    return Message("input.kind_other", "a {type}", type=type(value).__name__)
+
+
+def _shown(value) -> str:
+    return f"{value!r:.60}"
+
+
+def as_int(value, name: Message) -> int:
+    """A whole number (a box or slider's value)."""
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        raise ExplorerError("input.int_empty", "{name} is empty: enter a whole number.",
+                            name=name)
+    if isinstance(value, float) and value != int(value):
+        raise ExplorerError("input.int", "{name} must be a whole number (got {value}).",
+                            name=name, value=value)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, np.integer,
+                                                         np.floating)):
+        raise ExplorerError("input.int", "{name} must be a whole number (got {value}).",
+                            name=name, value=_kind(value))
+    if isinstance(value, str) and len(value.strip()) > MAX_DIGITS:
+        raise ExplorerError("input.int_long", "{name} must be a whole number of at most "
+                            "{most} digits.", name=name, most=MAX_DIGITS)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ExplorerError("input.int", "{name} must be a whole number (got {value}).",
+                            name=name, value=_shown(value)) from None
+
+
+def as_number(value, name: Message) -> float:
+    """A finite number (a slider's value)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ExplorerError("input.number", "{name} must be a number (got {value}).",
+                            name=name, value=_kind(value))
+    if not np.isfinite(value):
+        raise ExplorerError("input.number_finite", "{name} must be a finite number (got "
+                            "{value}).", name=name, value=value)
+    return float(value)
+
+
+def as_choice(value, name: Message, options):
+    """One of ``options`` (a dropdown's or radio's value)."""
+    options = list(options)
+    if not isinstance(value, str) or value not in options:
+        raise ExplorerError("input.choice", "{name} must be one of {options} (got {value}).",
+                            name=name, options=", ".join(map(str, options)),
+                            value=repr(value) if isinstance(value, str) else _kind(value))
+    return value
+
+
+def as_choices(value, name: Message, options) -> list:
+    """A list of some of ``options`` (a checkbox group's value)."""
+    options = list(options)
+    if not isinstance(value, list) or not all(isinstance(v, str) and v in options
+                                              for v in value):
+        raise ExplorerError("input.choices", "{name} must be a list of some of {options} "
+                            "(got {value}).", name=name, options=", ".join(options),
+                            value=f"{value!r:.80}")
+    return value
+
+
+def as_flag(value, name: Message) -> bool:
+    """A checkbox's value: true or false."""
+    if not isinstance(value, bool):
+        raise ExplorerError("input.flag", "{name} must be true or false (got {value}).",
+                            name=name, value=_kind(value))
+    return value
+
+
+def as_text(value, name: Message) -> str:
+    if not isinstance(value, str):
+        raise ExplorerError("input.text", "{name} must be text (got {value}).", name=name,
+                            value=_kind(value))
+    return value
+
+
+def prompt_ids(prompt, model=None, name: str | None = None) -> list[int]:
+    """The prompt's token ids, within ``model``'s vocabulary (``name``: which model of a
+    comparison, "A" or "B", for the message)."""
+    if not isinstance(prompt, str):
+        raise ExplorerError("prompt.not_text", "The prompt must be text.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ExplorerError("prompt.too_long", "The prompt has {n:,} characters; the explorer "
+                            "takes at most {most:,}. Shorten it.", n=len(prompt),
+                            most=MAX_PROMPT_CHARS)
+    if not prompt.strip():
+        raise ExplorerError("prompt.empty", "The prompt is empty: type some text first.")
+    ids = get_tokenizer().encode(prompt)
+    if model is not None and max(ids) >= model.cfg.vocab_size:
+        vocab, top, n_vocab = model.cfg.vocab_size, max(ids), get_tokenizer().n_vocab
+        if name is not None:
+            raise ExplorerError("prompt.beyond_vocab_of", "The GPT-2 tokenizer gives this "
+                                "prompt token ids up to {top:,}, but model {name}'s vocab_size "
+                                "is {vocab:,} (ids 0 to {last:,}). Rebuild it with vocab_size "
+                                "{n_vocab:,}, the tokenizer's.", top=top, name=name,
+                                vocab=vocab, last=vocab - 1, n_vocab=n_vocab)
+        raise ExplorerError("prompt.beyond_vocab", "The GPT-2 tokenizer gives this prompt "
+                            "token ids up to {top:,}, but this model's vocab_size is {vocab:,} "
+                            "(ids 0 to {last:,}). Rebuild with vocab_size {n_vocab:,}, the "
+                            "tokenizer's.", top=top, vocab=vocab, last=vocab - 1,
+                            n_vocab=n_vocab)
+    return ids
+
+
+def models_prompt_ids(prompt, models) -> list[int]:
+    """The prompt's ids for every model of the session: within each vocabulary and, for a
+    comparison, each context window (a message names the model that cannot take it)."""
+    names = ("A", "B") if len(models) == 2 else (None,)
+    ids = prompt_ids(prompt, models[0], names[0])
+    for name, model in zip(names, models):
+        prompt_ids(prompt, model, name)
+        if name is not None and len(ids) > model.cfg.context_length:
+            raise ExplorerError("prompt.beyond_context_of", "The prompt has {n} tokens but "
+                                "model {name}'s context_length is {most}: shorten it to at "
+                                "most {most} tokens to compare the two.", n=len(ids),
+                                name=name, most=model.cfg.context_length)
+    return ids
+
+
+def layer_in(n_layers: int, layer, name: Message) -> int:
+    layer = as_int(layer, name)
+    if not 0 <= layer < n_layers:
+        raise ExplorerError("input.layer_missing", "Layer {layer} does not exist: this model "
+                            "has layers 0 to {last}.", layer=layer, last=n_layers - 1)
+    return layer
+
+
+def check_trace_size(cfg, n_tokens: int, budget_bytes: int) -> None:
+    """Refuse, before running it, a trace too large for memory."""
+    need = trace_peak_bytes(cfg, n_tokens)
+    allowed = budget_bytes * TRACE_MEMORY_SHARE
+    if need > allowed:
+        raise ExplorerError("trace.too_large", "Tracing {n:,} tokens needs about {need:,.0f} MB "
+                            "(the attention weights grow with the square of the length: "
+                            "{heads} heads × {n:,}²), but one trace may use {allowed:,.0f} MB "
+                            "of memory. Use a prompt of at most {most:,} tokens.", n=n_tokens,
+                            need=need / 1024 ** 2, heads=cfg.n_heads,
+                            allowed=allowed / 1024 ** 2, most=longest_trace(cfg, allowed))

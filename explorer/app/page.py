@@ -1,0 +1,89 @@
+"""The page's components by name, and its events wired by name.
+
+Every component that a handler reads or updates is registered under its ``elem_id`` (the same
+name the style sheet, the page's script and the browser tests use). A handler declares its
+outputs by name (``handlers.handler``) and returns ``{name: value}``; ``Page.on`` turns that
+into what Gradio wants. The page's two view settings (language, lecture mode) are every
+event's last two inputs."""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import gradio as gr
+
+from .handlers import declared
+
+
+class Page:
+    def __init__(self, demo=None):
+        self._parts: dict[str, gr.components.Component] = {}
+        self.view: list = []     # the language and lecture-mode toggles (layout.header)
+        self.demo = demo
+        self.events: dict[str, object] = {}   # the public events by api_name
+
+    def add(self, component, name: str | None = None):
+        """Register ``component`` under ``name`` (default: its elem_id); returns it."""
+        name = name or getattr(component, "elem_id", None)
+        if not name or name in self._parts:
+            raise RuntimeError(f"a component needs a new, unique name (got {name!r})")
+        self._parts[name] = component
+        return component
+
+    def __getitem__(self, name: str):
+        return self._parts[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._parts
+
+    def names(self, prefix: str = "") -> list[str]:
+        return [n for n in self._parts if n.startswith(prefix)]
+
+    def on(self, triggers, fn, inputs=(), **options):
+        """Run handler ``fn`` on ``triggers`` ("att_btn.click", or a list of them, or
+        event listeners such as a dependency's ``.then``), with the components named in
+        ``inputs`` and the view settings as its inputs, and its declared outputs."""
+        listeners = [self._listener(t) for t in
+                     (triggers if isinstance(triggers, (list, tuple)) else [triggers])]
+        event = gr.on(listeners, by_name(fn, self), [self[n] for n in inputs] + self.view,
+                      [self[n] for n in declared(fn)], **options)
+        if options.get("api_name"):
+            self.events[options["api_name"]] = event
+        return event
+
+    def then(self, dependency, fn, inputs=(), success=True, on=None, **options):
+        """Run handler ``fn`` after ``dependency``: when it succeeded (default), whatever the
+        outcome (``success=False``), or ``on="failure"``."""
+        chain = getattr(dependency, on or ("success" if success else "then"))
+        return chain(by_name(fn, self), [self[n] for n in inputs] + self.view,
+                     [self[n] for n in declared(fn)], **options)
+
+    def _listener(self, trigger):
+        if not isinstance(trigger, str):
+            return trigger
+        name, _, event = trigger.rpartition(".")
+        return getattr(self[name], event)
+
+
+def by_name(fn, page: Page):
+    """``fn``, its ``{name: value}`` results given to Gradio as ``{component: value}``."""
+    def components(result):
+        if not result:      # nothing to update (Gradio reads an empty dict as one value)
+            n = len(declared(fn))
+            return None if n == 0 else gr.skip() if n == 1 else (gr.skip(),) * n
+        return {page[name]: value for name, value in result.items()}
+
+    if inspect.isgeneratorfunction(fn) or inspect.isgeneratorfunction(
+            getattr(fn, "__wrapped__", None)):
+        @functools.wraps(fn)
+        def stream(*args, **kwargs):
+            for result in fn(*args, **kwargs):
+                yield components(result)
+        wrapped = stream
+    else:
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            return components(fn(*args, **kwargs))
+        wrapped = call
+    wrapped.__signature__ = inspect.signature(fn)
+    return wrapped

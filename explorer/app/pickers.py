@@ -1,0 +1,91 @@
+"""The pickers of a model's layers, heads and probe points, fitted to the session's model A: a
+new model keeps each picker's choice where it still exists, and the nearest one where it does
+not (layer 9 of GPT-2 small is layer 1 of a two-layer model). What each picker shows is kept in
+the session (``Session.shown``), so fitting needs nothing from the page."""
+from __future__ import annotations
+
+import gradio as gr
+
+from ..book.probe_points import POINT_LABELS
+from .i18n import label, t
+from .shared import DEFAULT_CONFIG
+
+
+def layer_slider(name: str, text_id: str, text: str, **options):
+    return gr.Slider(0, DEFAULT_CONFIG.n_layers - 1, value=0, step=1,
+                     label=label(text_id, text), elem_id=name, **options)
+
+
+def config_of(session):
+    return session.models[0].key.config if session.models else DEFAULT_CONFIG
+
+
+def fitted_layer(session, name: str, **changes):
+    """Layer picker ``name`` for the session's model. A Gradio slider needs minimum <
+    maximum: a one-block model gets a fixed 0..1 slider (layer 1 is then refused with a
+    message naming the layers that exist)."""
+    n = config_of(session).n_layers
+    value = min(int(session.shown.get(name, 0)), n - 1)
+    session.shown[name] = value
+    return gr.update(maximum=max(n - 1, 1), value=value, interactive=n > 1, **changes)
+
+
+def head_choices(n_heads: int):
+    """The mean of the layer's heads, or one head. The names are the server's, in the page's
+    language (a name Gradio translates would come back as the value)."""
+    return [(t("picker.mean", "mean"), "mean")] + [(str(h), str(h)) for h in range(n_heads)]
+
+
+def fitted_head(session, name: str = "att_head"):
+    n = config_of(session).n_heads
+    value = str(session.shown.get(name, "mean"))
+    if value != "mean" and not (value.isdigit() and int(value) < n):
+        value = "mean"
+    session.shown[name] = value
+    return gr.update(choices=head_choices(n), value=value)
+
+
+# The distributions the Inside tab compares, and the probe points of its heatmap.
+HIST_PAIRS = {
+    "norm1: before vs after LayerNorm": ("ln1_in", "ln1_out"),
+    "norm2: before vs after LayerNorm": ("ln2_in", "ln2_out"),
+    "final_norm: before vs after": ("final_norm_in", "final_norm_out"),
+    "feed-forward hidden: before vs after activation": ("ff_pre", "ff_post"),
+    "residual stream: entering vs leaving the block": ("resid_pre", "resid_post"),
+}
+HIST_NAMES = {"norm1: before vs after LayerNorm":
+                  ("pair.norm1", "norm1: before vs after LayerNorm"),
+              "norm2: before vs after LayerNorm":
+                  ("pair.norm2", "norm2: before vs after LayerNorm"),
+              "final_norm: before vs after": ("pair.final_norm", "final_norm: before vs after"),
+              "feed-forward hidden: before vs after activation":
+                  ("pair.ff", "feed-forward hidden: before vs after activation"),
+              "residual stream: entering vs leaving the block":
+                  ("pair.resid", "residual stream: entering vs leaving the block")}
+HEAT_POINTS = tuple(POINT_LABELS)[:11]   # the per-block probe points
+NORM_POINTS = ("ln", "final_norm")       # recorded only in a model with LayerNorm
+
+
+def recorded(cfg, point) -> bool:
+    return cfg.norm_placement != "none" or not point.startswith(NORM_POINTS)
+
+
+def pair_choices(cfg):
+    return [(t(*HIST_NAMES[name]), name) for name, points in HIST_PAIRS.items()
+            if all(recorded(cfg, p) for p in points)]
+
+
+def fitted_probes(session) -> dict:
+    """The Inside tab's distribution and heatmap point: what the model records (a model
+    without LayerNorm has no norm1, norm2 or final_norm to compare)."""
+    cfg = config_of(session)
+    pairs = pair_choices(cfg)
+    values = [value for _, value in pairs]
+    pair = session.shown.get("pair")
+    pair = pair if pair in values else values[0]
+    points = [p for p in HEAT_POINTS if recorded(cfg, p)]
+    point = session.shown.get("heat_point")
+    point = point if point in points else "resid_pre"
+    session.shown.update(pair=pair, heat_point=point)
+    return {"pair": gr.update(choices=pairs, value=pair),
+            "heat_point": gr.update(choices=points, value=point)}

@@ -1,0 +1,121 @@
+"""One variant in training (its model, optimizer, random stream and records), and how the lab
+measures it: the book's ``calc_loss_loader`` and ``generate_sample``, faster, with the same
+numbers."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..book.config import GPTConfig
+from ..book.fast import fuse
+from ..book.generate import generate_steps
+from ..book.model import GPTModel
+from ..book.seeding import RandomStream, seeded
+from .training_setup import Variant
+from .training_views import RunView
+
+# Positions per output-head product when evaluating: (32, 50,257) logits (6.4 MB) reuse the
+# memory of the slice before; a whole batch's (B*T, 50,257) logits (25.7 MB by default) are
+# fresh pages, which the OS maps and zeroes for every batch.
+EVAL_HEAD_POSITIONS = 32
+
+
+class VariantRun:
+    """One variant in training: its model, optimizer, random stream and records."""
+
+    def __init__(self, variant: Variant, config: GPTConfig, settings, device):
+        with seeded(settings.seed):
+            model = GPTModel(config)          # the book: torch.manual_seed(123); GPTModel(cfg)
+            self.rng = RandomStream.current(device)
+        self.model = fuse(model).to(device).train()
+        self.optimizer = adamw(self.model, settings)
+        self.label = variant.label
+        self.config = config
+        self.parameters = sum(p.numel() for p in self.model.parameters())
+        self.tokens_seen = 0
+        self.train_loss_now = None
+        self.seconds = 0.0
+        self.steps = 0
+        self.diverged_at = None
+        self.note = ""
+        self.eval_steps, self.eval_tokens, self.train_losses, self.val_losses = [], [], [], []
+        self.grad_steps, self.grad_norms = [], []
+        self.sample, self.sample_step = "", None
+        self.batches = None    # this epoch's iterator over the training loader
+
+    def view(self) -> RunView:
+        return RunView(
+            label=self.label, config=self.config.to_dict(), parameters=self.parameters,
+            tokens_seen=self.tokens_seen, train_loss_now=self.train_loss_now,
+            val_loss_now=self.val_losses[-1] if self.val_losses else None,
+            seconds_per_step=self.seconds / self.steps if self.steps else None,
+            diverged=self.diverged_at is not None, diverged_at=self.diverged_at,
+            note=self.note, eval_steps=list(self.eval_steps),
+            eval_tokens=list(self.eval_tokens), train_losses=list(self.train_losses),
+            val_losses=list(self.val_losses), grad_steps=list(self.grad_steps),
+            grad_norms=[list(r) for r in self.grad_norms], sample=self.sample,
+            sample_step=self.sample_step)
+
+
+def adamw(model, settings):
+    """The book's optimizer, torch.optim.AdamW(lr, weight_decay), in PyTorch's fused kernel
+    where this PyTorch has one for the device (the same update, one pass over the weights)."""
+    try:
+        return torch.optim.AdamW(model.parameters(), lr=settings.lr,
+                                 weight_decay=settings.weight_decay, fused=True)
+    except (RuntimeError, ValueError):
+        return torch.optim.AdamW(model.parameters(), lr=settings.lr,
+                                 weight_decay=settings.weight_decay)
+
+
+def block_grad_norms(model) -> list[float]:
+    """Each block's gradient norm: the L2 norm of all its parameters' gradients as one
+    vector (0.0 for a block without gradients)."""
+    return [float(torch.nn.utils.get_total_norm([p.grad for p in block.parameters()
+                                                  if p.grad is not None]))
+            for block in model.trf_blocks]
+
+
+def greedy_sample(model, tokenizer, start_context, max_new_tokens) -> str:
+    """The book's ``generate_sample`` (greedy, ``max_new_tokens`` after the start context),
+    with the KV cache and the output head at the last position only: the same text (a test
+    checks it), without recomputing the whole window for every token."""
+    ids = tokenizer.encode(start_context, allow_special=True)
+    model.eval()
+    with torch.no_grad():
+        new = [s.token_id for s in generate_steps(model, ids, max_new_tokens, show_top=1,
+                                                  tokenizer=tokenizer)]
+    model.train()
+    return tokenizer.decode(ids + new).replace("\n", " ")
+
+
+def first_batches(loader, n):
+    """The batches the book's ``calc_loss_loader(loader, num_batches=n)`` uses, iterated its
+    way (so that the shuffles draw the same numbers)."""
+    n = min(n, len(loader))
+    batches = []
+    for i, batch in enumerate(loader):
+        if i < n:
+            batches.append(batch)
+        else:
+            break
+    return batches
+
+
+def mean_loss(batches, model, device):
+    """The book's ``calc_loss_loader`` over ``batches``: the mean of each batch's
+    ``calc_loss_batch``, the same numbers within float rounding. Faster: ``GPTModel.forward``
+    runs in two parts, its blocks once for all batches stacked, then its final norm and output
+    head (with the loss) ``EVAL_HEAD_POSITIONS`` positions at a time. Call it under
+    ``torch.no_grad()``."""
+    if not batches:
+        return float("nan")
+    n = EVAL_HEAD_POSITIONS
+    inputs = torch.cat([x for x, _ in batches]).to(device)               # (sequences, T)
+    targets = torch.cat([y for _, y in batches]).to(device).flatten()     # (positions,)
+    hidden = model.final_norm(model(inputs, stop_at_layer=model.cfg.n_layers)).flatten(0, 1)
+    losses = torch.cat([F.cross_entropy(model.out_head(hidden[i:i + n]), targets[i:i + n],
+                                        reduction="none")
+                        for i in range(0, len(targets), n)])              # (positions,)
+    per_batch = [part.mean() for part in losses.split([y.numel() for _, y in batches])]
+    return sum(torch.stack(per_batch).tolist()) / len(batches)

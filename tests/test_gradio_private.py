@@ -1,0 +1,64 @@
+"""The app's only uses of Gradio's private parts (``explorer.app.gradio_private``), pinned to
+the pinned Gradio: each still does what the app relies on. A new Gradio that changes one of
+them fails here first."""
+import gradio as gr
+import pytest
+from local_client import close_soon, local_client
+
+from explorer.app import gradio_private
+
+
+def test_gradio_is_the_pinned_release():
+    assert gr.__version__ == gradio_private.PINNED_GRADIO
+
+
+@pytest.fixture(scope="module")
+def small_app():
+    with gr.Blocks() as demo:
+        value = gr.State(0)
+        box = gr.Textbox(elem_id="box")
+        box.submit(lambda text, n: (text, n + 1), [box, value], [box, value], api_name="echo")
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, quiet=True, server_port=None)
+    yield demo, url
+    demo.close()
+
+
+def test_the_events_and_their_inputs_are_found(small_app):
+    demo, _ = small_app
+    [fn] = [f for f in gradio_private.functions(demo).values() if f.api_name == "echo"]
+    assert [type(b).__name__ for b in fn.inputs] == ["Textbox", "State"]
+    assert [gradio_private.is_session_value(b) for b in fn.inputs] == [False, True]
+    info = gradio_private.api_info(demo)
+    assert "/echo" in info["named_endpoints"]
+
+
+def test_a_forgotten_session_leaves_no_entry(small_app):
+    demo, url = small_app
+    client = local_client(url)
+    try:
+        client.predict("hi", api_name="/echo")
+        session = client.session_hash
+        assert session in demo.state_holder
+        assert gradio_private.forget_session(demo, session)
+        assert session not in demo.state_holder
+        assert not gradio_private.forget_session(demo, session)   # nothing left to forget
+    finally:
+        close_soon(client)
+
+
+def test_files_go_to_gradios_cache(tmp_path):
+    path = gradio_private.save_to_cache(b"a,b\r\n", "x.csv")
+    assert path.startswith(gradio_private.cache_folder())
+    with open(path, "rb") as f:
+        assert f.read() == b"a,b\r\n"
+
+
+def test_a_translated_labels_id_is_found_in_the_component_and_in_the_api_description():
+    i18n = gr.I18n(en={"x.label": "a label"})
+    with gr.Blocks() as demo:
+        box = gr.Textbox(label=i18n("x.label"))
+        box.submit(lambda s: s, box, box, api_name="echo")
+    assert gradio_private.label_key(box.label) == "x.label"
+    described = gradio_private.api_info(demo)["named_endpoints"]["/echo"]["parameters"][0]
+    assert gradio_private.label_key(described["label"]) == "x.label"
+    assert gradio_private.label_key("plain text") is None
