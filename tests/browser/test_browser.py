@@ -24,6 +24,8 @@ except ImportError:  # same rule as a missing browser: skip, except in CI
     pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
                 allow_module_level=True)
 
+from page_widgets import tab, choose, set_number  # noqa: E402
+
 TAB_BUILD = "1 · Build"
 TAB_INSIDE = "2 · Inside the forward pass"
 TAB_ATTENTION = "3 · Attention"
@@ -39,31 +41,11 @@ LONG_PROMPT = ("Every effort moves you forward, one step at a time. The transfor
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-def tab(page, name):
-    page.get_by_role("tab", name=name, exact=True).click()
-    expect(page.get_by_role("tab", name=name, exact=True)).to_have_attribute(
-        "aria-selected", "true")
-
-
 def shot(page, folder, name):
     """Full-page screenshot into the screenshot folder, if one is set."""
     if folder:
         page.wait_for_timeout(300)  # let plotly finish its transitions
         page.screenshot(path=os.path.join(folder, f"{name}.png"), full_page=True)
-
-
-def choose(page, elem_id, value):
-    """Pick a value of a gr.Dropdown."""
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=value, exact=True).click()
-    expect(page.locator(f"#{elem_id} input")).to_have_value(value)
-
-
-def set_number(page, elem_id, value):
-    box = page.locator(f"#{elem_id} input")
-    box.fill(str(value))
-    box.press("Tab")  # gr.Number sends its value on blur
-    expect(box).to_have_value(str(value))
 
 
 def status(page):

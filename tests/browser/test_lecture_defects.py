@@ -32,6 +32,8 @@ except ImportError:  # same rule as a missing browser: skip, except in CI
     pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
                 allow_module_level=True)
 
+from page_widgets import tab, choose, set_number, set_slider  # noqa: E402
+
 PROJECTOR = {"width": 1280, "height": 720}
 SLOW = 60_000          # a build or trace of GPT-2 small on a busy 2-core machine
 SHORT = 8_000          # for what is there at once, or never (a defect): fail fast
@@ -110,33 +112,6 @@ def shot(page, folder, name, selector=None):
 # page helpers
 def zh(text):
     return _zh(text)
-
-
-def tab(page, name):
-    page.get_by_role("tab", name=name, exact=True).click()
-    expect(page.get_by_role("tab", name=name, exact=True)).to_have_attribute(
-        "aria-selected", "true")
-
-
-def choose(page, elem_id, value):
-    """Pick a value of a gr.Dropdown."""
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=value, exact=True).click()
-    expect(page.locator(f"#{elem_id} input")).to_have_value(value)
-
-
-def set_number(page, elem_id, value):
-    box = page.locator(f"#{elem_id} input")
-    box.fill(str(value))
-    box.press("Tab")  # gr.Number sends its value on blur
-    expect(box).to_have_value(str(value))
-
-
-def set_slider(page, elem_id, value):
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-    expect(page.locator(f"#{elem_id} input[type=range]")).to_have_value(str(value))
 
 
 def lecture(page, on):

@@ -28,6 +28,8 @@ except ImportError:  # same rule as a missing browser: skip, except in CI
     pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
                 allow_module_level=True)
 
+from page_widgets import tab, choose, set_slider  # noqa: E402
+
 PROJECTOR = {"width": 1280, "height": 720}
 SLOW = 60_000   # builds and traces of GPT-2 small on a busy 2-core machine
 FIRST, SECOND = "teach-small", "gpt2-small"
@@ -77,25 +79,6 @@ def shot(page, folder, name):
         page.evaluate("() => window.scrollTo(0, 0)")
         page.wait_for_timeout(300)  # let plotly finish its transitions
         page.screenshot(path=os.path.join(folder, f"{name}.png"))
-
-
-def tab(page, name):
-    page.get_by_role("tab", name=name, exact=True).click()
-    expect(page.get_by_role("tab", name=name, exact=True)).to_have_attribute(
-        "aria-selected", "true")
-
-
-def choose(page, elem_id, value):
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=value, exact=True).click()
-    expect(page.locator(f"#{elem_id} input")).to_have_value(value)
-
-
-def set_slider(page, elem_id, value):
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-    expect(page.locator(f"#{elem_id} input[type=range]")).to_have_value(str(value))
 
 
 def build(page, preset):
