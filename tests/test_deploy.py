@@ -51,6 +51,21 @@ def test_readme_front_matter_configures_a_gradio_space_on_the_pinned_gradio():
     assert config["license"]
 
 
+def test_the_space_preloads_gpt2_small_where_pretrained_source_looks_for_it():
+    """The Space's build fetches GPT-2 small's weights into the hub's cache: the same repo
+    and file as the app's "pretrained GPT-2", size small (format: repo, files, revision)."""
+    from explorer.book.config import GPT2_SIZES
+    from explorer.runtime.file_config import WEIGHTS_FILE
+
+    specs = front_matter((ROOT / "README.md").read_text())["preload_from_hub"]
+    repo_files = {}
+    for spec in specs:
+        repo, files, *revision = spec.split()
+        assert len(revision) <= 1, f"{spec!r}: repo, comma-separated files, a revision"
+        repo_files[repo] = files.split(",")
+    assert repo_files.get(GPT2_SIZES["gpt2-small"].repo_id) == [WEIGHTS_FILE]
+
+
 def test_front_matter_check_refuses_a_readme_without_it_or_with_another_gradio():
     with pytest.raises(AssertionError):
         front_matter("# GPT Explorer\n")

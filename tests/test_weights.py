@@ -512,6 +512,12 @@ def test_pretrained_download_reports_progress_and_reuses_the_hub_cache(tiny_gpt2
                                                    cache_dir=tmp_path / "hf-cache",
                                                    endpoint=hub.url)
         assert len(hub.gets) == 1 and again is model and key_again == key
+        # A new process (an empty model cache), as on a Space whose build preloaded the file:
+        # the hub's cache serves it without one request to the hub.
+        requests = len(hub.heads) + len(hub.gets)
+        loading.load_pretrained("small", cache=ModelCache(budget_bytes=512 * MB),
+                                cache_dir=tmp_path / "hf-cache", endpoint=hub.url)
+        assert len(hub.heads) + len(hub.gets) == requests
     assert key.source.caption == "pretrained GPT-2 small (OpenAI)"
     assert key.source.revision == COMMIT
     assert key.source.digest == checkpoints.sha256_file(file)

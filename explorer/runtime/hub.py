@@ -65,8 +65,9 @@ def pretrained_source(size: str = "gpt2-small", progress=None, *, budget_bytes: 
                       cache_dir: str | None = None, endpoint: str | None = None,
                       download=None) -> tuple[GPTConfig, WeightsSource]:
     """OpenAI's GPT-2 ``size`` ("small", "medium", "large", "xl", or "gpt2-small" ...): checks
-    the budget, then fetches ``model.safetensors`` through ``huggingface_hub`` (from its cache
-    when it is there; ``HF_HUB_OFFLINE=1`` is respected), reporting bytes to
+    the budget, then takes ``model.safetensors`` from ``huggingface_hub``'s cache, without
+    asking the hub, or else downloads it through ``huggingface_hub`` (``HF_HUB_OFFLINE=1`` is
+    respected), reporting bytes to
     ``progress(fraction, text)``. ``download`` replaces ``hf_hub_download`` in tests only."""
     name = _size_name(size)
     cfg = gpt2_config(name)
@@ -83,11 +84,16 @@ def pretrained_source(size: str = "gpt2-small", progress=None, *, budget_bytes: 
         progress(0.0, Text("hub.looking", "Looking for {label} in the Hugging Face cache",
                            label=label))
     offline = constants.is_offline_mode()
-    cache_only = offline or not hub_reachable(endpoint or constants.ENDPOINT)
     try:
-        path = download(repo_id, WEIGHTS_FILE, revision=revision, cache_dir=cache_dir,
-                        endpoint=endpoint, local_files_only=cache_only,
-                        tqdm_class=_progress_class(progress, label) if progress else None)
+        try:   # the cache first, without a word to the hub (a Space preloads it: README)
+            path = download(repo_id, WEIGHTS_FILE, revision=revision, cache_dir=cache_dir,
+                            endpoint=endpoint, local_files_only=True)
+        except LocalEntryNotFoundError:
+            if offline or not hub_reachable(endpoint or constants.ENDPOINT):
+                raise
+            path = download(repo_id, WEIGHTS_FILE, revision=revision, cache_dir=cache_dir,
+                            endpoint=endpoint,
+                            tqdm_class=_progress_class(progress, label) if progress else None)
     except LocalEntryNotFoundError:
         raise ExplorerError.of(_offline_message(repo_id, offline)) from None
     except Exception as exc:  # noqa: BLE001 - repository gone, disk full, a proxy's error page
