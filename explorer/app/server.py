@@ -12,6 +12,7 @@ import gradio as gr
 
 from .. import native
 from ..runtime.heap import release_freed_memory_promptly
+from ..runtime.memory import env_megabytes
 from .guard import protect_launch
 from .i18n import I18N
 from .layout import CSS, JS, build_app
@@ -25,17 +26,8 @@ def max_upload_bytes(environ=os.environ) -> int:
     """The app's one upload is a checkpoint (Build → weights → from a file): no larger than
     the memory budget (a larger one could not be loaded anyway), or ``GPT_EXPLORER_MAX_UPLOAD_MB``
     if that is smaller."""
-    budget = CACHE.budget_bytes
-    value = environ.get(UPLOAD_ENV, "").strip()
-    if not value:
-        return budget
-    try:
-        mb = float(value)
-    except ValueError:
-        raise ValueError(f"{UPLOAD_ENV} must be a number of MB (got {value!r}).") from None
-    if not (mb > 0 and mb < float("inf")):
-        raise ValueError(f"{UPLOAD_ENV} must be a positive number of MB (got {value!r}).")
-    return min(budget, int(mb * 1024 ** 2))
+    limit = env_megabytes(UPLOAD_ENV, environ)
+    return CACHE.budget_bytes if limit is None else min(CACHE.budget_bytes, limit)
 
 
 def on_a_space(environ=os.environ) -> bool:

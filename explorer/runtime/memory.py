@@ -20,20 +20,26 @@ def physical_memory_bytes() -> int:
         return 8 * 1024 ** 3
 
 
+def env_megabytes(name: str, environ=os.environ) -> int | None:
+    """The environment variable ``name``, a positive number of MB, in bytes (None if unset)."""
+    value = environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        mb = float(value)
+    except ValueError:
+        raise ExplorerError("env.mb_not_a_number", "{env} must be a number of MB (got "
+                            "{value!r}).", env=name, value=value) from None
+    if not (math.isfinite(mb) and mb > 0):
+        raise ExplorerError("env.mb_not_positive", "{env} must be a positive number of MB "
+                            "(got {value!r}).", env=name, value=value)
+    return int(mb * 1024 ** 2)
+
+
 def default_budget_bytes() -> int:
     """``GPT_EXPLORER_MEMORY_MB`` if set, else 40% of this machine's memory."""
-    value = os.environ.get(BUDGET_ENV, "").strip()
-    if value:
-        try:
-            mb = float(value)
-        except ValueError:
-            raise ExplorerError("env.mb_not_a_number", "{env} must be a number of MB (got "
-                                "{value!r}).", env=BUDGET_ENV, value=value) from None
-        if not (math.isfinite(mb) and mb > 0):
-            raise ExplorerError("env.mb_not_positive", "{env} must be a positive number of MB "
-                                "(got {value!r}).", env=BUDGET_ENV, value=value)
-        return int(mb * 1024 ** 2)
-    return int(physical_memory_bytes() * BUDGET_SHARE_OF_RAM)
+    budget = env_megabytes(BUDGET_ENV)
+    return budget if budget is not None else int(physical_memory_bytes() * BUDGET_SHARE_OF_RAM)
 
 
 def model_bytes(cfg, dtype: str = "float32") -> int:

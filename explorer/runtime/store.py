@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import threading
 import time
@@ -24,7 +23,7 @@ from ..book.model import GPTModel
 from .build import resolve_device, resolve_dtype
 from .checkpoints import check_shapes, inspect_file, load_into_model, sha256_file, file_stamp
 from .file_config import METADATA_KEY
-from .memory import default_budget_bytes
+from .memory import default_budget_bytes, env_megabytes
 from .sources import WeightsSource
 
 # The book's layout of every loaded checkpoint, kept on disk: written once, then mapped.
@@ -49,18 +48,8 @@ def store_limit_bytes() -> int:
     """``GPT_EXPLORER_WEIGHTS_MB``, else twice the memory budget: every distinct checkpoint
     (each upload) is converted once into the store, so without a bound visitors would fill the
     disk."""
-    value = os.environ.get(STORE_LIMIT_ENV, "").strip()
-    if not value:
-        return 2 * default_budget_bytes()
-    try:
-        mb = float(value)
-    except ValueError:
-        raise ExplorerError("env.mb_not_a_number", "{env} must be a number of MB (got {value!r}).",
-                            env=STORE_LIMIT_ENV, value=value) from None
-    if not (math.isfinite(mb) and mb > 0):
-        raise ExplorerError("env.mb_not_positive", "{env} must be a positive number of MB (got "
-                            "{value!r}).", env=STORE_LIMIT_ENV, value=value)
-    return int(mb * 1024 ** 2)
+    limit = env_megabytes(STORE_LIMIT_ENV)
+    return limit if limit is not None else 2 * default_budget_bytes()
 
 
 def stored_path(source: WeightsSource, cfg) -> Path:

@@ -14,17 +14,9 @@ from explorer.book.config import PRESETS, count_parameters
 from explorer.book.tokenizer import get_tokenizer
 from explorer.app.shared import DEFAULT_PROMPT
 
+from page_widgets import expect, tab, choose, set_number
+
 pytestmark = pytest.mark.browser
-
-try:
-    from playwright.sync_api import expect
-except ImportError:  # same rule as a missing browser: skip, except in CI
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
-                allow_module_level=True)
-
-from page_widgets import tab, choose, set_number  # noqa: E402
 
 TAB_BUILD = "1 · Build"
 TAB_INSIDE = "2 · Inside the forward pass"

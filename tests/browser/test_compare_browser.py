@@ -7,15 +7,9 @@ import re
 
 import pytest
 
-pytestmark = pytest.mark.browser
+from page_widgets import expect
 
-try:
-    from playwright.sync_api import expect
-except ImportError:
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
-                allow_module_level=True)
+pytestmark = pytest.mark.browser
 
 from .test_browser import (TAB_ACTIVATIONS, TAB_ATTENTION, TAB_BUILD,  # noqa: E402
                            TAB_GENERATE, TAB_INSIDE, build, status, tab, trace)

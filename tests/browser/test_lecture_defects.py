@@ -21,18 +21,10 @@ from explorer.app.shared import DEFAULT_PRESET
 from explorer.book.config import PRESETS, count_parameters
 from explorer.book.tokenizer import get_tokenizer
 
+from page_widgets import (RECORD_TOASTS, PlaywrightError, choose, expect, set_number,
+                          set_slider, tab, toasts)
+
 pytestmark = pytest.mark.browser
-
-try:
-    from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import expect
-except ImportError:  # same rule as a missing browser: skip, except in CI
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
-                allow_module_level=True)
-
-from page_widgets import tab, choose, set_number, set_slider  # noqa: E402
 
 PROJECTOR = {"width": 1280, "height": 720}
 SLOW = 60_000          # a build or trace of GPT-2 small on a busy 2-core machine
@@ -42,19 +34,6 @@ TABS = ("1 · Build", "2 · Inside the forward pass", "3 · Attention", "4 · Ac
         "5 · Generate", "6 · Train")
 BUILD, INSIDE, ATTENTION, ACTIVATIONS, GENERATE, TRAIN = TABS
 PROMPT = "Every effort moves you"
-
-# Every toast the page shows, recorded as it appears (an error toast may vanish by itself).
-RECORD_TOASTS = """() => {
-  window.__toasts = [];
-  new MutationObserver(() => {
-    for (const t of document.querySelectorAll('[data-testid=toast-body]')) {
-      if (t.__seen) continue;
-      t.__seen = true;
-      const kind = ['error', 'warning', 'info', 'success'].find(k => t.classList.contains(k));
-      window.__toasts.push({kind: kind || 'unknown', text: t.innerText});
-    }
-  }).observe(document, {subtree: true, childList: true});
-}"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,11 +99,6 @@ def lecture(page, on):
         expect(page.locator("body.lecture")).to_be_attached()
     else:
         expect(page.locator("body.lecture")).not_to_be_attached()
-
-
-def toasts(page, kind=None):
-    return [t["text"] for t in page.evaluate("() => window.__toasts")
-            if kind is None or t["kind"] == kind]
 
 
 def build(page, preset, status=None, timeout=SLOW):

@@ -18,34 +18,13 @@ from explorer.app.shared import DEFAULT_PROMPT
 from explorer.book.config import PRESETS, count_parameters
 from explorer.book.tokenizer import get_tokenizer
 
+from page_widgets import RECORD_TOASTS, choose, expect, set_slider, tab, toasts
+
 pytestmark = pytest.mark.browser
-
-try:
-    from playwright.sync_api import expect
-except ImportError:  # same rule as a missing browser: skip, except in CI
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
-                allow_module_level=True)
-
-from page_widgets import tab, choose, set_slider  # noqa: E402
 
 PROJECTOR = {"width": 1280, "height": 720}
 SLOW = 60_000   # builds and traces of GPT-2 small on a busy 2-core machine
 FIRST, SECOND = "teach-small", "gpt2-small"
-
-# Every toast the page shows, recorded as it appears (an error toast may vanish by itself).
-RECORD_TOASTS = """() => {
-  window.__toasts = [];
-  new MutationObserver(() => {
-    for (const t of document.querySelectorAll('[data-testid=toast-body]')) {
-      if (t.__seen) continue;
-      t.__seen = true;
-      const kind = ['error', 'warning', 'info', 'success'].find(k => t.classList.contains(k));
-      window.__toasts.push({kind: kind || 'unknown', text: t.innerText});
-    }
-  }).observe(document, {subtree: true, childList: true});
-}"""
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +41,6 @@ def walk(browser, app_url):
     yield page
     expect.set_options(timeout=5_000)    # Playwright's default, for the other modules
     context.close()
-
-
-def toasts(page, kind):
-    return [t["text"] for t in page.evaluate("() => window.__toasts") if t["kind"] == kind]
 
 
 def assert_no_errors(page):

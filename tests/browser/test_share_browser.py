@@ -13,15 +13,9 @@ import pytest
 
 from explorer.book.config import PRESETS, count_parameters
 
-pytestmark = pytest.mark.browser
+from page_widgets import expect
 
-try:
-    from playwright.sync_api import expect
-except ImportError:  # same rule as a missing browser: skip, except in CI
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
-                allow_module_level=True)
+pytestmark = pytest.mark.browser
 
 PROJECTOR = {"width": 1280, "height": 720}
 PROMPT = "The cat sat on the mat"          # 6 GPT-2 tokens

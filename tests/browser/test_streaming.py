@@ -13,19 +13,12 @@ that no step could be overwritten before a paint. It was removed: it delayed the
 and an event submitted in that gap was never answered; the server's own pacing, at most
 1 / STREAM_INTERVAL_S updates a second, leaves each step its frame anyway.)"""
 import json
-import os
 
 import pytest
 
-pytestmark = pytest.mark.browser
+from page_widgets import expect
 
-try:
-    from playwright.sync_api import expect
-except ImportError:  # same rule as a missing browser: skip, except in CI
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
-                allow_module_level=True)
+pytestmark = pytest.mark.browser
 
 N = 24   # tokens per generation
 SPACING_MS = 40   # a "slow model": one message every 40 ms, more than two frames apart

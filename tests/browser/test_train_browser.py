@@ -2,22 +2,15 @@
 curves grow while the page watches, no error toast; the trained model then becomes the
 session's model and the Attention tab shows it. GPT_EXPLORER_SCREENSHOTS=<folder> saves the
 views."""
-import os
 import re
 
 import pytest
 
 from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
 
-pytestmark = pytest.mark.browser
+from page_widgets import expect
 
-try:
-    from playwright.sync_api import expect
-except ImportError:  # same rule as a missing browser: skip, except in CI
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
-                allow_module_level=True)
+pytestmark = pytest.mark.browser
 
 from .test_browser import choose, set_number, shot, status, tab, trace  # noqa: E402
 

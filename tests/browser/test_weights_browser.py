@@ -2,7 +2,6 @@
 loaded from a file (by its path, then by upload), and every tab says which weights it shows;
 trace, attention, the logit lens and generation run on it; the model is exported.
 GPT_EXPLORER_SCREENSHOTS=<folder> saves a screenshot of each view."""
-import os
 import re
 
 import pytest
@@ -10,15 +9,10 @@ import pytest
 from explorer.book.tokenizer import get_tokenizer
 from explorer.runtime.checkpoints import sha256_file
 
+from page_widgets import expect
+
 pytestmark = pytest.mark.browser
 
-try:
-    from playwright.sync_api import expect
-except ImportError:
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)",
-                allow_module_level=True)
 pytest.importorskip("transformers")
 
 from .test_browser import (TAB_ACTIVATIONS, TAB_ATTENTION, TAB_BUILD,  # noqa: E402
