@@ -3,6 +3,7 @@ side on the same batches, Stop/Continue, divergence, bad data and the server's l
 configs and few steps: the whole file runs in seconds."""
 import math
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -174,14 +175,74 @@ def test_same_seed_same_curves_even_with_two_sessions_training_at_once():
     settings = TrainingSettings(steps=8, eval_freq=3, eval_iter=2, sample_tokens=5)
     alone = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).advance(8).view()
     lab = TrainingLab(max_jobs=2)
-    jobs = [lab.start(session, SIDE_BY_SIDE, short_corpus(), settings) for session in "ab"]
+    # two different jobs at once (the same first variant, another beside it)
+    other = [SIDE_BY_SIDE[0], Variant("relu", TINY.replace(activation="relu"))]
+    jobs = [lab.start("a", SIDE_BY_SIDE, short_corpus(), settings),
+            lab.start("b", other, short_corpus(), settings)]
+    assert jobs[0] is not jobs[1] and len(lab) == 2
     for job in jobs:
         assert job.wait(60)
-    for job in jobs:
-        view = job.view()
-        assert view.status == "finished", view.message
-        assert [curves(r) for r in view.runs] == [curves(r) for r in alone.runs]
+    views = [job.view() for job in jobs]
+    assert all(v.status == "finished" for v in views), [v.message for v in views]
+    assert [curves(r) for r in views[0].runs] == [curves(r) for r in alone.runs]
+    assert curves(views[1].runs[0]) == curves(alone.runs[0])
     assert alone.runs[0].train_losses != alone.runs[1].train_losses   # the variants differ
+
+
+def _weights(trained):
+    return [p.detach().clone() for p in trained.model.parameters()]
+
+
+def test_sessions_asking_for_the_same_job_share_one_and_get_its_result():
+    settings = TrainingSettings(steps=6, eval_freq=2, eval_iter=1, sample_tokens=4)
+    alone = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).advance(6).view()
+    lab = TrainingLab(max_jobs=1)       # eight sessions, one job: nobody is refused
+    jobs = {lab.start(s, SIDE_BY_SIDE, short_corpus(), settings) for s in "abcdefgh"}
+    try:
+        assert len(jobs) == 1 and len(lab) == 1
+        job = jobs.pop()
+        assert lab.members(job) == 8 and job.wait(60)
+        assert [curves(r) for r in job.view().runs] == [curves(r) for r in alone.runs]
+        # a finished job asked for again is the same job, at once
+        assert lab.start("i", SIDE_BY_SIDE, short_corpus(), settings) is job
+        a, b = _weights(job.trained_model(0)), _weights(job.trained_model(0))
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
+    finally:
+        for s in "abcdefghi":
+            lab.cancel(s)
+
+
+def test_one_sessions_stop_never_stops_anothers_training():
+    settings = TrainingSettings(steps=40, eval_freq=10, eval_iter=1, sample_tokens=2)
+    alone = TrainingJob(SIDE_BY_SIDE, short_corpus(), settings).advance(40).view()
+    lab = TrainingLab()
+    job = lab.start("a", SIDE_BY_SIDE, short_corpus(), settings)
+    try:
+        assert lab.start("b", SIDE_BY_SIDE, short_corpus(), settings) is job
+        while job.view().step < 2 and job.running:
+            threading.Event().wait(0.005)
+        lab.stop("a")
+        assert job.running, "b still watches: the job trains on"
+        assert not lab.watching("a", job) and lab.watching("b", job)
+        lab.stop("b")                       # nobody watches: now it stops
+        assert not job.running and job.view().status in ("stopped", "finished")
+        assert lab.resume("a") is job and lab.watching("a", job) and not lab.watching("b", job)
+        assert job.wait(60) and job.view().status == "finished"
+        assert [curves(r) for r in job.view().runs] == [curves(r) for r in alone.runs]
+        # one of them leaving (closing the tab) leaves the job to the other
+        assert lab.cancel("a") and lab.job("b") is job and job.view().status == "finished"
+    finally:
+        lab.cancel("a")
+        lab.cancel("b")
+
+
+def test_the_last_session_leaving_a_running_job_cancels_it():
+    settings = TrainingSettings(steps=400, eval_freq=100, eval_iter=1, sample_tokens=2)
+    lab = TrainingLab()
+    job = lab.start("a", SIDE_BY_SIDE, short_corpus(), settings)
+    lab.start("b", SIDE_BY_SIDE, short_corpus(), settings)
+    assert lab.cancel("a") and job.running
+    assert lab.cancel("b") and job.view().status == "cancelled" and len(lab) == 0
 
 
 def test_a_variant_twice_learns_the_same_and_sees_the_same_batches():
@@ -352,14 +413,16 @@ def test_the_job_limits_refuse_with_messages():
 
     lab = TrainingLab(max_jobs=1)
     first = lab.start("a", SIDE_BY_SIDE, short_corpus(), settings)
+    another = replace(settings, seed=settings.seed + 1)      # another job
     try:
         with pytest.raises(ValueError, match="already training"):
-            lab.start("a", SIDE_BY_SIDE, short_corpus(), settings)
+            lab.start("a", SIDE_BY_SIDE, short_corpus(), another)
+        assert lab.start("a", SIDE_BY_SIDE, short_corpus(), settings) is first   # the same
         with pytest.raises(ValueError, match="the most it runs at once"):
-            lab.start("b", SIDE_BY_SIDE, short_corpus(), settings)
+            lab.start("b", SIDE_BY_SIDE, short_corpus(), another)
         lab.stop("a")
         assert first.view().status == "stopped"
-        second = lab.start("b", SIDE_BY_SIDE, short_corpus(), settings)
+        second = lab.start("b", SIDE_BY_SIDE, short_corpus(), another)
         with pytest.raises(ValueError, match="Try Continue again"):
             lab.resume("a")
     finally:
@@ -409,7 +472,8 @@ def test_finished_jobs_never_block_another_sessions_job(room):
     first = lab.start("a", SIDE_BY_SIDE, short_corpus(8000), settings)
     assert first.wait(120) and first.view().status == "finished"
     kept = first.view()
-    second = lab.start("b", SIDE_BY_SIDE, short_corpus(8000), settings)   # no refusal
+    another = replace(settings, seed=settings.seed + 1)                   # another job
+    second = lab.start("b", SIDE_BY_SIDE, short_corpus(8000), another)    # no refusal
     try:
         assert second.wait(120) and second.view().status == "finished"
         assert first.view().runs[0].train_losses == kept.runs[0].train_losses   # curves stay
@@ -436,11 +500,12 @@ def test_a_stopped_job_keeps_what_continue_needs_and_counts_it():
     assert first.view().status == "stopped"
     try:
         assert first.held_bytes() > weights            # AdamW's moments, for Continue
+        another = replace(settings, seed=settings.seed + 1)
         with pytest.raises(ValueError, match="training memory free"):
-            lab.start("b", SIDE_BY_SIDE, short_corpus(8000), settings)
+            lab.start("b", SIDE_BY_SIDE, short_corpus(8000), another)
         first.advance(2)
         assert first.view().status == "finished" and first.held_bytes() == weights
-        lab.start("b", SIDE_BY_SIDE, short_corpus(8000), settings, run=False)
+        lab.start("b", SIDE_BY_SIDE, short_corpus(8000), another, run=False)
     finally:
         lab.cancel("a")
         lab.cancel("b")

@@ -299,8 +299,10 @@ def test_on_zero_gpu_every_handlers_gpu_work_runs_inside_spaces_gpu(tabs_on_zero
         return steps
 
     monkeypatch.setattr(shared.CACHE, "get", spy("model", shared.CACHE.get))
-    monkeypatch.setattr(inside_tab, "trace", spy("trace", inside_tab.trace))
-    monkeypatch.setattr(generate_tab, "trace", spy("trace", generate_tab.trace))
+    from explorer.app import results
+    shared.RESULTS.clear()          # every trace and step computed here, none from the cache
+    monkeypatch.setattr(results, "trace", spy("trace", results.trace))
+    monkeypatch.setattr(results, "generate_steps", spy_steps(results.generate_steps))
     monkeypatch.setattr(generate_tab, "generate_steps", spy_steps(generate_tab.generate_steps))
     # Slow builds, so that every estimate reads the session's model: teach-tiny's build alone
     # asks for about 80 s (an estimate that could not read it would ask for the default 60 s).
@@ -389,8 +391,10 @@ def test_the_walk_asks_zero_gpu_only_when_it_must_trace(zero_gpu, monkeypatch):
         ran.append(zero_gpu.inside)
         return trace(*args, **kwargs)
 
+    from explorer.app import results, shared
     try:
-        monkeypatch.setattr(walk, "trace", spied)
+        shared.RESULTS.clear()
+        monkeypatch.setattr(results, "trace", spied)
         state = session_state("teach-tiny")
         prompt = "Every effort moves you"
         card = walk.show_stage("attention", 1, prompt, state)["walk_card"]

@@ -7,6 +7,7 @@ import os
 from ..book.config import PRESETS, count_parameters
 from ..book.errors import ExplorerError, Message
 from ..runtime.cache import ModelCache
+from ..runtime.results import SharedResults, results_limit_bytes
 from ..runtime.training_lab import TrainingLab
 from . import guard
 from .i18n import say, t
@@ -18,6 +19,10 @@ DEFAULT_PROMPT = "Every effort moves you"
 
 # Every session's models live here (the session keeps only their keys); sessions share them.
 CACHE = ModelCache()
+# Traces, lenses and generations, computed once for every session that asks for the same one
+# (GPT_EXPLORER_RESULTS_MB), in the budget's room beside the models.
+RESULTS = SharedResults(results_limit_bytes(CACHE.budget_bytes), room=CACHE.room_bytes)
+CACHE.results = RESULTS
 # The server's training jobs (GPT_EXPLORER_TRAIN_JOBS, GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS,
 # GPT_EXPLORER_MEMORY_MB).
 LAB = TrainingLab()

@@ -28,6 +28,14 @@ class ModelCache:
         # A session's own model (trained in the lab): counted in the budget, never evicted
         # (its key cannot rebuild it), until the session lets it go. owner -> (key, model)
         self._held: dict[str, tuple[ModelKey, GPTModel]] = {}
+        # Results shared between sessions (``results.SharedResults``) use the budget's free
+        # room beside the models, and give it back first when a model needs it.
+        self.results = None
+
+    def room_bytes(self) -> int:
+        """What the budget has free beside the models (and those being built)."""
+        with self._lock:
+            return max(0, self.budget_bytes - self._used_bytes() - self._reserved)
 
     def key(self, cfg, seed=123, device="auto", dtype="float32",
             source: WeightsSource | None = None) -> ModelKey:
@@ -158,7 +166,11 @@ class ModelCache:
             return sum(model_bytes(k.config, k.dtype) for k, _ in self._held.values())
 
     def _make_room(self, need: int, keep=()):
-        """Evict the least recently used models (none of ``keep``) until ``need`` fits."""
+        """Make ``need`` fit: shared results go first, then the least recently used models
+        (none of ``keep``)."""
+        if self.results is not None:
+            self.results.free(self._used_bytes() + self._reserved + need
+                              + self.results.used_bytes() - self.budget_bytes)
         while self._used_bytes() + self._reserved + need > self.budget_bytes:
             victim = next((k for k in self._models if k not in keep), None)
             if victim is None:

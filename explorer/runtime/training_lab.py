@@ -1,8 +1,16 @@
-"""The training lab: the server's training jobs, one per session, within limits so that many
-sessions can share one server (jobs at once, parameter-steps, memory)."""
+"""The training lab: the server's training jobs, within limits so that many sessions can share
+one server (jobs at once, parameter-steps, memory).
+
+A job is a pure function of what it trains (variants, text, settings and their seed), so
+sessions that ask for the same job share one: it costs one job's memory and CPU, and every
+session that asked sees its curves. A session *watches* its job; Stop stops its watching, and
+the job itself only when nobody watches it any more. Continue watches again (and resumes the
+job if it had stopped). Every watcher's Use gets the weights of the one job."""
 from __future__ import annotations
 
+import hashlib
 import threading
+from dataclasses import dataclass
 
 from ..book.errors import ExplorerError
 from .memory import default_budget_bytes
@@ -12,10 +20,27 @@ from .training_setup import (DEFAULT_MAX_JOBS, DEFAULT_MAX_PARAM_STEPS, MAX_JOBS
                              default_settings, env_number, job_bytes, param_steps)
 
 
+def job_key(variants, corpus: Corpus, settings: TrainingSettings) -> tuple:
+    """What makes two jobs the same job: the variants (names and configs), the text and the
+    settings (the seed among them)."""
+    digest = hashlib.sha256(corpus.text.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return (tuple((v.label, v.config) for v in variants), str(corpus.name), digest, settings)
+
+
+MAX_KEPT_ENDED = 4     # finished jobs kept for a session that asks for the same again
+
+
+@dataclass
+class _Member:
+    key: tuple
+    watching: bool = True
+
+
 class TrainingLab:
-    """The server's training jobs: one per session, at most ``max_jobs`` training at once,
-    within the memory budget, each no larger than ``max_param_steps``. Sessions share nothing:
-    each job has its own models, optimizers, random streams and data."""
+    """The server's training jobs: at most ``max_jobs`` training at once, within the memory
+    budget, each no larger than ``max_param_steps``. Sessions asking for the same job share
+    it; different jobs share nothing (their own models, optimizers, random streams and
+    data)."""
 
     def __init__(self, max_jobs: int | None = None, max_param_steps: float | None = None,
                  budget_bytes: int | None = None, device: str = "cpu"):
@@ -25,20 +50,33 @@ class TrainingLab:
                                 if max_param_steps is None else max_param_steps)
         self.budget_bytes = default_budget_bytes() if budget_bytes is None else budget_bytes
         self.device = device
-        self._jobs: dict[str, TrainingJob] = {}
-        self._lock = threading.Lock()
+        self._jobs: dict[tuple, TrainingJob] = {}        # job key -> the one job
+        self._members: dict[str, _Member] = {}           # session -> its job and watching
+        self._lock = threading.RLock()
 
-    def check(self, session_id, variants, settings) -> None:
-        """Raise the ValueError that ``start`` would raise for these limits, allocating
-        nothing."""
+    # -- limits ------------------------------------------------------------------------------
+    def check(self, session_id, variants, settings, corpus: Corpus | None = None) -> None:
+        """Raise the error that ``start`` would raise for these limits, allocating nothing
+        (without the text, a job that another session already trains is not known: the
+        limit of jobs at once is then left to ``start``)."""
+        variants = check_variants(variants)
         with self._lock:
-            self._check(session_id, check_variants(variants), settings)
+            if corpus is not None and self._shared(job_key(variants, corpus, settings)):
+                return
+            self._check(session_id, variants, settings, count_jobs=corpus is not None)
 
-    def _check(self, session_id, variants, settings, release=False):
-        old = self._jobs.get(session_id)
-        if old is not None and old.running:
+    def _check_busy(self, session_id, key=None):
+        """A session trains one job at a time: another job while its own trains (watched by
+        it alone) is refused."""
+        own = self.job(session_id)
+        member = self._members.get(session_id)
+        if own is not None and own.running and member.watching and member.key != key \
+                and self._watchers(own) == [session_id]:
             raise ExplorerError("lab.session_busy", "This session is already training: stop or "
                                 "cancel that job before starting another.")
+
+    def _check(self, session_id, variants, settings, release=False, count_jobs=True):
+        self._check_busy(session_id)
         work = param_steps(variants, settings)
         if work > self.max_param_steps:
             params = work // settings.steps
@@ -49,13 +87,13 @@ class TrainingLab:
                                 "or a smaller preset.", n_variants=len(variants), params=params,
                                 steps=settings.steps, work=work, limit=self.max_param_steps,
                                 env=MAX_WORK_ENV)
-        running = [j for s, j in self._jobs.items() if j.running and s != session_id]
-        if len(running) >= self.max_jobs:
+        others = [j for j in self._jobs.values() if j is not self._leaving(session_id)]
+        running = [j for j in others if j.running]
+        if count_jobs and len(running) >= self.max_jobs:
             raise ExplorerError("lab.too_many_jobs", "{n} training job(s) are running on this "
                                 "server, the most it runs at once ({env}). Try again in a minute.",
                                 n=len(running), env=MAX_JOBS_ENV)
         need = job_bytes(variants, settings)
-        others = [j for s, j in self._jobs.items() if s != session_id]
         held = sum(j.held_bytes() for j in others)
         # Ended jobs keep their models only for Use and Export: when a new job needs the room,
         # the oldest give them up (their curves stay).
@@ -74,57 +112,148 @@ class TrainingLab:
             held -= job.held_bytes()
             job.release_models()
 
+    def _shared(self, key) -> TrainingJob | None:
+        """The job for ``key`` if one can be shared: training, stopped or finished, with its
+        models (not cancelled, failed or released)."""
+        job = self._jobs.get(key)
+        if job is None or job.released or job.status in ("cancelled", "failed"):
+            return None
+        return job
+
+    def _leaving(self, session_id) -> TrainingJob | None:
+        """The session's job, if the session is its only member (it goes with a new one)."""
+        job = self.job(session_id)
+        if job is not None and self._members_of(job) == [session_id]:
+            return job
+        return None
+
+    # -- sessions and their jobs -------------------------------------------------------------
     def start(self, session_id: str, variants, corpus: Corpus,
               settings: TrainingSettings | None = None, run: bool = True) -> TrainingJob:
-        """Make this session's job (replacing its previous, stopped or finished one) and
-        start training unless ``run=False``."""
+        """This session's job: the same job as another session's if it asks for the same
+        (joined, and resumed if it had stopped), else a new one (replacing the session's
+        previous job), trained unless ``run=False``."""
         settings = settings or default_settings()
         if not isinstance(settings, TrainingSettings):
             raise TypeError("settings must be a TrainingSettings.")
         variants = check_variants(variants)
+        key = job_key(variants, corpus, settings)
         with self._lock:
+            job = self._shared(key)
+            if job is not None:
+                self._check_busy(session_id, key)
+                if run and not job.running and not job.done:
+                    self._resume(job)
+                self._end(self._join(session_id, key))
+                return job
             self._check(session_id, variants, settings)
-            old = self._jobs.pop(session_id, None)
-        if old is not None:
-            old.cancel()
-        job = TrainingJob(variants, corpus, settings, self.device)
+        job = TrainingJob(variants, corpus, settings, self.device)   # tokenises: not locked
         with self._lock:
+            if self._shared(key) is not None:     # another session made it meanwhile
+                return self.start(session_id, variants, corpus, settings, run)
             # others may have started meanwhile; ended jobs give up their models if need be
             self._check(session_id, variants, settings, release=True)
-            self._jobs[session_id] = job
+            self._jobs[key] = job
+            left = self._join(session_id, key)
             if run:
                 job.start()
+        self._end(left)
         return job
 
+    def _join(self, session_id, key) -> TrainingJob | None:
+        """The session's job becomes ``key``'s; returns the job it left if nobody has that
+        one any more (for ``_end``, outside the lock)."""
+        member = self._members.get(session_id)
+        left = self._leave(session_id) if member is not None and member.key != key else None
+        self._members[session_id] = _Member(key)
+        return left
+
+    def _leave(self, session_id) -> TrainingJob | None:
+        """The session leaves its job. A job nobody has any more is forgotten (returned, to be
+        cancelled) unless it has finished: another session may ask for it again, and the lab
+        takes its memory back when a new job needs it (``_check(release=True)``)."""
+        member = self._members.pop(session_id, None)
+        job = None if member is None else self._jobs.get(member.key)
+        if job is None or self._members_of(job):
+            return None
+        if job.status == "finished" and not job.released:
+            self._forget_old_ended()
+            return None
+        self._jobs.pop(member.key)
+        return job
+
+    def _forget_old_ended(self):
+        """Keep at most MAX_KEPT_ENDED finished jobs that no session has."""
+        kept = sorted((k for k, j in self._jobs.items() if not self._members_of(j)),
+                      key=lambda k: self._jobs[k].ended_at or 0)
+        for key in kept[:-MAX_KEPT_ENDED]:
+            self._jobs.pop(key)
+
+    @staticmethod
+    def _end(job):
+        if job is not None:
+            job.cancel()        # waits for the current step: outside the lab's lock
+
     def job(self, session_id: str) -> TrainingJob | None:
-        return self._jobs.get(session_id)
+        member = self._members.get(session_id)
+        return None if member is None else self._jobs.get(member.key)
+
+    def watching(self, session_id: str, job: TrainingJob) -> bool:
+        """Whether this session still watches ``job`` (its stream ends when not)."""
+        member = self._members.get(session_id)
+        return member is not None and member.watching and self._jobs.get(member.key) is job
+
+    def members(self, job: TrainingJob) -> int:
+        """How many sessions have ``job``."""
+        with self._lock:
+            return len(self._members_of(job))
 
     def stop(self, session_id: str) -> TrainingJob:
-        return self._job(session_id).stop()
-
-    def resume(self, session_id: str) -> TrainingJob:
+        """This session stops watching; the job stops after its current step if nobody else
+        watches it."""
         job = self._job(session_id)
         with self._lock:
-            running = [j for j in self._jobs.values() if j.running and j is not job]
-            if len(running) >= self.max_jobs:
-                raise ExplorerError("lab.too_many_jobs_to_continue", "{n} training job(s) are "
-                                    "running on this server, the most it runs at once ({env}). "
-                                    "Try Continue again in a minute.", n=len(running),
-                                    env=MAX_JOBS_ENV)
-            return job.start()
+            self._members[session_id].watching = False
+            alone = not self._watchers(job)
+        return job.stop() if alone else job
+
+    def resume(self, session_id: str) -> TrainingJob:
+        """Continue: watch again, and train again if the job had stopped."""
+        job = self._job(session_id)
+        with self._lock:
+            if not job.running:
+                self._resume(job)
+            self._members[session_id].watching = True
+        return job
+
+    def _resume(self, job):
+        running = [j for j in self._jobs.values() if j.running and j is not job]
+        if len(running) >= self.max_jobs:
+            raise ExplorerError("lab.too_many_jobs_to_continue", "{n} training job(s) are "
+                                "running on this server, the most it runs at once ({env}). "
+                                "Try Continue again in a minute.", n=len(running),
+                                env=MAX_JOBS_ENV)
+        job.start()
 
     def cancel(self, session_id: str) -> bool:
-        """End this session's job and free its memory (the page calls this when the tab
-        closes). False if the session had none."""
+        """This session leaves its job (the page calls this when the tab closes): a job that
+        nobody has any more is cancelled and its memory freed. False if the session had
+        none."""
         with self._lock:
-            job = self._jobs.pop(session_id, None)
-        if job is None:
-            return False
-        job.cancel()
+            if session_id not in self._members:
+                return False
+            left = self._leave(session_id)
+        self._end(left)
         return True
 
+    def _members_of(self, job) -> list[str]:
+        return [s for s, m in self._members.items() if self._jobs.get(m.key) is job]
+
+    def _watchers(self, job) -> list[str]:
+        return [s for s in self._members_of(job) if self._members[s].watching]
+
     def _job(self, session_id) -> TrainingJob:
-        job = self._jobs.get(session_id)
+        job = self.job(session_id)
         if job is None:
             raise ExplorerError("lab.no_job", "This session has no training job: press Train "
                                 "first.")

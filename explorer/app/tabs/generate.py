@@ -14,7 +14,6 @@ import gradio as gr
 from ... import native
 from ...book.errors import ExplorerError, Message
 from ...book.generate import check_generation_args, generate_steps
-from ...probes import trace
 from ...probes.compare import lockstep
 from .. import comparison, gpu, refresh
 from ..handlers import handler
@@ -23,6 +22,7 @@ from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, check_trace_si
                       models_prompt_ids, prompt_ids)
 from ..plots.generation import steps_table_html
 from ..plots.lens import logit_lens_figure
+from ..results import generation_steps, shared_trace
 from ..session import Generation
 from ..shared import CACHE, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, models_of, session_of
 from . import generate_views as views
@@ -74,12 +74,14 @@ def _arguments(max_new_tokens, mode, temperature, top_k, seed):
     return max_new, temperature, top_k, as_int(seed, Message("field.seed", "seed"))
 
 
-def _streams(models, ids_per_model, n, temperature, top_k, seed, stop):
-    """Each model's step generator, checked and ready before the first token of any."""
-    streams = [generate_steps(m, ids, n, temperature=temperature, top_k=top_k, seed=seed,
-                              stop_at_eot=stop, show_top=SHOW_TOP, **FAST_DECODING)
-               for m, ids in zip(models, ids_per_model)]
-    return lockstep(*streams) if len(streams) == 2 else ((s,) for s in streams[0])
+def _streams(keys, models, ids, n, temperature, top_k, seed, stop):
+    """Each model's steps, checked and ready before the first token of any (shared with
+    every session that asks for the same), and whether they all come from the shared cache."""
+    streams, shared = zip(*(generation_steps(key, m, ids, n, temperature=temperature,
+                                             top_k=top_k, seed=seed, stop_at_eot=stop,
+                                             show_top=SHOW_TOP, **FAST_DECODING)
+                            for key, m in zip(keys, models)))
+    return (lockstep(*streams) if len(streams) == 2 else ((s,) for s in streams[0])), all(shared)
 
 
 @handler(outputs=SHOWN)
@@ -94,7 +96,8 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
     for model in models:
         check_generation_args(max_new, temperature, top_k, seed, model.cfg.vocab_size)
     stop = as_flag(stop_at_eot, Message("field.stop_eot", "stop at <|endoftext|>"))
-    pairs = _streams(models, [ids] * len(models), max_new, temperature, top_k, seed, stop)
+    pairs, shared = _streams(session.keys, models, ids, max_new, temperature, top_k, seed,
+                             stop)
     gen = Generation(prompt, len(ids), [list(ids) for _ in models], [], [None] * len(models),
                      {}, prompt, streaming=True, keys=session.keys, run=secrets.token_hex(4))
     session.generation = gen
@@ -107,7 +110,8 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         new = [i[gen.start:] for i in gen.ids]
         n = max(len(x) for x in new)
         gen.rows.insert(0, views.row(n - 1, steps))
-        views.record(gen, steps, models, n / max(time.perf_counter() - started, 1e-9), new)
+        views.record(gen, steps, models, n / max(time.perf_counter() - started, 1e-9), new,
+                     shared)
         views.logged(gen)
         if session.generation is not gen:      # a new model (or generation) took its place
             return
@@ -199,8 +203,8 @@ def logit_lens(prompt, session):
     for model in models:
         check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
     positions = list(range(max(0, len(ids) - LENS_POSITIONS), len(ids)))
-    session.lenses = tuple(trace(model, ids, attention_layers=None, lens=positions,
-                                 entropy=False) for model in models)
+    session.lenses = tuple(shared_trace(key, model, ids, attention_layers=None, lens=positions,
+                                  entropy=False) for key, model in zip(session.keys, models))
     return {"lens_plot": logit_lens_figure(list(session.lenses), comparison.names(session)),
             "session": session}
 

@@ -67,6 +67,9 @@ def bars(step, name=None, new=(), flags=(), stopped=False) -> dict:
 
 def speed_text(speed) -> str:
     path = say(speed["path"])
+    if speed.get("shared"):
+        path += t("gen.shared", " · from the shared cache: decoded once for every session "
+                                "that asks")
     if len(speed["contexts"]) == 1:
         text = t("gen.speed", "{n} tokens · <b>{rate:.1f} tokens/s</b> · {path}", n=speed["n"],
                  rate=speed["rate"], path=path)
@@ -142,8 +145,9 @@ def shown(session, live=False, table=True) -> dict:
             "history": history_html(session, live) if table else gr.skip(), "speed": speed}
 
 
-def record(gen, steps, models, rate, new):
-    """The latest step of every model into ``gen`` (``rate``: steps a second so far)."""
+def record(gen, steps, models, rate, new, shared=False):
+    """The latest step of every model into ``gen`` (``rate``: steps a second so far;
+    ``shared``: the steps come from the shared cache, decoded for another session)."""
     n = max(len(x) for x in new)
     flags = parted(*new) if len(new) == 2 else []
     names = NAMES if len(new) == 2 else (None,)
@@ -155,5 +159,5 @@ def record(gen, steps, models, rate, new):
     gen.speed = dict(n=n, rate=rate, path=native.decoding_label(last.fast_step),
                      cached=[bool(s.cached) if s is not None else True for s in steps],
                      contexts=[m.cfg.context_length for m in models],
-                     vocabs=[m.cfg.vocab_size for m in models])
+                     vocabs=[m.cfg.vocab_size for m in models], shared=shared)
     gen.text = gen.prompt + decode(new[0])

@@ -12,12 +12,13 @@ import gradio as gr
 from ...book.errors import ExplorerError, Message
 from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
-from ...probes import STAT_NAMES, trace
+from ...probes import STAT_NAMES
 from .. import comparison, gpu, refresh
 from ..exports import csv_text, json_default, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import as_choice, check_trace_size, layer_in, models_prompt_ids
+from ..results import shared_trace
 from ..pickers import HEAT_POINTS, HIST_PAIRS, fitted_layer, fitted_probes, layer_slider
 from ..pickers import pair_choices
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
@@ -147,7 +148,8 @@ def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
     for model in models:
         if len(ids) <= model.cfg.context_length:   # longer: trace() says to shorten it
             check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
-    session.traces, session.prompt = tuple(trace(model, ids) for model in models), prompt
+    session.traces = tuple(shared_trace(key, model, ids) for key, model in zip(session.keys, models))
+    session.prompt = prompt
     return {"chips": chips_html(session.traces[0]), "trace_info": summary(session),
             **views(session, layer, pair, heat_point, heat_stat), "session": session}
 

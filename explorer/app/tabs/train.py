@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from dataclasses import replace
 
 import gradio as gr
 
@@ -92,29 +93,46 @@ def variants_of(variants, preset):
 
 
 
-def live(view) -> dict:
-    """The live view: progress, loss curves, table, gradient norms, samples, the variant
-    choice for Use / Export."""
+def live(view, sharing: str = "") -> dict:
+    """The live view: progress (and ``sharing``, what the session shares of the job), loss
+    curves, table, gradient norms, samples, the variant choice for Use / Export."""
     labels = [r.label for r in view.runs] if view is not None else []
-    return {"train_progress": progress_markdown(view), "train_loss_plot": loss_figure(view),
-            "train_table": table_rows(view), "train_grad_plot": grad_norm_figure(view),
-            "train_samples": samples_markdown(view),
+    return {"train_progress": progress_markdown(view) + sharing,
+            "train_loss_plot": loss_figure(view), "train_table": table_rows(view),
+            "train_grad_plot": grad_norm_figure(view), "train_samples": samples_markdown(view),
             "train_choice": gr.update(choices=[(variant_name(n), n) for n in labels],
                                       value=labels[0] if labels else None)}
 
 
-def _watch(job):
-    """Yield the live view while ``job`` trains: once when anything changed, at most every
-    POLL_SECONDS; the last yield is the view after the worker ended (stopped, finished...)."""
+def job_view(job, owner) -> tuple:
+    """``job``'s view as this session sees it, and the line saying what it shares: a job
+    that trains on for other sessions after this one's Stop is "stopped" for this one."""
+    view, members = job.view(), shared.LAB.members(job)
+    if job.running and not shared.LAB.watching(owner, job):
+        others = members - 1
+        return replace(view, status="stopped", message=""), " " + t(
+            "train.watching_stopped", "You stopped watching at step {step:,}; the same job "
+            "trains on for {n} other session(s). **Continue** shows it again.",
+            step=view.step, n=others)
+    if members > 1:
+        return view, " " + t("train.shared", "*Shared:* {n} sessions asked for this same job; "
+                                             "it trains once for all of them.", n=members)
+    return view, ""
+
+
+def _watch(job, owner):
+    """Yield the live view while ``job`` trains and this session watches it: once when
+    anything changed, at most every POLL_SECONDS; the last yield is the view after the worker
+    ended (stopped, finished...) or the session stopped watching (others may watch on)."""
     last = None
     while True:
-        running = job.running
-        view = job.view()
+        running = job.running and shared.LAB.watching(owner, job)
+        view, sharing = job_view(job, owner)
         seen = (view.status, view.step, tuple(len(r.eval_steps) for r in view.runs),
-                tuple(r.sample_step for r in view.runs))
+                tuple(r.sample_step for r in view.runs), sharing)
         if seen != last:
             last = seen
-            yield live(view)
+            yield live(view, sharing)
         if not running:
             return
         time.sleep(POLL_SECONDS)
@@ -134,15 +152,17 @@ def train_start(data, text, upload, variants, preset, steps, batch_size, context
     owner = _owner(request)
     chosen = variants_of(variants, preset)
     settings = settings_of(steps, batch_size, context_length, lr, warmup_steps)
-    shared.LAB.check(owner, chosen, settings)     # the limits, before the text is tokenised
+    shared.LAB.check(owner, chosen, settings)     # the limits, before the text is read
     job = shared.LAB.start(owner, chosen, corpus_of(data, text, upload), settings)
-    yield from _watch(job)
+    yield from _watch(job, owner)
 
 
 @handler(outputs=LIVE)
 def train_stop(request: gr.Request):
-    """/train_stop: stop after the current step (Continue resumes exactly there)."""
-    return live(shared.LAB.stop(_owner(request)).view())
+    """/train_stop: this session stops watching; the job stops after its current step unless
+    other sessions watch it (Continue resumes exactly there, or watches again)."""
+    owner = _owner(request)
+    return live(*job_view(shared.LAB.stop(owner), owner))
 
 
 @handler(outputs=LIVE)
@@ -154,16 +174,16 @@ def train_continue(request: gr.Request):
     if job is None:
         raise ExplorerError("train.no_job", "This session has no training job: press Train "
                                             "first.")
-    if not job.running:
-        job = shared.LAB.resume(owner)
-    yield from _watch(job)
+    job = shared.LAB.resume(owner)
+    yield from _watch(job, owner)
 
 
 @handler(outputs=LIVE)
 def train_view(request: gr.Request):
     """/train_view: this session's job as it is now (nothing of any other session's)."""
-    job = shared.LAB.job(_owner(request))
-    return live(None if job is None else job.view())
+    owner = _owner(request)
+    job = shared.LAB.job(owner)
+    return live(None) if job is None else live(*job_view(job, owner))
 
 
 def _trained(choice, owner):

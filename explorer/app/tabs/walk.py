@@ -17,7 +17,7 @@ import gradio as gr
 
 from ...book.errors import ExplorerError, Message
 from ...book.stages import STAGE_NAMES, STAGES_BY_NAME
-from ...probes import trace
+from ..results import shared_trace
 from ...probes.stages import stage_details
 from .. import gpu, refresh
 from ..handlers import handler
@@ -47,7 +47,7 @@ def _walk_trace(prompt, session):
     ids = prompt_ids(prompt, model)
     if len(ids) <= model.cfg.context_length:  # longer: trace() says to shorten it
         check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
-    return trace(model, ids, attention_layers=None, lens=None, entropy=False)
+    return shared_trace(session.keys[0], model, ids, attention_layers=None, lens=None, entropy=False)
 
 
 def _trace_for(prompt, session):
