@@ -35,7 +35,7 @@ def lab(monkeypatch):
     fresh = TrainingLab(max_jobs=1)
     monkeypatch.setattr(shared, "LAB", fresh)
     yield fresh
-    for session in list(fresh._jobs):
+    for session in list(fresh._members):
         fresh.cancel(session)
 
 
@@ -154,6 +154,27 @@ def test_an_uploaded_text_is_trained_on_and_named(app_url, lab, tmp_path):
     progress = c.predict(**start_args(data="an uploaded .txt", upload=handle_file(str(story)),
                                       steps=2))[0]
     assert "Finished" in progress and "my_story.txt" in progress
+
+
+def test_sessions_pressing_train_alike_share_one_job_and_one_stop_stops_only_its_own(
+        app_url, lab):
+    clients = [local_client(app_url) for _ in range(3)]
+    streams = [c.submit(**start_args(steps=300)) for c in clients]   # one job at most (lab)
+    for stream in streams:
+        next(iter(stream))
+    job = lab.job(clients[0].session_hash)
+    assert all(lab.job(c.session_hash) is job for c in clients) and len(lab) == 1
+    assert until(lambda: "Shared" in clients[1].predict(api_name="/train_view")[0])
+    progress = clients[0].predict(api_name="/train_stop")[0]
+    assert "You stopped watching" in progress and "2 other session" in progress
+    streams[0].result()                                   # its stream ended ...
+    assert job.running                                    # ... the others' job trains on
+    step = job.view().step
+    assert until(lambda: job.view().step > step)
+    for c, stream in zip(clients[1:], streams[1:]):
+        c.predict(api_name="/train_stop")
+        stream.result()
+    assert until(lambda: not job.running)
 
 
 def test_a_second_session_sees_nothing_of_the_firsts_training(app_url, lab):
