@@ -186,3 +186,21 @@ def test_a_generation_from_the_shared_cache_is_the_fresh_generation():
         options = {} if mode == "greedy" else dict(temperature=0.9, top_k=40, seed=5)
         fresh = [s.token_id for s in generate_steps(model, PROMPT_IDS, 8, **options)]
         assert second.generation.ids[0][len(PROMPT_IDS):] == fresh
+
+
+def test_figures_drawn_once_for_two_sessions_are_the_figures_drawn_fresh():
+    from explorer.app import shared
+    from explorer.app.pickers import HIST_PAIRS
+    from explorer.app.tabs import attention, inside
+    shared.RESULTS.clear()
+    first, second = two_sessions()
+    prompt, pair = "Every effort moves you", next(iter(HIST_PAIRS))
+    for session in (first, second):
+        inside.run_trace(prompt, session, 1, pair, "ln1_out", "std")
+    shown = [attention.attention_views(s, 1, "2") for s in (first, second)]
+    assert shown[0]["grid_plot"] is shown[1]["grid_plot"]          # drawn once
+    shared.RESULTS.clear()
+    fresh = attention.attention_views(second, 1, "2")
+    for name in attention.VIEWS:
+        assert shown[1][name] is not fresh[name]
+        assert shown[1][name].to_json() == fresh[name].to_json(), name

@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from ..book.errors import Message
 from ..book.generate import generate_steps
 from ..probes import trace
 from ..runtime.results import SharedSteps
+from . import prefs
 from .shared import RESULTS
 
 FROM_SHARED_CACHE = Message("results.shared", "from the shared cache (computed once for every "
@@ -56,3 +59,30 @@ def generation_steps(key, model, ids, max_new, **options):
                                                               _steps_bytes(model, ids, max_new)),
                                  lambda s: s.nbytes)
     return shared.replay(), cached
+
+
+def shared_views(view: str, session, choices: tuple, draw):
+    """The figures ``draw()`` makes of the session's traces (a dict of outputs), drawn once for
+    every session that shows the same: the same models, prompt and choices, in the same
+    language and mode. The traces are a pure function of the first two, so the figures are
+    too. (Drawing a figure costs more than taking a trace from the cache.)"""
+    return shared_figures(("views", view, session.keys, tuple(session.traces[0].token_ids),
+                           choices), draw)
+
+
+def shared_figures(request: tuple, draw):
+    """``draw()``'s figures (a dict of outputs) for ``request``, a hashable description of all
+    they show, drawn once for every session in this language and mode."""
+    return RESULTS.get((*request, prefs.current()), draw, _views_bytes)[0]
+
+
+def _views_bytes(views: dict) -> int:
+    """About what the figures hold: their arrays and lists, and a little for the rest."""
+    total = 0
+    for figure in views.values():
+        for part in getattr(figure, "data", ()):
+            for name in ("x", "y", "z", "text", "customdata"):
+                value = getattr(part, name, None)
+                total += 16 * (np.size(value) if value is not None else 0)
+        total += 4096
+    return total

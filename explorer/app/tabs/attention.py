@@ -15,6 +15,7 @@ from ..inputs import as_int, layer_in
 from ..pickers import DEFAULT_CONFIG, fitted_head, fitted_layer, head_choices, layer_slider
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
+from ..results import shared_figures, shared_views
 from ..shared import NO_MODEL_NOTE, check_model, models_of, session_of, traces_of
 
 TITLE = ("tab.attention", "3 · Attention")
@@ -28,9 +29,10 @@ HINTS = {"att_plot": ("attention.hint_weights", "Attention weights"),
 
 
 def hints() -> dict:
-    return {name: empty_figure(t(*title), t("attention.hint", "Trace a prompt in tab 2, then "
-                                                              "press Show attention."), 150)
-            for name, title in HINTS.items()}
+    return shared_figures(("hints", ID), lambda: {
+        name: empty_figure(t(*title), t("attention.hint", "Trace a prompt in tab 2, then press "
+                                                          "Show attention."), 150)
+        for name, title in HINTS.items()})
 
 
 def _head(head, n_heads: int):
@@ -58,9 +60,10 @@ def views(session, layer, head) -> dict:
     session.shown["attention"] = (layer, str(head))
     session.shown.update(att_layer=layer, att_head=str(head))
     names = comparison.names(session)
-    return {"att_plot": attention_figure(traces, layer, head, names),
-            "grid_plot": attention_grid_figure(traces, layer, names),
-            "entropy_plot": entropy_figure(traces, names)}
+    return shared_views("attention", session, (layer, head, names), lambda: {
+        "att_plot": attention_figure(traces, layer, head, names),
+        "grid_plot": attention_grid_figure(traces, layer, names),
+        "entropy_plot": entropy_figure(traces, names)})
 
 
 @handler(outputs=(*VIEWS, "session"))

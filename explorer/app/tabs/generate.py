@@ -293,7 +293,9 @@ def create(page):
 def wire(page):
     page.on("mode.change", sampling_controls, ["mode"], api_visibility="private")
     sampling = ["mode", "temperature", "top_k", "sampling_seed"]
-    decoding = dict(concurrency_limit=4, concurrency_id="generate", show_progress="hidden")
+    # A stream mostly waits for the screen (STREAM_INTERVAL_S), and one decoded for another
+    # session costs nothing more: many may stream at once.
+    decoding = dict(concurrency_limit=16, concurrency_id="generate", show_progress="hidden")
     generating = page.on("gen_btn.click", generate,
                          ["gen_prompt", "max_new", *sampling, "stop_eot", "session"],
                          api_name="generate", **decoding)

@@ -18,7 +18,7 @@ from ..exports import csv_text, json_default, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import as_choice, check_trace_size, layer_in, models_prompt_ids
-from ..results import shared_trace
+from ..results import shared_figures, shared_trace, shared_views
 from ..pickers import HEAT_POINTS, HIST_PAIRS, fitted_layer, fitted_probes, layer_slider
 from ..pickers import pair_choices
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
@@ -40,9 +40,10 @@ HINTS = {"stats_plot": ("inside.hint_stats", "Statistics across layers"),
 
 
 def hints() -> dict:
-    return {name: empty_figure(t(*title), t("inside.hint", "Press Trace (above) to see this "
-                                                            "for your prompt."), 150)
-            for name, title in HINTS.items()}
+    return shared_figures(("hints", ID), lambda: {
+        name: empty_figure(t(*title), t("inside.hint", "Press Trace (above) to see this for "
+                                                       "your prompt."), 150)
+        for name, title in HINTS.items()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,9 +133,10 @@ def views(session, layer, pair, heat_point, heat_stat) -> dict:
     as_choice(heat_stat, Message("field.heat_stat", "heatmap: statistic"), STAT_NAMES)
     session.shown.update(inside_layer=layer, pair=pair, heat_point=heat_point,
                          heat_stat=heat_stat)
-    return {"stats_plot": layer_stats_figure(traces, names, points=_main_points(traces)),
-            "hist_plot": histogram_figure(traces, layer, points, names),
-            "heat_plot": token_heatmap_figure(traces, heat_point, heat_stat, names)}
+    return shared_views("inside", session, (layer, pair, heat_point, heat_stat, names), lambda: {
+        "stats_plot": layer_stats_figure(traces, names, points=_main_points(traces)),
+        "hist_plot": histogram_figure(traces, layer, points, names),
+        "heat_plot": token_heatmap_figure(traces, heat_point, heat_stat, names)})
 
 
 @handler(outputs=("chips", "trace_info", *VIEWS, "session"))
@@ -148,7 +150,8 @@ def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
     for model in models:
         if len(ids) <= model.cfg.context_length:   # longer: trace() says to shorten it
             check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
-    session.traces = tuple(shared_trace(key, model, ids) for key, model in zip(session.keys, models))
+    session.traces = tuple(shared_trace(key, model, ids)
+                           for key, model in zip(session.keys, models))
     session.prompt = prompt
     return {"chips": chips_html(session.traces[0]), "trace_info": summary(session),
             **views(session, layer, pair, heat_point, heat_stat), "session": session}
