@@ -1,0 +1,439 @@
+"""A class on one free Space: 30 students walk through the app at once, then 8 start training.
+Run: python bench/classroom.py [--quick] [--students N --spread S --trainers N ...].
+
+The real app (``python app.py``) runs as a subprocess with GPT_EXPLORER_MEMORY_MB=6000 (a
+free Space's budget). Every student is a ``gradio_client.Client`` of its own (its own
+session) and does "the walk": /build the book's GPT_CONFIG_124M with random weights, /trace
+"Every effort moves you", /attention of layer 0, and /generate 20 greedy tokens (streamed,
+consumed to the end). Clients are connected before the clock starts (a student's page is
+open); the walk is timed from the first call to the last update.
+
+Targets (issue "A class on one Space"):
+- burst: p95 of the walk <= 4x the solo walk; 0 errors; the server's peak RSS (VmHWM) within
+  the memory budget plus a margin for Python + torch + Gradio;
+- training burst: every trainer sees live curves (>= 2 streamed updates with a rising step),
+  none is refused.
+
+The clients run in this process, on the same cores as the server: their own CPU (JSON and
+SSE parsing, 30 heartbeats) is part of what a class costs a 2-core machine, and is counted.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from _common import (OthersCPU, load_average, mb, print_table, verdict,  # first: explorer
+                     wait_for_quiet)
+from app_memory import free_port, proc_memory, start_app  # the app as a subprocess
+
+from gradio_client import Client
+
+from explorer.book.config import GPT_CONFIG_124M, GPTConfig
+from explorer.book.knobs import KNOBS
+from explorer.runtime.memory import BUDGET_ENV
+from explorer.runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
+                                             DEFAULT_VARIANTS, TrainingSettings)
+
+PROMPT = "Every effort moves you"
+TRACE_VIEW = ("norm1: before vs after LayerNorm", "resid_pre", "std")
+NEW_TOKENS = 20
+CALLS = ("build", "trace", "attention", "generate")
+RATIO_TARGET = 4.0
+MARGIN_MB = 1500          # Python + torch + Gradio beside the budgeted models
+REFUSED = re.compile(r"running on this server|too many|busy", re.I)
+STEP = re.compile(r"step ([\d,]+) of")
+
+
+# --------------------------------------------------------------------------------- clients
+def connect(url: str) -> Client:
+    # ssl_verify=False: plain HTTP on the loopback; verification would load the CA bundle
+    # for every call (tens of ms of CPU on the cores the server uses; tests/local_client.py).
+    return Client(url, verbose=False, ssl_verify=False, download_files=False,
+                  analytics_enabled=False)
+
+
+def close_soon(client: Client) -> None:
+    """Close without waiting for the heartbeat thread (it leaves at its next beat)."""
+    threading.Thread(target=client.close, daemon=True).start()
+
+
+def connect_many(url: str, n: int) -> tuple[list[Client], float]:
+    """``n`` clients, connected two at a time; and the seconds that took."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        clients = list(pool.map(lambda _: connect(url), range(n)))
+    return clients, time.perf_counter() - started
+
+
+def build_args() -> tuple:
+    """/build's positional inputs: preset, the 13 knobs, seed, device, dtype, random weights."""
+    cfg = GPTConfig.from_dict(GPT_CONFIG_124M).to_dict()
+    return ("gpt2-small", *(cfg[k.field] for k in KNOBS), 123, "cpu", "float32", "random",
+            "small", None, None)
+
+
+# ---------------------------------------------------------------------------------- a walk
+def timed(record: dict, name: str, call):
+    started = time.perf_counter()
+    out = call()
+    record[name] = time.perf_counter() - started
+    return out
+
+
+def generate(client: Client, record: dict) -> str:
+    """Stream 20 greedy tokens to the end; record the time to the first update too."""
+    started = time.perf_counter()
+    job = client.submit(PROMPT, NEW_TOKENS, "greedy", 1.0, 50, 123, False, api_name="/generate")
+    for _ in job:
+        record.setdefault("generate first update", time.perf_counter() - started)
+    return job.result()[0]   # raises the server's error, if any
+
+
+def walk(client: Client) -> dict:
+    """One student's walk: {call: seconds, "walk": seconds, "text": generated text}."""
+    record: dict = {}
+    started = time.perf_counter()
+    timed(record, "build", lambda: client.predict(*build_args(), api_name="/build"))
+    timed(record, "trace", lambda: client.predict(PROMPT, 0, *TRACE_VIEW, api_name="/trace"))
+    timed(record, "attention", lambda: client.predict(0, "mean", api_name="/attention"))
+    record["text"] = timed(record, "generate", lambda: generate(client, record))
+    record["walk"] = time.perf_counter() - started
+    return record
+
+
+def solo(url: str, repeats: int) -> list[dict]:
+    """One warm-up walk (the model is built and cached), then ``repeats`` walks, one at a time,
+    each by a new student."""
+    records = []
+    for i in range(repeats + 1):
+        client = connect(url)
+        try:
+            record = walk(client)
+        finally:
+            close_soon(client)
+        if i:
+            records.append(record)
+        print(f"  solo walk {'warm-up' if not i else i}: {record['walk']:.2f} s "
+              + ", ".join(f"{c} {record[c]:.2f}" for c in CALLS))
+    return records
+
+
+def burst(url: str, students: int, spread_s: float) -> tuple[list[dict], float]:
+    """``students`` walks, each in its own thread, arriving evenly within ``spread_s``. A failed
+    walk is {"error": message}. Returns the records and the connect time."""
+    clients, connect_s = connect_many(url, students)
+    records: list = [None] * students
+    start = time.perf_counter() + 0.5
+
+    def student(i):
+        time.sleep(max(0.0, start + i * spread_s / students - time.perf_counter()))
+        try:
+            records[i] = walk(clients[i])
+        except Exception as exc:  # noqa: BLE001 - counted and reported
+            records[i] = {"error": str(exc)[:300]}
+
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(students)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for c in clients:
+        close_soon(c)
+    return records, connect_s
+
+
+# ------------------------------------------------------------------------------- training
+def train_args() -> tuple:
+    """The Train tab's defaults, in /train_start's order."""
+    book = TrainingSettings()
+    return ("the default story", "", None, list(DEFAULT_VARIANTS), DEFAULT_PRESET,
+            DEFAULT_STEPS, book.batch_size, DEFAULT_CONTEXT, book.lr, book.warmup_steps)
+
+
+def step_of(update) -> int | None:
+    match = STEP.search(str(update[0]))   # the progress markdown is the first output
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+def watch_training(client: Client, watch_s: float | None) -> dict:
+    """Start this session's job and poll its stream (every 0.1 s) for ``watch_s`` seconds
+    (None: to the end); then stop it. Returns the updates' (seconds, step) and the outcome."""
+    started = time.perf_counter()
+    job = client.submit(*train_args(), api_name="/train_start")
+    updates: list[tuple[float, int | None]] = []
+    while not job.done() and (watch_s is None or time.perf_counter() - started < watch_s):
+        outs = job.outputs()
+        updates += [(time.perf_counter() - started, step_of(o)) for o in outs[len(updates):]]
+        time.sleep(0.1)
+    watched = [s for _, s in updates if s is not None]   # live is judged within the watch
+    error = job.exception() if job.done() else None
+    if not job.done():
+        client.predict(api_name="/train_stop")   # stop after the current step; stream ends
+        try:
+            job.result(timeout=60)
+        except Exception:  # noqa: BLE001 - the stream's end, not the measurement
+            pass
+    outs = job.outputs()
+    now = time.perf_counter() - started
+    updates += [(now, step_of(o)) for o in outs[len(updates):]]
+    steps = [s for _, s in updates if s is not None]
+    return {"updates": updates, "error": None if error is None else str(error)[:300],
+            "live": len(watched) >= 2 and max(watched) > watched[0],
+            "first": updates[0][0] if updates else None,
+            "first step": next((t for t, s in updates if s), None),   # step >= 1 shown
+            "last": updates[-1][0] if updates else None,
+            "last step": max(steps, default=None)}
+
+
+def train_burst(url: str, trainers: int, within_s: float, watch_s: float | None) -> list[dict]:
+    clients, _ = connect_many(url, trainers)
+    results: list = [None] * trainers
+    start = time.perf_counter() + 0.5
+
+    def trainer(i):
+        time.sleep(max(0.0, start + i * within_s / trainers - time.perf_counter()))
+        try:
+            results[i] = watch_training(clients[i], watch_s)
+        except Exception as exc:  # noqa: BLE001 - reported
+            results[i] = {"updates": [], "error": str(exc)[:300], "live": False,
+                          "first": None, "first step": None, "last": None, "last step": None}
+
+    threads = [threading.Thread(target=trainer, args=(i,)) for i in range(trainers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for c in clients:
+        close_soon(c)   # the app cancels a closed session's job
+    return results
+
+
+# --------------------------------------------------------------------------------- memory
+class RSSSampler:
+    """The server's VmRSS sampled every 0.2 s in a thread (VmHWM is read from the kernel)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak = pid, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self.peak = max(self.peak, proc_memory(self.pid)["VmRSS"])
+            except OSError:
+                return
+            time.sleep(0.2)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+class OthersThanUs(OthersCPU):
+    """The share of the CPU that processes other than this bench and its server used (other
+    agents' tests on a shared machine): the load average would count our own threads."""
+
+    def __init__(self, server_pid: int):
+        self.server_pid = server_pid
+
+    def _sample(self):
+        sample = OthersCPU._sample()
+        try:
+            with open(f"/proc/{self.server_pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        if sample is None:
+            return None
+        total, busy, mine = sample
+        return total, busy, mine + int(fields[11]) + int(fields[12])   # + server utime, stime
+
+
+def others_row(what: str, meter) -> list[str]:
+    share = "n/a" if meter.share is None else f"{meter.share:.0%}"
+    return [f"other processes' CPU share during {what}", share, "(info: ~0 % for clean figures)",
+            ""]
+
+
+# --------------------------------------------------------------------------------- report
+def pct(values, q: float) -> float:
+    """The q-th percentile (nearest rank, as for latencies)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def call_rows(solo_records, burst_records) -> list[list[str]]:
+    """Median seconds per call, solo and in the burst."""
+    rows = []
+    for name in (*CALLS, "generate first update", "walk"):
+        s = [r[name] for r in solo_records if name in r]
+        b = [r[name] for r in burst_records if name in r]
+        rows.append([name, f"{statistics.median(s):.2f} s" if s else "-",
+                     f"{statistics.median(b):.2f} s" if b else "-",
+                     f"{max(b):.2f} s" if b else "-",
+                     f"{statistics.median(b) / statistics.median(s):.1f}x" if s and b else "-"])
+    return rows
+
+
+def walk_report(solo_records, records, args, connect_s) -> list[list[str]]:
+    ok = [r for r in records if "error" not in r]
+    errors = [r["error"] for r in records if "error" in r]
+    solo_s = statistics.median(r["walk"] for r in solo_records)
+    print(f"\nPer call (median seconds; {len(solo_records)} solo walks, {len(ok)} walks in the "
+          f"burst; clients connected in {connect_s:.1f} s before it):")
+    print_table(call_rows(solo_records, ok), ["call", "solo", "burst p50", "burst max",
+                                              "burst/solo"])
+    texts = {r["text"] for r in [*solo_records, *ok]}
+    print(f"generated texts: {len(texts)} distinct (greedy: 1 expected)")
+    for e in errors[:3]:
+        print(f"  error: {e}")
+    rows = [["solo walk (median)", f"{solo_s:.2f} s", "", ""]]
+    if ok:
+        times = [r["walk"] for r in ok]
+        p95 = pct(times, 95)
+        rows += [[f"burst ({args.students} in {args.spread:g} s): p50 / p95 / max",
+                  f"{statistics.median(times):.2f} / {p95:.2f} / {max(times):.2f} s", "", ""],
+                 ["burst p95 / solo", f"{p95 / solo_s:.1f}x", f"<= {RATIO_TARGET:g}x",
+                  verdict(p95 <= RATIO_TARGET * solo_s)]]
+    rows.append(["burst errors", f"{len(errors)} of {len(records)}", "0",
+                 verdict(not errors)])
+    return rows
+
+
+def train_report(results, args) -> list[list[str]]:
+    refused = [r for r in results if r["error"] and REFUSED.search(r["error"])]
+    other = [r for r in results if r["error"] and r not in refused]
+    live = [r for r in results if r["live"]]
+    print(f"\nTrainers ({args.trainers} within {args.within:g} s, watched "
+          f"{'to the end' if args.full_training else f'{args.watch_seconds:g} s'}):")
+    rows = []
+    for i, r in enumerate(results):
+        first = f"{r['first']:.1f} s" if r["first"] is not None else "-"
+        outcome = "refused" if r in refused else "error" if r in other else (
+            "live" if r["live"] else "no live curve")
+        rows.append([str(i + 1), outcome, str(len(r["updates"])), first,
+                     str(r["last step"] if r["last step"] is not None else "-"),
+                     f"{r['last']:.1f} s" if r["last"] is not None else "-",
+                     (r["error"] or "")[:90]])
+    print_table(rows, ["#", "outcome", "updates", "first update", "last step", "last update",
+                       "message"])
+    firsts = [r["first"] for r in live]
+    stepped = [r["first step"] for r in live if r["first step"] is not None]
+    out = [["trainers refused", f"{len(refused)} of {len(results)}", "0", verdict(not refused)],
+           ["trainers with live curves", f"{len(live)} of {len(results)}", f"{len(results)}",
+            verdict(len(live) == len(results))]]
+    if firsts:
+        out.append(["time to first update (live ones): median / max",
+                    f"{statistics.median(firsts):.1f} / {max(firsts):.1f} s", "(info)", ""])
+    if stepped:
+        out.append(["time to step 1 shown (live ones): median / max",
+                    f"{statistics.median(stepped):.1f} / {max(stepped):.1f} s", "(info)", ""])
+    lasts = [r["last"] for r in live]
+    if args.full_training and lasts:
+        out.append(["call to last update, full training (live ones): median / max",
+                    f"{statistics.median(lasts):.1f} / {max(lasts):.1f} s", "(info)", ""])
+    if other:
+        out.append(["trainers with other errors", str(len(other)), "0", "FAIL"])
+    return out
+
+
+def memory_rows(hwm: int, sampled: int, idle: int, walk_hwm: int | None,
+                budget_mb: int) -> list[list[str]]:
+    limit = (budget_mb + MARGIN_MB) * 1e6
+    rows = [["server idle RSS", mb(idle), "", ""]]
+    if walk_hwm is not None:
+        rows.append(["server VmHWM after the walk burst", mb(walk_hwm), "(info)", ""])
+    return rows + [["server peak RSS: VmHWM (sampled VmRSS)", f"{mb(hwm)} ({mb(sampled)})",
+                    f"<= {budget_mb:,} + {MARGIN_MB:,} MB", verdict(hwm <= limit)]]
+
+
+# ----------------------------------------------------------------------------------- main
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--students", type=int, default=30)
+    p.add_argument("--spread", type=float, default=5.0, help="seconds the students arrive in")
+    p.add_argument("--repeats", type=int, default=5, help="solo walks (after one warm-up)")
+    p.add_argument("--trainers", type=int, default=8)
+    p.add_argument("--within", type=float, default=2.0, help="seconds the trainers start in")
+    p.add_argument("--watch-seconds", type=float, default=20.0)
+    p.add_argument("--full-training", action="store_true",
+                   help="watch every training stream to its end")
+    p.add_argument("--memory-mb", type=int, default=6000, help=f"{BUDGET_ENV} of the app")
+    p.add_argument("--skip-walk", action="store_true")
+    p.add_argument("--skip-train", action="store_true")
+    p.add_argument("--max-load", type=float, help="wait (up to 60 s) for a lower load first")
+    p.add_argument("--quick", action="store_true",
+                   help="10 students, 3 solo walks, 3 trainers watched 8 s: checks the script")
+    args = p.parse_args()
+    if args.quick:
+        args.students, args.repeats, args.trainers, args.watch_seconds = 10, 3, 3, 8.0
+    return args
+
+
+def main():
+    args = parse_args()
+    load = wait_for_quiet(args.max_load) if args.max_load else load_average()
+    print(f"load average (1 min) at start: {load:.2f}; {os.cpu_count()} CPUs")
+    os.environ[BUDGET_ENV] = str(args.memory_mb)   # start_app passes our environment on
+    temp_dir = tempfile.mkdtemp(prefix="bench_classroom_")
+    log = open(os.path.join(temp_dir, "server.log"), "w+")
+    proc = None
+    rows, walk_hwm = [], None
+    try:
+        proc, url = start_app(free_port(), os.path.join(temp_dir, "gradio"), log)
+        time.sleep(1.0)   # let startup allocations settle
+        idle = proc_memory(proc.pid)["VmRSS"]
+        print(f"app up at {url} ({BUDGET_ENV}={args.memory_mb}); idle RSS {mb(idle)}")
+        with RSSSampler(proc.pid) as sampler:
+            if not args.skip_walk:
+                with OthersThanUs(proc.pid) as others_solo:
+                    solo_records = solo(url, args.repeats)
+                print(f"burst: {args.students} students within {args.spread:g} s ...")
+                with OthersThanUs(proc.pid) as others:
+                    records, connect_s = burst(url, args.students, args.spread)
+                rows += walk_report(solo_records, records, args, connect_s)
+                rows += [others_row("the solo walks", others_solo),
+                         others_row("the walk burst", others)]
+                walk_hwm = proc_memory(proc.pid)["VmHWM"]
+            if not args.skip_train:
+                print(f"training burst: {args.trainers} trainers within {args.within:g} s ...")
+                with OthersThanUs(proc.pid) as others:
+                    results = train_burst(url, args.trainers, args.within,
+                                          None if args.full_training else args.watch_seconds)
+                rows += train_report(results, args)
+                rows.append(others_row("the training burst", others))
+        rows += memory_rows(proc_memory(proc.pid)["VmHWM"], sampler.peak, idle, walk_hwm,
+                            args.memory_mb)
+    except BaseException:
+        log.seek(0)
+        print("server log (tail):\n" + log.read()[-3000:])
+        raise
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except Exception:  # noqa: BLE001 - TimeoutExpired
+                proc.kill()
+        log.close()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    print()
+    print_table(rows, ["figure", "measured", "target", ""])
+    print(f"load average (1 min) at the end: {load_average():.2f}")
+
+
+if __name__ == "__main__":
+    main()
