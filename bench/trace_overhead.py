@@ -30,6 +30,7 @@ import torch
 from explorer.book.config import PRESETS
 from explorer.book.probe_points import recording
 from explorer.runtime.build import build_model
+from explorer.probes.recorder import UNREDUCED
 from explorer.probes.vocabulary import head_product
 from explorer.probes import trace
 from explorer.book.tokenizer import get_tokenizer
@@ -51,8 +52,8 @@ class _CountBytes:
         return True
 
     def record(self, name, x):
-        if name in ("attn_queries", "attn_keys"):   # inputs of the patterns, counted in them
-            return
+        if name in UNREDUCED and name != "attn_pattern":   # the embedding's inputs, and
+            return                                          # attention's (in the patterns)
         self.total += x.nelement() * x.element_size()
         self.count += 1
 

@@ -12,6 +12,7 @@ from explorer.native import stats as stat_kernels
 from explorer.book.config import GPTConfig
 from explorer.book.model import MultiHeadAttention
 from explorer.book.probe_points import BLOCK_PROBE_POINTS, recording
+from explorer.probes.recorder import UNREDUCED
 from explorer.runtime.build import build_model
 from explorer.book.probe_points import POINT_LABELS
 from explorer.probes.vocabulary import HEAD_ROWS, head_product, row_topk
@@ -61,6 +62,8 @@ class KeepEverything:
         return True
 
     def record(self, name, x):
+        if name in ("positions", "pos_emb", "attn_context"):   # not an activation's statistics
+            return
         if name == "resid_pre":
             self.layers.append({})
         target = self.final if name.startswith("final_norm") else self.layers[-1]
@@ -522,7 +525,7 @@ def test_trace_memory_stays_bounded_at_the_full_context():
             return True
 
         def record(self, name, x):
-            if name not in ("attn_queries", "attn_keys"):   # activations and patterns only
+            if name not in UNREDUCED or name == "attn_pattern":   # activations and patterns
                 CountBytes.raw += x.nelement() * x.element_size()
 
     with torch.inference_mode(), recording(CountBytes()):
@@ -558,7 +561,7 @@ def test_longest_trace_is_the_longest_input_whose_estimate_fits(budget_mb):
 def test_a_plain_forward_after_a_trace_is_unchanged_and_records_nothing(model):
     before = plain_logits(model, PROMPT)
     trace(model, PROMPT, lens="all")
-    assert model_module._ACTIVE_RECORDER.get() is None
+    assert model_module._ACTIVE.get() is None
     assert not model_module.recorder_wants_attention()
     torch.testing.assert_close(plain_logits(model, PROMPT), before, rtol=0, atol=0)
 
@@ -572,7 +575,7 @@ def test_a_trace_that_fails_midway_leaves_no_recorder_behind(model, monkeypatch)
     monkeypatch.setattr(probes.Recorder, "_reduce_pending", broken)
     with pytest.raises(RuntimeError):
         trace(model, PROMPT)
-    assert model_module._ACTIVE_RECORDER.get() is None
+    assert model_module._ACTIVE.get() is None
 
 
 def test_concurrent_traces_on_one_shared_model_each_get_their_own_results():
@@ -615,7 +618,7 @@ def test_concurrent_traces_on_one_shared_model_each_get_their_own_results():
                                                stats.per_token[s], rtol=1e-5, atol=1e-6)
                 np.testing.assert_array_equal(got.points[point].hist_counts.sum(-1),
                                               stats.hist_counts.sum(-1))
-    assert model_module._ACTIVE_RECORDER.get() is None
+    assert model_module._ACTIVE.get() is None
 
 
 

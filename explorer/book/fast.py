@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .model import GELU, LayerNorm, MultiHeadAttention, causal_mask
-from .probe_points import recorder_wants_attention
+from .probe_points import probe, recorder_wants_attention
 
 
 class FusedLayerNorm(LayerNorm):
@@ -26,7 +26,9 @@ class FusedGELU(GELU):
 class FusedMultiHeadAttention(MultiHeadAttention):
     """PyTorch's fused attention kernel. The book's explicit steps still run when a recorder
     asks for the weights, and when dropout is active (so that training draws the same random
-    numbers as the book's code)."""
+    numbers as the book's code). An intervention needs no step aside: every probe point but
+    the weights is reached on this path too, so the parts it leaves alone keep the very numbers
+    of the model without it."""
 
     def forward(self, x, cache=None):
         if recorder_wants_attention() or (self.training and self.dropout.p > 0):
@@ -42,7 +44,9 @@ class FusedMultiHeadAttention(MultiHeadAttention):
             allowed = ~causal_mask(num_tokens, num_keys, num_keys - num_tokens, x.device)
             context_vec = F.scaled_dot_product_attention(queries, keys, values,
                                                          attn_mask=allowed)
-        context_vec = context_vec.transpose(1, 2).contiguous().view(b, num_tokens, self.d_out)
+        # The same probe point as the book's path: an intervention on heads applies here too.
+        context_vec = probe("attn_context", context_vec.transpose(1, 2))  # (b, T, heads, hd)
+        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
         return self.out_proj(context_vec)
 
 

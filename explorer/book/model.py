@@ -8,7 +8,7 @@ the book's formula; fused kernels that compute the same numbers live apart, in
 ``explorer.book.fast``, and whoever builds a model chooses them.
 
 Named probe points (``probe("resid_pre", x)``, see ``explorer.book.probe_points``) mark where the
-explorer can record a value.
+explorer can record a value, or replace it (an intervention).
 """
 from __future__ import annotations
 
@@ -130,6 +130,7 @@ class MultiHeadAttention(nn.Module):
         attn_weights = self.dropout(probe("attn_pattern", attn_weights))
 
         context_vec = (attn_weights @ values).transpose(1, 2)   # (b, T, heads, head_dim)
+        context_vec = probe("attn_context", context_vec)          # each head's, apart
         context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
         return self.out_proj(context_vec)
 
@@ -231,9 +232,11 @@ class GPTModel(nn.Module):
         them (batch, T, emb_dim) is returned (a probe that needs the early layers only)."""
         start = self._check_input(in_idx, cache, stop_at_layer)
         batch_size, seq_len = in_idx.shape
+        # Every pass starts here: its tokens' positions come after those in the KV cache.
+        positions = probe("positions", torch.arange(start, start + seq_len, device=in_idx.device))
         tok_embeds = self.tok_emb(in_idx)
         if self.pos_emb is not None:
-            pos_embeds = self.pos_emb(torch.arange(start, start + seq_len, device=in_idx.device))
+            pos_embeds = probe("pos_emb", self.pos_emb(positions))
             x = tok_embeds + pos_embeds  # Shape [batch_size, num_tokens, emb_size]
         else:
             x = tok_embeds               # RoPE adds positions inside attention instead

@@ -23,7 +23,7 @@ import torch
 
 from ..book.knobs import KNOBS
 from ..book.model import LayerNorm
-from ..book.probe_points import is_recording
+from ..book.probe_points import is_intervening, is_recording
 from .library import NativeLibrary
 
 
@@ -314,13 +314,14 @@ def model_step(model, token_id: int, cache) -> torch.Tensor | None:
     """The logits (1, 1, vocab) of ``model(torch.tensor([[token_id]]), cache=cache,
     last_only=True)`` computed in one C call, the token's keys and values stored in ``cache``
     and its position advanced, as the model does; or None (nothing changed) where the step does
-    not apply: no compiler, training mode, a full cache, a recorder listening, gradients on;
+    not apply: no compiler, training mode, a full cache, a recorder listening or an
+    intervention active (the C step has no probe points), gradients on;
     or a model it does not take (a GPU or float64 model, a variant missing from its tables),
     which is logged once per reason while other models keep the C step."""
     library = _native.load()
     if (library is None or model.training or torch.is_grad_enabled() or is_recording()
-            or cache.pos >= cache.capacity or cache.pos >= model.cfg.context_length
-            or len(cache.layers) != model.cfg.n_layers
+            or is_intervening() or cache.pos >= cache.capacity
+            or cache.pos >= model.cfg.context_length or len(cache.layers) != model.cfg.n_layers
             or not 0 <= token_id < model.cfg.vocab_size):
         return None
     table = _tables.get(cache)

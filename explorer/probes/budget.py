@@ -1,10 +1,14 @@
-"""The memory a trace needs, known before it runs (the app refuses what would not fit)."""
+"""The memory a trace and the map of which parts matter need, known before they run (the app
+refuses what would not fit)."""
 from __future__ import annotations
 
 from .data import ATTENTION_ALL_LAYERS_MAX_TOKENS
 from .vocabulary import HEAD_ROWS
 
 ATTENTION_BATCH_BYTES = 32 * 2 ** 20   # attention scores of several layers computed at once
+# Positions the map of which parts matter scores at once: the output head's product uses the
+# CPU better on more rows at once (bench/README.md, "Which parts matter").
+SCORE_ROWS = 1024
 
 
 def trace_peak_bytes(cfg, n_tokens: int) -> int:
@@ -31,3 +35,35 @@ def longest_trace(cfg, max_bytes: float) -> int:
         else:
             high = middle - 1
     return low
+
+
+def importance_peak_bytes(cfg, n_tokens: int, batch: int) -> int:
+    """Memory the map of which parts matter (``importance``) needs at its peak, beyond the
+    model, with ``batch`` copies of the input going through the blocks at once: the clean
+    residual stream entering every block (kept for the whole map); one block's activations
+    for the batch (about 8 arrays of (T, emb_dim) and 2 of (T, hidden) per copy, and two of
+    the (heads, T, T) scores); and the output head's logits for ``SCORE_ROWS`` positions at a
+    time (two (rows, vocab) float32 arrays: the logits and their log-softmax)."""
+    streams = 4 * cfg.n_layers * n_tokens * cfg.emb_dim
+    block = (4 * batch * n_tokens * (8 * cfg.emb_dim + 2 * cfg.ff_hidden_dim)
+             + 8 * batch * cfg.n_heads * n_tokens ** 2)
+    head = 8 * min(batch * (n_tokens - 1), SCORE_ROWS) * cfg.vocab_size
+    return streams + block + head
+
+
+def longest_importance(cfg, max_bytes: float, batch: int = 1) -> int:
+    """The most tokens whose map fits in ``max_bytes`` with ``batch`` copies at once."""
+    low, high = 0, cfg.context_length
+    while low < high:                       # importance_peak_bytes grows with n: bisect
+        middle = (low + high + 1) // 2
+        if importance_peak_bytes(cfg, middle, batch) <= max_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def largest_importance_batch(cfg, n_tokens: int, max_bytes: float, most: int) -> int:
+    """The most copies (up to ``most``) of ``n_tokens`` whose map fits (0 if not one)."""
+    return next((b for b in range(most, 0, -1)
+                 if importance_peak_bytes(cfg, n_tokens, b) <= max_bytes), 0)

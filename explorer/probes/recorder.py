@@ -6,13 +6,18 @@ import math
 import torch
 
 from ..book.model import model_device
-from ..book.probe_points import BLOCK_PROBE_POINTS
+from ..book.probe_points import BLOCK_PROBE_POINTS, PROBE_POINTS
 from .attention import attention_in_c, attention_weights
 from .budget import ATTENTION_BATCH_BYTES
 from .data import ATTENTION_ALL_LAYERS_MAX_TOKENS, HIST_BINS
 from .statistics import Scratch, StatsTable, cpu_stats, group_stats
 from .vocabulary import HEAD_ROWS, head_product, top_probs
 from .. import native
+
+# Not reduced to statistics: the inputs of the embedding, and what attention computes inside
+# (its weights are rebuilt from the queries and keys).
+UNREDUCED = frozenset(p.name for p in PROBE_POINTS if p.scope in ("input", "attention"))
+
 
 class Recorder:
     """Receives the probe points of one forward pass and reduces each block's activations to
@@ -60,6 +65,7 @@ class Recorder:
         self.next_ids = self.next_probs = None         # (T, top_k), set at final_norm_out
         self.logits: torch.Tensor | None = None        # (T, vocab) when keep_logits
         self.lens_logits: torch.Tensor | None = None   # ((layers - 1) * P, vocab) or None
+        self.lens_norm = model.final_norm   # on the lens inputs (an intervention may swap it)
         # This block's distinct activations, and which of them each probe point recorded: a
         # point that is the very same tensor as another (pre-LN: resid_pre is ln1_in) is
         # reduced once. The previous block's output is the next block's resid_pre (and the last
@@ -83,7 +89,7 @@ class Recorder:
                     self._keep_attention()
             self.queries = None
             return
-        if name == "attn_pattern":       # only from a model in training mode with dropout
+        if name in UNREDUCED:           # (attn_pattern: only from a model training with dropout)
             return
         if name == "resid_pre":
             self.layer += 1
@@ -187,7 +193,7 @@ class Recorder:
         if n <= HEAD_ROWS:
             if 0 < extra.shape[0] <= HEAD_ROWS:
                 logits = head_product(self.model.out_head,
-                                       torch.cat([normed, self.model.final_norm(extra)]))
+                                       torch.cat([normed, self.lens_norm(extra)]))
                 logits, self.lens_logits = logits[:n], logits[n:]
             else:
                 logits = head_product(self.model.out_head, normed)

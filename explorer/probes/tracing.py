@@ -19,7 +19,7 @@ import torch
 
 from ..book.errors import ExplorerError, Text
 from ..book.model import GPTModel, model_device
-from ..book.probe_points import recording
+from ..book.probe_points import current_editor, edit, recording
 from ..book.tokenizer import as_token_ids, get_tokenizer
 from .data import ATTENTION_ALL_LAYERS_MAX_TOKENS, Trace
 from .recorder import LayerAttention, Recorder
@@ -45,6 +45,9 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
     together with the few lens rows (``Recorder.head``). The logits are therefore the model's
     ``out_head(final_norm(x))`` as in a plain forward, and the lens costs a few more rows of
     that one product.
+
+    Inside ``intervening(model, ...)`` (``explorer.probes.intervening``) everything recorded is
+    what the model goes on with under the intervention, the logit lens included.
     """
     cfg = model.cfg
     ids = _check_ids(token_ids, cfg)
@@ -62,8 +65,9 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
     with torch.inference_mode(), recording(recorder):
         x = model(torch.tensor([ids], device=device), stop_at_layer=cfg.n_layers)
         # GPTModel.forward's last steps, with their probe points: final_norm, then out_head.
-        normed = model.final_norm(recorder.record_final("final_norm_in", x))
-        recorder.record_final("final_norm_out", normed)
+        normed = model.final_norm(recorder.record_final("final_norm_in", edit("final_norm_in", x)))
+        normed = recorder.record_final("final_norm_out", edit("final_norm_out", normed))
+        _intervened_lens(recorder, positions)
         recorder.head(normed[0])
     with torch.inference_mode():
         next_ids, next_probs = recorder.next_ids, recorder.next_probs       # (T, k)
@@ -93,6 +97,21 @@ def trace(model: GPTModel, token_ids, *, attention_layers="auto", lens="last", t
         lens_texts=pieces(lens_ids),
         seconds=seconds, logits=recorder.logits.float().cpu().numpy() if keep_logits else None,
         notes=notes)
+
+
+def _intervened_lens(recorder, positions):
+    """Under an intervention on final_norm, the lens rows go through the final norm as
+    intervened (``Editor.lens_norm``), here, in place."""
+    editor = current_editor()
+    rows = recorder.lens_inputs[:-1]                          # (layers - 1, P, emb)
+    normed = editor.lens_norm(rows, positions) if editor is not None and rows.numel() else None
+    if normed is not None:
+        rows.copy_(normed)
+        recorder.lens_norm = _already_normed
+
+
+def _already_normed(rows):
+    return rows
 
 
 def with_attention_of_layer(model: GPTModel, traced: Trace, layer: int) -> Trace:

@@ -113,4 +113,4 @@ def lens_logits(model, recorder):
     earlier = recorder.lens_inputs[:-1].flatten(0, 1)                       # ((L-1)*P, emb)
     for start in range(0, earlier.shape[0], HEAD_ROWS):
         yield start, head_product(model.out_head,
-                                   model.final_norm(earlier[start:start + HEAD_ROWS]))
+                                   recorder.lens_norm(earlier[start:start + HEAD_ROWS]))

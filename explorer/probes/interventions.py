@@ -1,0 +1,295 @@
+"""Interventions as plain data: what to knock out of a model, named the way the book names the
+part, with a short string form for links and the API, checked against a model's config.
+
+One row per kind (``KINDS``). The string form is ``<verb> <part>[ head(s) <list>]``, several
+joined by ``;``::
+
+    zero trf_blocks[3].att head 5          one head's context vector set to 0 (before out_proj)
+    mean trf_blocks[3].att heads 1,5       heads replaced by their running mean over positions
+    zero trf_blocks[3].att                 the attention sub-layer skipped (its output 0)
+    zero trf_blocks[3].ff                  the feed-forward sub-layer skipped
+    identity trf_blocks[2].norm1           norm1 (or norm2) replaced by the identity
+    freeze trf_blocks[2].norm2             LayerNorm frozen to mean statistics
+    remove trf_blocks[3].shortcut          both shortcut connections of the block removed
+    remove trf_blocks[3].att.shortcut      the shortcut around att only (ff.shortcut: around ff)
+    relu trf_blocks[3].ff                  the feed-forward's GELU replaced by ReLU
+    zero pos_emb                           the positional embedding dropped
+    identity final_norm                    the final LayerNorm removed (freeze final_norm too)
+
+``trf_blocks[*]`` means every block. Exactly what each does, at which probe point, and the two
+running means (``mean``, ``freeze``): ``explorer.probes.intervening``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..book.config import GPTConfig
+from ..book.errors import ExplorerError, Text
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    verb: str          # the first word of the string form
+    part: str          # the part of a block (trf_blocks[i].<part>), or "final_norm", "pos_emb"
+    heads: bool        # names heads of the attention (a list of them is required)
+    text: tuple        # (message id, English) of ``describe``; fields part, block, heads
+    many: tuple = ()   # (id, English) for several heads
+
+
+KINDS = (
+    Kind("zero_pos_emb", "zero", "pos_emb", False,
+         ("intervention.zero_pos_emb", "pos_emb dropped (the positional embedding set to 0)")),
+    Kind("zero_heads", "zero", "att", True, ("intervention.zero_head", "{part} head {heads} "
+         "zeroed"), ("intervention.zero_heads", "{part} heads {heads} zeroed")),
+    Kind("mean_heads", "mean", "att", True, ("intervention.mean_head", "{part} head {heads} "
+         "replaced by its mean"), ("intervention.mean_heads", "{part} heads {heads} replaced "
+         "by their means")),
+    Kind("zero_att", "zero", "att", False,
+         ("intervention.zero_att", "{part} skipped (its output set to 0)")),
+    Kind("identity_norm1", "identity", "norm1", False,
+         ("intervention.identity_norm1", "{part} replaced by the identity")),
+    Kind("freeze_norm1", "freeze", "norm1", False,
+         ("intervention.freeze_norm1", "{part} frozen to mean statistics")),
+    Kind("remove_att_shortcut", "remove", "att.shortcut", False,
+         ("intervention.remove_att_shortcut", "the shortcut around {block}.att removed")),
+    Kind("zero_ff", "zero", "ff", False,
+         ("intervention.zero_ff", "{part} skipped (its output set to 0)")),
+    Kind("relu_ff", "relu", "ff", False,
+         ("intervention.relu_ff", "{part}: activation replaced by ReLU")),
+    Kind("identity_norm2", "identity", "norm2", False,
+         ("intervention.identity_norm2", "{part} replaced by the identity")),
+    Kind("freeze_norm2", "freeze", "norm2", False,
+         ("intervention.freeze_norm2", "{part} frozen to mean statistics")),
+    Kind("remove_ff_shortcut", "remove", "ff.shortcut", False,
+         ("intervention.remove_ff_shortcut", "the shortcut around {block}.ff removed")),
+    Kind("remove_shortcut", "remove", "shortcut", False,
+         ("intervention.remove_shortcut", "both shortcut connections of {block} removed")),
+    Kind("identity_final_norm", "identity", "final_norm", False,
+         ("intervention.identity_final_norm", "final_norm replaced by the identity")),
+    Kind("freeze_final_norm", "freeze", "final_norm", False,
+         ("intervention.freeze_final_norm", "final_norm frozen to mean statistics")),
+)
+KINDS_BY_NAME = {k.kind: k for k in KINDS}
+MODEL_PARTS = ("pos_emb", "final_norm")          # parts of GPTModel itself, not of a block
+_ORDER = {k.kind: i for i, k in enumerate(KINDS)}
+# Two of these on one part cannot both apply.
+_EXCLUSIVE = [{"identity_norm1", "freeze_norm1"}, {"identity_norm2", "freeze_norm2"},
+              {"identity_final_norm", "freeze_final_norm"}, {"zero_heads", "mean_heads"}]
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """One knock-out: ``kind`` (a row of ``KINDS``), the block ``layer`` (None: every block;
+    always None for pos_emb and final_norm) and, for the head kinds, the ``heads``."""
+
+    kind: str
+    layer: int | None = None
+    heads: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS_BY_NAME:
+            raise ExplorerError("intervention.unknown_kind", "Unknown intervention {kind!r}; the "
+                                "kinds are {kinds}.", kind=self.kind, kinds=", ".join(_ORDER))
+        info = KINDS_BY_NAME[self.kind]
+        heads = (self.heads,) if _whole(self.heads) else tuple(self.heads)
+        if not all(_whole(h) and h >= 0 for h in heads) or (self.layer is not None and not (
+                _whole(self.layer) and self.layer >= 0)):
+            raise ExplorerError("intervention.not_whole", "Blocks and heads are counted by whole "
+                                "numbers from 0 (got layer {layer!r}, heads {heads!r}).",
+                                layer=self.layer, heads=self.heads)
+        if info.heads and not heads:
+            raise ExplorerError("intervention.needs_heads", "{verb} {part} needs the heads to "
+                                "change, e.g. “{verb} trf_blocks[0].att head 0”.", verb=info.verb,
+                                part=self.part)
+        if heads and not info.heads:
+            raise ExplorerError("intervention.no_heads_here", "{kind} takes no heads.",
+                                kind=self.kind)
+        if info.part in MODEL_PARTS and self.layer is not None:
+            raise ExplorerError("intervention.not_in_a_block", "{part} belongs to the model, not "
+                                "to a block: give no layer.", part=info.part)
+        object.__setattr__(self, "heads", tuple(sorted(set(heads))))
+
+    @property
+    def info(self) -> Kind:
+        return KINDS_BY_NAME[self.kind]
+
+    @property
+    def block(self) -> str:
+        return "trf_blocks[{}]".format("*" if self.layer is None else self.layer)
+
+    @property
+    def part(self) -> str:
+        """The part by the book's name, e.g. ``trf_blocks[3].att``, ``final_norm``."""
+        part = self.info.part
+        return part if part in MODEL_PARTS else f"{self.block}.{part}"
+
+    def layers(self, n_layers: int) -> range:
+        """The blocks it changes."""
+        if self.layer is None:
+            return range(n_layers) if self.info.part not in MODEL_PARTS else range(0)
+        return range(self.layer, self.layer + 1)
+
+    def __str__(self) -> str:
+        heads = ""
+        if self.heads:
+            heads = (" head " if len(self.heads) == 1 else " heads ") + ",".join(
+                map(str, self.heads))
+        return f"{self.info.verb} {self.part}{heads}"
+
+    def describe(self) -> Text:
+        """What it does, as a message the page can say in its language."""
+        info = self.info
+        message_id, text = info.many if len(self.heads) > 1 else info.text
+        return Text(message_id, text, part=self.part, block=self.block,
+                    heads=", ".join(map(str, self.heads)))
+
+    def check(self, cfg) -> None:
+        """Raise a message a student can act on where this does not apply to ``cfg``."""
+        cfg = GPTConfig.from_dict(cfg)
+        part = self.info.part
+        if self.layer is not None and self.layer >= cfg.n_layers:
+            raise ExplorerError("intervention.no_layer", "{block} does not exist: this model has "
+                                "blocks 0 to {last}.", block=self.block, last=cfg.n_layers - 1)
+        bad = [h for h in self.heads if h >= cfg.n_heads]
+        if bad:
+            raise ExplorerError("intervention.no_head", "Head {head} does not exist: each "
+                                "attention of this model has heads 0 to {last}.", head=bad[0],
+                                last=cfg.n_heads - 1)
+        if "norm" in part and cfg.norm_placement == "none":
+            raise ExplorerError("intervention.no_norm", "This model has no LayerNorm "
+                                "(norm_placement “none”): {part} is the identity already.",
+                                part=self.part)
+        if "shortcut" in part and not cfg.shortcut:
+            raise ExplorerError("intervention.no_shortcut", "This model has no shortcut "
+                                "connections (shortcut off): there is none to remove.")
+        if part == "pos_emb" and cfg.pos_encoding != "learned":
+            raise ExplorerError("intervention.no_pos_emb", "This model has no pos_emb: with "
+                                "RoPE the positions are rotated into the queries and keys "
+                                "inside attention, so there is no positional embedding to "
+                                "drop.")
+        if self.kind == "relu_ff" and cfg.activation == "relu":
+            raise ExplorerError("intervention.already_relu", "The feed-forward activation of "
+                                "this model is ReLU already.")
+
+
+def _sort_key(item: Intervention):
+    part = item.info.part
+    place = 0 if part == "pos_emb" else 2 if part == "final_norm" else 1
+    return place, -1 if item.layer is None else item.layer, _ORDER[item.kind], item.heads
+
+
+class Interventions(tuple):
+    """Several interventions, applied together: a tuple in a fixed order (the model's, from
+    pos_emb to final_norm), so equal sets are equal and say the same string. Head kinds on one
+    block merge (``zero`` head 1 and head 5 = heads 1,5); two that cannot both apply to one
+    part (identity and freeze of one norm, zero and mean of one head) are refused."""
+
+    def __new__(cls, items=()):
+        items = [items] if isinstance(items, Intervention) else list(items)
+        for item in items:
+            if not isinstance(item, Intervention):
+                raise ExplorerError("intervention.not_one", "Expected an Intervention, got "
+                                    "{kind}.", kind=type(item).__name__)
+        merged: dict[tuple, Intervention] = {}
+        for item in items:
+            key = (item.kind, item.layer, () if item.info.heads else item.heads)
+            if key in merged and item.info.heads:
+                item = Intervention(item.kind, item.layer, merged[key].heads + item.heads)
+            merged[key] = item
+        found = sorted(merged.values(), key=_sort_key)
+        for i, first in enumerate(found):
+            for second in found[i + 1:]:
+                if _clash(first, second):
+                    raise ExplorerError("intervention.conflict", "“{first}” and “{second}” "
+                                        "change the same part: choose one.", first=str(first),
+                                        second=str(second))
+        return super().__new__(cls, found)
+
+    @classmethod
+    def of(cls, value) -> "Interventions":
+        """Interventions from themselves, one Intervention, a list of them, or the string
+        form (None or "" = none)."""
+        if value is None:
+            return cls()
+        if isinstance(value, str):
+            return cls.parse(value)
+        return value if isinstance(value, cls) else cls(value)
+
+    @classmethod
+    def parse(cls, text: str) -> "Interventions":
+        """``"zero trf_blocks[3].att head 5; identity trf_blocks[2].norm1"`` -> Interventions."""
+        if not isinstance(text, str):
+            raise ExplorerError("intervention.not_text", "Interventions are written as text, "
+                                "e.g. “zero trf_blocks[3].att head 5” (got {kind}).",
+                                kind=type(text).__name__)
+        return cls(_parse_one(item) for item in text.split(";") if item.strip())
+
+    def __str__(self) -> str:
+        return "; ".join(map(str, self))
+
+    def __repr__(self) -> str:
+        return f"Interventions({str(self)!r})"
+
+    def describe(self) -> Text:
+        """All of them as one message (the page says it in its language)."""
+        if not self:
+            return Text("intervention.none", "no intervention")
+        message = self[-1].describe()
+        for item in reversed(self[:-1]):
+            message = Text("intervention.and", "{first}; {rest}", first=item.describe(),
+                           rest=message)
+        return message
+
+    def name(self) -> str:
+        """In English, e.g. "trf_blocks[3].att head 5 zeroed"."""
+        return str(self.describe())
+
+    def check(self, cfg) -> "Interventions":
+        """Raise where one of them does not apply to ``cfg``; returns them."""
+        for item in self:
+            item.check(cfg)
+        return self
+
+
+def _clash(first: Intervention, second: Intervention) -> bool:
+    if not any({first.kind, second.kind} <= pair and first.kind != second.kind
+               for pair in _EXCLUSIVE):
+        return False
+    same_block = first.layer is None or second.layer is None or first.layer == second.layer
+    return same_block and (not first.heads or bool(set(first.heads) & set(second.heads)))
+
+
+_SUBPARTS = sorted({k.part for k in KINDS if k.part not in MODEL_PARTS}, key=len, reverse=True)
+_ITEM = re.compile(
+    r"^(?P<verb>[a-z]+)\s+(?:(?P<model>pos_emb|final_norm)|trf_blocks\s*\[\s*(?P<layer>\d+|\*)"
+    r"\s*\]\s*\.\s*(?P<part>" + "|".join(re.escape(p) for p in _SUBPARTS) + r"))"
+    r"(?:\s+heads?\s+(?P<heads>\d+(?:\s*,\s*\d+)*))?$", re.IGNORECASE)
+
+
+def _parse_one(item: str) -> Intervention:
+    text = " ".join(item.split())
+    found = _ITEM.match(text)
+    if found is None:
+        raise ExplorerError("intervention.unreadable", "Cannot read “{item}” as an intervention. "
+                            "Write a verb and a part, e.g. “zero trf_blocks[3].att head 5” or "
+                            "“identity trf_blocks[2].norm1”, and separate several with “;”.",
+                            item=text)
+    verb = found["verb"].lower()
+    part = (found["model"] or found["part"]).lower().replace(" ", "")
+    heads = tuple(int(h) for h in found["heads"].split(",")) if found["heads"] else ()
+    kinds = [k for k in KINDS if k.part == part and k.verb == verb and k.heads == bool(heads)]
+    if not kinds:
+        where = part if part in MODEL_PARTS else f"trf_blocks[i].{part}"
+        forms = [f"{k.verb} {where}" + (" head N" if k.heads else "")
+                 for k in KINDS if k.part == part]
+        raise ExplorerError("intervention.verb_for_part", "“{item}” is not one of the "
+                            "interventions on {part}: {forms}.", item=text, part=where,
+                            forms=", ".join(forms))
+    layer = found["layer"]
+    return Intervention(kinds[0].kind, None if layer in (None, "*") else int(layer), heads)
