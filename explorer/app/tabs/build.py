@@ -414,12 +414,10 @@ def wire(page):
     built = page.on("build_btn.click", build,
                     ["preset", *FIELDS, "seed", "device", "dtype", "weights", "gpt2_size",
                      "weights_path", "weights_upload", "session"],
-                    api_name="build", concurrency_limit=4, concurrency_id="build",
+                    api_name="build", concurrency_limit=1, concurrency_id="build",
                     show_progress_on=[page["status"]])
-    # (Builds may run side by side: the cache builds a new model once and reserves its
-    # memory first; a class mostly gets the model from the cache.)
     page.on("export_btn.click", export_weights, ["session", "hf_layout"],
-            api_name="export_model", concurrency_limit=1, concurrency_id="export",
+            api_name="export_model", concurrency_limit=1, concurrency_id="build",
             show_progress_on=[page["export_note"]])
     pin.wire(page)
     walk.wire(page)
