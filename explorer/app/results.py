@@ -10,7 +10,7 @@ import numpy as np
 
 from ..book.errors import Message
 from ..book.generate import generate_steps
-from ..probes import trace
+from ..probes import intervened_steps, intervening, trace
 from ..runtime.results import SharedSteps
 from . import prefs
 from .shared import RESULTS
@@ -25,12 +25,19 @@ def shared_trace(key, model, ids, **options):
     FROM_SHARED_CACHE and, as its time, the time it took to get it."""
     started = time.perf_counter()
     request = ("trace", key, tuple(ids), _hashable(options))
-    result, shared = RESULTS.get(request, lambda: trace(model, list(ids), **options),
+    result, shared = RESULTS.get(request, lambda: run(key, model, trace, list(ids), **options),
                                  lambda tr: tr.nbytes())
     if not shared:
         return result
     return replace(result, seconds=time.perf_counter() - started,
                    notes=[*result.notes, FROM_SHARED_CACHE])
+
+
+def run(key, model, fn, *args, **kwargs):
+    """``fn(model, *args, **kwargs)`` with the key's interventions acting (model B = A with
+    an intervention: A's model, run so)."""
+    with intervening(model, key.interventions):
+        return fn(model, *args, **kwargs)
 
 
 def _hashable(options: dict) -> tuple:
@@ -51,7 +58,9 @@ def generation_steps(key, model, ids, max_new, **options):
     arguments, so every session asking for the same one replays the same steps, decoded once.
     The arguments are checked here, before the first step, as ``generate_steps`` checks them.
     """
-    steps = generate_steps(model, ids, max_new, **options)      # checks, decodes nothing yet
+    # checked here; nothing decoded yet
+    steps = intervened_steps(model, key.interventions,
+                             generate_steps(model, ids, max_new, **options))
     # the fast step and summary compute the same numbers: not part of what is asked
     request = ("generate", key, tuple(ids), max_new,
                _hashable({k: v for k, v in options.items() if k not in ("step", "summarize")}))

@@ -56,7 +56,7 @@ class ModelCache:
         """Refuse, before anything is allocated, models that cannot be in memory at once (a
         model and the one pinned beside it for a comparison): their weights, each key counted
         once, beside the models that sessions hold (other than these)."""
-        unique = list(dict.fromkeys(keys))
+        unique = list(dict.fromkeys(k.weights_key for k in keys))
         sizes = [model_bytes(k.config, k.dtype) for k in unique]
         need = sum(sizes)
         with self._lock:
@@ -97,7 +97,9 @@ class ModelCache:
     def get(self, key: ModelKey, progress=None, keep=()) -> tuple[GPTModel, bool]:
         """The model for ``key`` and whether it was already built. ``progress(fraction,
         text)`` hears about a checkpoint's one-time conversion. ``keep``: keys that making
-        room for this one must not evict (a comparison's other model)."""
+        room for this one must not evict (a comparison's other model). A key with
+        interventions gets the model of its weights (they act while it runs)."""
+        key, keep = key.weights_key, [k.weights_key for k in keep]
         with self._lock:
             for held_key, model in self._held.values():
                 if held_key == key:

@@ -5,7 +5,7 @@ same checkpoint share one copy."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..book.config import GPT2_BY_REPO, GPTConfig
 from ..book.errors import Text
@@ -62,7 +62,15 @@ class ModelKey:
     device: str
     dtype: str
     source: WeightsSource | None = None   # None: random weights from ``seed``
+    # What is changed while the model runs (``explorer.probes.Interventions``), none of it in
+    # its weights: such a key's model is the model of ``weights_key``, run with them.
+    interventions: tuple = ()
 
     def __post_init__(self):
         if self.source is None:
             object.__setattr__(self, "source", WeightsSource.random(self.seed))
+
+    @property
+    def weights_key(self) -> "ModelKey":
+        """The key of the weights alone (the model in the cache)."""
+        return replace(self, interventions=()) if self.interventions else self

@@ -159,18 +159,20 @@
     return url;
   };
 
-  // The guided walk (explorer/app/tabs/walk.py): in the diagram (a gr.HTML), a click on a
-  // stage, or Enter or Space on a focused one, becomes the component's select event with the
-  // stage's name; the stage stays outlined. One listener on the component: it outlives the
-  // diagram's redraws (a new model, the language).
-  ex.walk = (element, trigger) => {
+  // The guided walk (explorer/app/tabs/walk.py) and the map of which parts matter
+  // (tabs/knockout.py): in a gr.HTML, a click on an element with data-<name>, or Enter or
+  // Space on a focused one, becomes the component's select event with that value; the element
+  // stays outlined. One listener on the component: it outlives the HTML's redraws (a new
+  // model, the language).
+  const clickable = (name) => (element, trigger) => {
+    const attribute = `data-${name}`;
     const choose = (target) => {
-      const stage = target && target.closest ? target.closest("[data-stage]") : null;
-      if (!stage || !element.contains(stage)) return false;
+      const item = target && target.closest ? target.closest(`[${attribute}]`) : null;
+      if (!item || !element.contains(item)) return false;
       element.querySelectorAll(".walk-current").forEach((e) => e.classList.remove("walk-current"));
-      stage.classList.add("walk-current");
-      const all = Array.from(element.querySelectorAll("[data-stage]"));
-      trigger("select", { value: stage.dataset.stage, index: all.indexOf(stage),
+      item.classList.add("walk-current");
+      const all = Array.from(element.querySelectorAll(`[${attribute}]`));
+      trigger("select", { value: item.getAttribute(attribute), index: all.indexOf(item),
                           selected: true });
       return true;
     };
@@ -181,4 +183,6 @@
       }
     });
   };
+  ex.walk = clickable("stage");
+  ex.knock = clickable("knock");
 }

@@ -15,7 +15,7 @@ from ..inputs import as_int, layer_in
 from ..pickers import DEFAULT_CONFIG, fitted_head, fitted_layer, head_choices, layer_slider
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
-from ..results import shared_figures, shared_views
+from ..results import run, shared_figures, shared_views
 from ..shared import NO_MODEL_NOTE, check_model, models_of, session_of, traces_of
 
 TITLE = ("tab.attention", "3 · Attention")
@@ -53,9 +53,9 @@ def views(session, layer, head) -> dict:
     layer = layer_in(traces[0].n_layers, layer, LAYER)
     head = _head(head, traces[0].config["n_heads"])
     if any(layer < tr.n_layers and layer not in tr.attention for tr in traces):
-        traces = [with_attention_of_layer(model, tr, layer)
+        traces = [run(key, model, with_attention_of_layer, tr, layer)
                   if layer < tr.n_layers and layer not in tr.attention else tr
-                  for model, tr in zip(models_of(session), traces)]
+                  for key, model, tr in zip(session.keys, models_of(session), traces)]
         session.traces = tuple(traces)
     session.shown["attention"] = (layer, str(head))
     session.shown.update(att_layer=layer, att_head=str(head))

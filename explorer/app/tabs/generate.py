@@ -14,6 +14,7 @@ import gradio as gr
 from ... import native
 from ...book.errors import ExplorerError, Message
 from ...book.generate import check_generation_args, generate_steps
+from ...probes import intervened_steps
 from ...probes.compare import lockstep
 from .. import comparison, gpu, refresh
 from ..handlers import handler
@@ -154,11 +155,11 @@ def next_token(prompt, output, mode, temperature, top_k, seed, session):
                          [None] * len(models), {}, prompt, keys=session.keys)
     _, temperature, top_k, seed = _arguments(1, mode, temperature, top_k, seed)
     steps = []
-    for model, ids in zip(models, gen.ids):
-        step = next(iter(generate_steps(
+    for key, model, ids in zip(session.keys, models, gen.ids):
+        step = next(iter(intervened_steps(model, key.interventions, generate_steps(
             model, ids, 1, temperature=temperature, top_k=top_k,
             seed=None if seed is None else seed + len(ids),   # another draw each step, repeatable
-            show_top=SHOW_TOP, **FAST_DECODING)))
+            show_top=SHOW_TOP, **FAST_DECODING))))
         ids.append(step.token_id)
         steps.append(step)
     new = [ids[gen.start:] for ids in gen.ids]

@@ -1,0 +1,98 @@
+"""The Knock out tab through its handlers: Intervene makes B = A run with interventions (A's
+weights, not a copy), every view shows the pair, the map of which parts matter, and a click on
+one of its cells."""
+import json
+
+import gradio as gr
+import numpy as np
+import pytest
+
+from explorer.book.config import PRESETS
+from explorer.book.errors import ExplorerError
+from explorer.book.generate import generate_steps
+from explorer.probes import Interventions, intervening, trace
+from explorer.runtime.sources import ModelKey
+
+PROMPT = "Every effort moves you"
+
+
+@pytest.fixture
+def session():
+    from explorer.app import shared
+    from explorer.app.session import Made, Model, Session
+    shared.RESULTS.clear()
+    key = ModelKey(PRESETS["teach-tiny"], 123, "cpu", "float32")
+    return Session(models=(Model(key, Made("built", "teach-tiny")),))
+
+
+def traced(session):
+    from explorer.app.pickers import HIST_PAIRS
+    from explorer.app.tabs import inside
+    return inside.run_trace(PROMPT, session, 1, next(iter(HIST_PAIRS)), "ln1_out", "std")
+
+
+def test_intervene_makes_b_model_a_run_with_the_intervention(session):
+    from explorer.app import shared
+    from explorer.app.tabs import attention, knockout
+    out = knockout.intervene("zero trf_blocks[1].att head 2", session)
+    a, b = session.models
+    assert b.key.interventions == Interventions.parse("zero trf_blocks[1].att head 2")
+    assert b.key.weights_key == a.key and "A with" in out["status"]
+    models = shared.models_of(session)
+    assert models[0] is models[1], "B runs A's weights, not a copy"
+    assert len(shared.CACHE) >= 1 and shared.CACHE.get(b.key)[0] is models[0]
+    traced(session)
+    ids = session.traces[0].token_ids
+    plain = trace(models[0], ids)
+    with intervening(models[0], b.key.interventions):
+        knocked = trace(models[0], ids)
+    assert np.array_equal(session.traces[0].next_probs, plain.next_probs)
+    assert np.array_equal(session.traces[1].next_probs, knocked.next_probs)
+    assert not np.array_equal(plain.next_probs, knocked.next_probs)
+    # layer 0 is before the knock-out: A - B is zero there; layer 1's head 2 differs
+    shown = attention.attention_views(session, 0, "mean")
+    assert "A − B" in json.dumps(shown["att_plot"].to_plotly_json()["layout"], ensure_ascii=False)
+    np.testing.assert_array_equal(session.traces[0].attention[0], session.traces[1].attention[0])
+
+
+def test_generation_of_b_is_the_intervened_generation(session):
+    from explorer.app import shared
+    from explorer.app.tabs import generate, knockout
+    knockout.intervene("identity trf_blocks[0].norm2; zero trf_blocks[1].ff", session)
+    list(generate.generate(PROMPT, 6, "greedy", 1.0, 50, 123, False, session))
+    model = shared.models_of(session)[0]
+    start = session.generation.start
+    plain = [s.token_id for s in generate_steps(model, session.generation.ids[0][:start], 6)]
+    with intervening(model, session.models[1].key.interventions):
+        knocked = [s.token_id for s in
+                   generate_steps(model, session.generation.ids[1][:start], 6)]
+    assert session.generation.ids[0][start:] == plain
+    assert session.generation.ids[1][start:] == knocked
+
+
+def test_the_map_and_a_click_on_one_of_its_cells(session):
+    from explorer.app.tabs import knockout
+    out = knockout.parts_map("the prompt", PROMPT, "loss", session,
+                             progress=lambda *a, **k: None)
+    numbers = out["knock_numbers"]
+    cfg = PRESETS["teach-tiny"]
+    assert np.shape(numbers["head_loss"]) == (cfg.n_layers, cfg.n_heads)
+    assert 'data-knock="zero trf_blocks[1].att head 3"' in out["knock_map"]
+    assert 'data-knock="remove trf_blocks[0].shortcut"' in out["knock_map"]
+    clicked = knockout.cell_clicked(session, gr.SelectData(
+        None, {"value": "zero trf_blocks[1].att head 3", "index": 7}))
+    assert clicked["knock_spec"] == "zero trf_blocks[1].att head 3"
+    assert str(session.models[1].key.interventions) == "zero trf_blocks[1].att head 3"
+    assert "knockout" in session.shown, "the map of A stays when B changes"
+    assert knockout.metric_changed("probability", session)["knock_map"] != out["knock_map"]
+
+
+def test_the_builder_and_bad_interventions_get_messages(session):
+    from explorer.app.tabs import knockout
+    spec = knockout.add_part("", "zero_heads", 1, False, "0, 2", session)["knock_spec"]
+    spec = knockout.add_part(spec, "relu_ff", 0, True, "", session)["knock_spec"]
+    assert spec == str(Interventions.parse(spec)) and "heads 0,2" in spec and "[*]" in spec
+    for bad, message in (("", "Nothing to knock out"), ("zero trf_blocks[9].att head 1", "9"),
+                         ("frobnicate trf_blocks[0].att", "frobnicate")):
+        with pytest.raises((ExplorerError, gr.Error), match=message):
+            knockout.intervene(bad, session)
