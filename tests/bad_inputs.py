@@ -81,9 +81,10 @@ def gen_args(prompt=PROMPT, n=5, mode="greedy", temperature=1.0, top_k=50, seed=
 
 def train_args(data="the default story", text="", upload=None,
                variants=("pre-LN (book)", "no shortcut"), preset="teach-tiny", steps=2,
-               batch_size=2, context=16, lr=0.0004, warmup=0):
+               batch_size=2, context=16, lr=0.0004, warmup=0, eval_freq=5, eval_iter=5):
     """The positional arguments of /train_start (a tiny job by default)."""
-    return (data, text, upload, list(variants), preset, steps, batch_size, context, lr, warmup)
+    return (data, text, upload, list(variants), preset, steps, batch_size, context, lr, warmup,
+            eval_freq, eval_iter)
 
 
 def tiny(**changes) -> dict:

@@ -17,11 +17,13 @@ from ...book.config import PRESETS
 from ...book.errors import ExplorerError, Message, Text
 from ...runtime.export import export_model
 from ...runtime.sources import WeightsSource
-from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
+from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAULT_EVAL_ITER,
+                                       DEFAULT_LR, DEFAULT_PRESET, DEFAULT_STEPS,
                                        DEFAULT_VARIANTS, MAX_VARIANTS, VARIANT_CHOICES,
                                        VARIANT_LABELS,
                                        TrainingSettings, corpus_from_file, corpus_from_text,
-                                       default_corpus, default_settings, make_variants)
+                                       book_settings, default_corpus, default_settings,
+                                       make_variants)
 from .. import comparison, gpu, refresh, shared
 from ..handlers import handler
 from ..i18n import label, t
@@ -69,11 +71,16 @@ def corpus_of(data, text, upload):
     return corpus_from_file(path)
 
 
-def settings_of(steps, batch_size, context_length, lr, warmup_steps):
+def settings_of(steps, batch_size, context_length, lr, warmup_steps, eval_freq=None,
+                eval_iter=None):
     if lr is None:
         raise ExplorerError("train.lr_empty", "lr is empty: enter a number; the book uses "
                                               "{lr}.", lr=_BOOK.lr)
-    return default_settings(steps=as_int(steps, Message("field.steps", "steps")),
+    evaluation = {name: as_int(value, field) for name, value, field in (
+        ("eval_freq", eval_freq, Message("field.eval_freq", "evaluate every")),
+        ("eval_iter", eval_iter, Message("field.eval_iter", "evaluation batches")))
+        if value is not None}
+    return default_settings(**evaluation, steps=as_int(steps, Message("field.steps", "steps")),
                             batch_size=as_int(batch_size, Message("field.batch", "batch size")),
                             context_length=as_int(context_length,
                                                   Message("field.context", "context")),
@@ -146,15 +153,26 @@ def train_seconds(arguments) -> float:
 @handler(outputs=LIVE)
 @gpu.gpu_work(duration=train_seconds)
 def train_start(data, text, upload, variants, preset, steps, batch_size, context_length, lr,
-                warmup_steps, request: gr.Request):
-    """/train_start (streams): start this session's job (replacing a stopped or finished one)
-    and stream its view."""
+                warmup_steps, eval_freq=None, eval_iter=None, request: gr.Request = None):
+    """/train_start (streams): start this session's job (replacing a stopped or finished one;
+    the same job as another session's when it asks for the same) and stream its view."""
     owner = _owner(request)
     chosen = variants_of(variants, preset)
-    settings = settings_of(steps, batch_size, context_length, lr, warmup_steps)
+    settings = settings_of(steps, batch_size, context_length, lr, warmup_steps, eval_freq,
+                           eval_iter)
     shared.LAB.check(owner, chosen, settings)     # the limits, before the text is read
     job = shared.LAB.start(owner, chosen, corpus_of(data, text, upload), settings)
     yield from _watch(job, owner)
+
+
+@handler(outputs=("train_batch", "train_lr", "train_warmup", "train_eval_freq",
+                  "train_eval_iter"))
+def the_books_settings():
+    """The book's loop settings in the form (section 5.2: batch 2, lr 0.0004, evaluation every
+    5 steps on 5 batches); the model, steps and window stay as chosen."""
+    book = book_settings()
+    return {"train_batch": book.batch_size, "train_lr": book.lr, "train_warmup": 0,
+            "train_eval_freq": book.eval_freq, "train_eval_iter": book.eval_iter}
 
 
 @handler(outputs=LIVE)
@@ -291,12 +309,18 @@ def create(page):
                 ("train_warmup", "train.warmup", "warm-up", _BOOK.warmup_steps)):
             page.add(gr.Number(value, precision=0, label=label(text_id, text), min_width=90,
                                elem_id=name))
-        page.add(gr.Number(_BOOK.lr, label="lr", min_width=90, elem_id="train_lr"))
+        page.add(gr.Number(DEFAULT_LR, label="lr", min_width=90, elem_id="train_lr"))
+        page.add(gr.Number(DEFAULT_EVAL_FREQ, precision=0, min_width=90, elem_id="train_eval_freq",
+                           label=label("train.eval_freq", "evaluate every")))
+        page.add(gr.Number(DEFAULT_EVAL_ITER, precision=0, min_width=90, elem_id="train_eval_iter",
+                           label=label("train.eval_iter", "evaluation batches")))
         page.add(gr.Button(label("train.train", "Train"), variant="primary", min_width=90,
                            elem_id="train_btn"))
         page.add(gr.Button(label("train.stop", "Stop"), min_width=90, elem_id="train_stop_btn"))
         page.add(gr.Button(label("train.continue", "Continue"), min_width=90,
                            elem_id="train_continue_btn"))
+        page.add(gr.Button(label("train.book", "The book's settings"), min_width=90,
+                           elem_id="train_book_btn"))
     with gr.Accordion(label("train.own_text", "Your own text (paste it, or upload a .txt) — "
                             "then choose it under data"), open=False, elem_id="train_own_text"):
         with gr.Row():
@@ -327,7 +351,10 @@ def create(page):
 
 def wire(page):
     settings = ["train_data", "train_text", "train_upload", "train_variants", "train_preset",
-                "train_steps", "train_batch", "train_context", "train_lr", "train_warmup"]
+                "train_steps", "train_batch", "train_context", "train_lr", "train_warmup",
+                "train_eval_freq", "train_eval_iter"]
+    page.on("train_book_btn.click", the_books_settings, [], api_visibility="private",
+            show_progress="hidden")
     # The streams only watch (the lab limits how many jobs train): no queue limit of their own.
     page.on("train_btn.click", train_start, settings, api_name="train_start",
             concurrency_limit=None, show_progress="minimal")
