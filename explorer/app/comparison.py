@@ -23,6 +23,12 @@ def _what(keys, side: int) -> str:
                 + ("…" if len(shown) > MAX_NAMED_FIELDS else ""))
     if keys[0] == keys[1]:
         return t("names.same", "the same model")
+    if keys[0].weights_key == keys[1].weights_key:      # an intervention: A and A knocked out
+        if not keys[side].interventions:
+            return t("names.as_is", "as it is")
+        text = say(keys[side].interventions.describe())
+        return text if len(text) <= 2 * MAX_CAPTION_CHARS else (
+            t("names.knocked_out", "knocked out: {n} parts", n=len(keys[side].interventions)))
     text = say(keys[side].source.caption)
     return text if len(text) <= MAX_CAPTION_CHARS else text[:MAX_CAPTION_CHARS - 1] + "…"
 

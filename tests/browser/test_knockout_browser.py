@@ -17,17 +17,19 @@ from page_widgets import choose, expect, tab
 
 pytestmark = pytest.mark.browser
 
+from explorer.app.i18n.texts import source_texts  # noqa: E402
+
 from .test_browser import TAB_INSIDE, build, status, trace  # noqa: E402
 
+SOURCE = source_texts()
 PROJECTOR = {"width": 1280, "height": 720}
 TAB_KNOCK = "7 · Knock out"
 HEAD_CELL = "zero trf_blocks[1].att head 0"
 HEAD_B = "A with trf_blocks[1].att head 0 zeroed"        # knock.b_what + intervention.zero_head
 TYPED = "identity trf_blocks[0].norm2"
 TYPED_B = "A with trf_blocks[0].norm2 replaced by the identity"
-HEADS_CAPTION = "Each head zeroed on its own"
-PARTS_CAPTION = ("Each part of a block knocked out on its own: att and ff skipped, norm1 and "
-                 "norm2 replaced by the identity, both shortcuts removed")
+HEADS_CAPTION = SOURCE["knock.heads_caption"][0]          # (English text, where)
+PARTS_CAPTION = SOURCE["knock.parts_caption"][0]
 
 
 def _open(browser, app_url):

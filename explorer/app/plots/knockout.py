@@ -23,16 +23,24 @@ def _colour(harm: float, scale: float) -> str:
         return "#f0f0f0"
     share = min(1.0, abs(harm) / scale) ** 0.7
     end = HURT if harm > 0 else HELP
-    rgb = [round(n + (e - n) * share) for n, e in zip(NEUTRAL, end)]
-    return "#%02x%02x%02x" % tuple(rgb)
+    return _hex(tuple(round(n + (e - n) * share) for n, e in zip(NEUTRAL, end)))
 
 
 def _cell(value: float, harm: float, scale: float, spec: str, title: str) -> str:
     if not math.isfinite(value):
         return '<td style="background:#f0f0f0">–</td>'
     ink = "#ffffff" if scale > 0 and abs(harm) / scale > 0.6 else "#222222"
+    shown = f"{value:+.3f}" if abs(value) >= 5e-4 else "0"
     return (f'<td data-knock="{html.escape(spec)}" tabindex="0" title="{html.escape(title)}" '
-            f'style="background:{_colour(harm, scale)};color:{ink}">{value:+.3f}</td>')
+            f'style="background:{_colour(harm, scale)};color:{ink}">{shown}</td>')
+
+
+def _scale(grid) -> float:
+    """Each table its own colour scale: a shortcut's cost would pale every head."""
+    if grid is None:
+        return 0.0
+    finite = [abs(v) for v in grid.ravel() if math.isfinite(v)]
+    return max(finite, default=0.0)
 
 
 def knockout_map_html(importance, metric: str = "loss") -> str:
@@ -45,9 +53,6 @@ def knockout_map_html(importance, metric: str = "loss") -> str:
     heads = importance.head_loss if metric == "loss" else importance.head_prob
     parts = importance.part_loss if metric == "loss" else importance.part_prob
     sign = 1.0 if metric == "loss" else -1.0          # what hurts: more loss, less probability
-    values = [v for grid in (heads, parts) if grid is not None for v in grid.ravel()
-              if math.isfinite(v)]
-    scale = max((abs(v) for v in values), default=0.0)
     clean = (t("knock.clean_loss", "the model's own loss {loss:.3f} nats",
                loss=importance.clean_loss) if metric == "loss" else
              t("knock.clean_prob", "the model's own probability of the next token {p:.3f}",
@@ -55,14 +60,18 @@ def knockout_map_html(importance, metric: str = "loss") -> str:
     summary = t("knock.summary", "{n} tokens · {clean} · each cell: {what} when that part is "
                                  "knocked out · {seconds:.1f} s", n=len(importance.token_ids),
                 clean=clean, what=t(*METRICS[metric]), seconds=importance.seconds)
-    out = [f"<p>{summary}</p>"]
+    key = t("knock.key", "{hurt} the part matters (knocked out, the model gets worse) · {help} "
+                         "the model gets better without it · <b>click a cell</b> to knock that "
+                         "part out as model B", hurt=f'<span style="background:{_hex(HURT)}">'
+                         "</span>", help=f'<span style="background:{_hex(HELP)}"></span>')
+    out = [f"<p>{summary}</p>", f'<p class="key">{key}</p>', '<div class="knock-tables">']
     click = t("knock.click", "click: knock it out as B")
     if heads is not None:
         rows = [f"<tr><th>{html.escape(t('knock.block', 'block'))}</th>"
                 + "".join(f"<th>{t('knock.head', 'head {h}', h=h)}</th>"
                           for h in range(heads.shape[1])) + "</tr>"]
         for layer, label in enumerate(importance.layer_labels):
-            cells = "".join(_cell(v, sign * v, scale,
+            cells = "".join(_cell(v, sign * v, _scale(heads),
                                   str(importance.head_intervention(layer, h)),
                                   f"{label}.att head {h} · {click}")
                             for h, v in enumerate(heads[layer]))
@@ -74,12 +83,16 @@ def knockout_map_html(importance, metric: str = "loss") -> str:
                 + "".join(f"<th>{PART_NAMES[p]}</th>" for p in importance.parts) + "</tr>"]
         for layer, label in enumerate(importance.layer_labels):
             cells = "".join(
-                _cell(v, sign * v, scale, str(importance.part_intervention(layer, p))
+                _cell(v, sign * v, _scale(parts), str(importance.part_intervention(layer, p))
                       if math.isfinite(v) else "", f"{label}.{p} · {click}")
                 for p, v in zip(importance.parts, parts[layer]))
             rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
-        caption = t("knock.parts_caption", "Each part of a block knocked out on its own: att "
-                                           "and ff skipped, norm1 and norm2 replaced by the "
-                                           "identity, both shortcuts removed")
+        caption = t("knock.parts_caption", "Each part of a block knocked out on its own (att, "
+                                           "ff skipped; norm1, norm2 the identity; both "
+                                           "shortcuts removed)")
         out.append(f"<table><caption>{caption}</caption>{''.join(rows)}</table>")
-    return "".join(out)
+    return "".join(out) + "</div>"
+
+
+def _hex(rgb) -> str:
+    return "#%02x%02x%02x" % rgb

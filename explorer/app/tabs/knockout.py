@@ -32,7 +32,8 @@ ID = "knockout"
 TEXTS = {"the prompt": ("knock.text_prompt", "the prompt"),
          "the training story": ("knock.text_story", "the training story (its first tokens)")}
 STORY_TOKENS = 64
-KIND_NAMES = {k.kind: f"{k.verb} {k.part}" + (" head(s)" if k.heads else "") for k in KINDS}
+# The choices in the string form's words (code, as the book names the parts: not translated)
+KIND_NAMES = {k.kind: f"{k.verb} {k.part}" + (" · heads" if k.heads else "") for k in KINDS}
 
 
 def intervened(session, interventions: Interventions) -> None:
@@ -72,12 +73,15 @@ def note(session) -> str:
 @handler(outputs=("session", "knock_spec", *refresh.FIRST, refresh.new_model_outputs))
 def intervene(spec, session):
     """/intervene: model B = model A with the interventions of ``spec`` (the string form,
-    parts joined by ';')."""
+    parts joined by ';'). The Attention tab moves to the block after the first knocked-out
+    one: the blocks before it (and its own attention) are unchanged."""
     session = session_of(session)
     interventions = spec_of(spec)
     intervened(session, interventions)
-    return {"session": session, "knock_spec": str(interventions),
-            **refresh.new_model(session)}
+    layers = [i.layer for i in interventions if i.layer is not None]
+    if layers:
+        session.shown["att_layer"] = min(layers) + 1      # (fitted to the model's layers)
+    return {"session": session, "knock_spec": str(interventions), **refresh.new_model(session)}
 
 
 @handler(outputs=("session", "knock_spec", *refresh.FIRST, refresh.new_model_outputs))
@@ -183,7 +187,17 @@ KNOCK_JS = ("(function start(tries) { if (window.gptExplorer && gptExplorer.knoc
 
 def create(page):
     page.add(gr.Markdown(note(session_of(None)), elem_id="knock_note"))
-    with gr.Row(equal_height=True):
+    # The map first (what a lecturer shows), then the builder of an intervention.
+    with gr.Row():
+        page.add(gr.Radio([(t(*v), k) for k, v in TEXTS.items()], value="the prompt",
+                          label=label("knock.text", "text"), elem_id="knock_text"))
+        page.add(gr.Radio([(t(*v), k) for k, v in METRICS.items()], value="loss",
+                          label=label("knock.metric", "the map shows"), elem_id="knock_metric"))
+        page.add(gr.Button(label("knock.map", "Which parts matter"), variant="primary",
+                           scale=0, min_width=160, elem_id="knock_map_btn"))
+    page.add(gr.HTML(knockout_map_html(None), elem_id="knock_map", js_on_load=KNOCK_JS))
+    page.add(gr.JSON(visible=False, elem_id="knock_numbers"))
+    with gr.Row():
         page.add(gr.Dropdown([(v, k) for k, v in KIND_NAMES.items()], value="zero_heads",
                              label=label("knock.kind", "part to knock out"), scale=2,
                              elem_id="knock_kind"))
@@ -192,24 +206,16 @@ def create(page):
                              elem_id="knock_every"))
         page.add(gr.Textbox("0", label=label("knock.heads", "heads (e.g. 1,5)"), min_width=100,
                             elem_id="knock_heads"))
-        page.add(gr.Button(label("knock.add", "Add"), min_width=70, elem_id="knock_add_btn"))
-    with gr.Row(equal_height=True):
+        page.add(gr.Button(label("knock.add", "Add"), scale=0, min_width=70,
+                           elem_id="knock_add_btn"))
+    with gr.Row():
         page.add(gr.Textbox("", label=label("knock.spec", "interventions (parts joined by ;)"),
                             placeholder="zero trf_blocks[0].att head 1; identity "
                                         "trf_blocks[1].norm2", scale=4, elem_id="knock_spec"))
-        page.add(gr.Button(label("knock.intervene", "Intervene"), variant="primary",
-                           min_width=100, elem_id="knock_btn"))
-        page.add(gr.Button(label("knock.remove", "Remove B"), min_width=90,
+        page.add(gr.Button(label("knock.intervene", "Intervene"), variant="primary", scale=0,
+                           min_width=110, elem_id="knock_btn"))
+        page.add(gr.Button(label("knock.remove", "Remove B"), scale=0, min_width=100,
                            elem_id="knock_remove_btn"))
-    with gr.Row(equal_height=True):
-        page.add(gr.Radio([(t(*v), k) for k, v in TEXTS.items()], value="the prompt",
-                          label=label("knock.text", "text"), elem_id="knock_text"))
-        page.add(gr.Radio([(t(*v), k) for k, v in METRICS.items()], value="loss",
-                          label=label("knock.metric", "the map shows"), elem_id="knock_metric"))
-        page.add(gr.Button(label("knock.map", "Which parts matter"), variant="primary",
-                           min_width=140, elem_id="knock_map_btn"))
-    page.add(gr.HTML(knockout_map_html(None), elem_id="knock_map", js_on_load=KNOCK_JS))
-    page.add(gr.JSON(visible=False, elem_id="knock_numbers"))
 
 
 def wire(page):
