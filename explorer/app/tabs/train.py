@@ -30,6 +30,7 @@ from ..i18n import label, t
 from ..inputs import as_choice, as_choices, as_int, as_number
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows, variant_name)
+from ..results import shared_figures
 from ..session import Made, Model
 from ..shared import CACHE, session_of
 
@@ -103,12 +104,26 @@ def variants_of(variants, preset):
 def live(view, sharing: str = "") -> dict:
     """The live view: progress (and ``sharing``, what the session shares of the job), loss
     curves, table, gradient norms, samples, the variant choice for Use / Export."""
-    labels = [r.label for r in view.runs] if view is not None else []
+    return {**_drawn(view, sharing), "train_choice": _choice(view)}
+
+
+def live_of(job, seen, view, sharing) -> dict:
+    """``live(view, sharing)``, its figures drawn once for every session watching ``job`` at
+    the same point (``seen``), in the same language and mode."""
+    return {**shared_figures(("train", job, seen), lambda: _drawn(view, sharing)),
+            "train_choice": _choice(view)}
+
+
+def _drawn(view, sharing) -> dict:
     return {"train_progress": progress_markdown(view) + sharing,
             "train_loss_plot": loss_figure(view), "train_table": table_rows(view),
-            "train_grad_plot": grad_norm_figure(view), "train_samples": samples_markdown(view),
-            "train_choice": gr.update(choices=[(variant_name(n), n) for n in labels],
-                                      value=labels[0] if labels else None)}
+            "train_grad_plot": grad_norm_figure(view), "train_samples": samples_markdown(view)}
+
+
+def _choice(view):
+    labels = [r.label for r in view.runs] if view is not None else []
+    return gr.update(choices=[(variant_name(n), n) for n in labels],
+                     value=labels[0] if labels else None)
 
 
 def job_view(job, owner) -> tuple:
@@ -139,7 +154,7 @@ def _watch(job, owner):
                 tuple(r.sample_step for r in view.runs), sharing)
         if seen != last:
             last = seen
-            yield live(view, sharing)
+            yield live_of(job, seen, view, sharing)
         if not running:
             return
         time.sleep(POLL_SECONDS)
