@@ -279,7 +279,8 @@ def app_url():
 def speed_line(url):
     from local_client import local_client
     from test_app import build_args
-    from explorer.app.shared import DEFAULT_PROMPT
+    from explorer.app.shared import DEFAULT_PROMPT, RESULTS
+    RESULTS.clear()          # decoded now, not replayed from another test's generation
     c = local_client(url)
     c.predict(**build_args("teach-tiny"))
     return c.predict(DEFAULT_PROMPT, 6, "greedy", 1.0, 50, 123, False, api_name="/generate")[3]

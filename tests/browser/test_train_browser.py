@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
+from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME, DEFAULT_EVAL_FREQ
 
 from page_widgets import expect
 
@@ -44,9 +44,10 @@ def test_two_variants_train_and_their_curves_grow(page, shots):
     early = points_per_curve(page)
     expect(page.locator("#train_progress")).to_contain_text("Finished", timeout=120_000)
     expect(page.locator("#train_progress")).to_contain_text(f"step {STEPS} of {STEPS}")
+    evaluations = STEPS // DEFAULT_EVAL_FREQ
     page.wait_for_function(
         f"""() => [...document.querySelectorAll('#train_loss_plot g.scatterlayer g.trace')]
-                 .every(x => x.querySelectorAll('path.point').length >= {STEPS // 5})""")
+                 .every(x => x.querySelectorAll('path.point').length >= {evaluations})""")
     late = points_per_curve(page)
     assert all(b > a for a, b in zip(early, late)), (early, late)
     for label in ("pre-LN (book)", "no shortcut"):
