@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-MMAP_THRESHOLD = 4 * 1024 ** 2
+MMAP_THRESHOLD = 32 * 1024 ** 2
 
 
 def _libc():
@@ -24,8 +24,11 @@ def release_freed_memory_promptly() -> bool:
     system. glibc otherwise raises its mmap threshold each time a large block is freed (up to
     32 MB) and keeps later blocks of that size in its heap, so memory of evicted models stays
     in the process: a 160 MB model cache churning teaching models held about 900 MB of RSS
-    instead of 450 MB. A fixed threshold maps every tensor of 4 MB or more on its own. Returns
-    False (and changes nothing) where the C library is not glibc."""
+    instead of 450 MB. A fixed threshold maps every tensor of 32 MB or more on its own (a
+    model's large matrices); smaller blocks stay in the heap, where a training step reuses
+    its 13 MB logits instead of faulting in fresh pages every step (a third of its time), and
+    every handler's ``trim`` returns them when freed. Returns False (and changes nothing)
+    where the C library is not glibc."""
     try:
         return bool(_LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
     except AttributeError:

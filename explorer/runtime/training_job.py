@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
+from contextlib import contextmanager
 import threading
 import time
 
@@ -43,6 +44,19 @@ GRAD_NORM_POINTS = 200            # at most this many steps of gradient norms pe
 _STATUS_WORDS = {"finished": Message("job.status.finished", "finished"),
                  "cancelled": Message("job.status.cancelled", "cancelled"),
                  "failed": Message("job.status.failed", "failed")}
+
+
+@contextmanager
+def one_thread():
+    """A training step on one torch thread (this thread only): a teaching model's step is
+    many small operations, as fast on one core, and the other core stays free for the page
+    and the other sessions. Whichever thread trains, the numbers are the same."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class TrainingJob:
@@ -120,7 +134,7 @@ class TrainingJob:
         return self
 
     def _one_step(self):
-        with self._step_lock:
+        with self._step_lock, one_thread():
             started = time.perf_counter()
             batch = None
             while batch is None:
