@@ -88,6 +88,8 @@ def test_in_lecture_mode_three_variants_train_to_the_end_without_a_page_error(pa
     choose(page, "train_preset", "teach-tiny")
     set_number(page, "train_steps", STEPS)
     page.locator("#train_btn").click()
+    # (the page still shows the first test's finished job until this one's first update)
+    expect(page.locator("#train_table")).to_contain_text("post-LN", timeout=120_000)
     expect(page.locator("#train_progress")).to_contain_text(f"step {STEPS} of {STEPS}",
                                                             timeout=120_000)
     expect(page.locator("#train_loss_plot .legendtext")).to_have_count(3)   # one per variant
