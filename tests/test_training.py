@@ -236,6 +236,22 @@ def test_one_sessions_stop_never_stops_anothers_training():
         lab.cancel("b")
 
 
+def test_a_new_job_is_never_forgotten_among_the_finished_ones_kept():
+    from explorer.runtime.training_lab import MAX_KEPT_ENDED
+    settings = TrainingSettings(steps=1, eval_freq=1, eval_iter=1, sample_tokens=1)
+    lab = TrainingLab()
+    # one session trains job after job: the finished ones stay for anyone who asks again
+    for seed in range(MAX_KEPT_ENDED + 2):
+        job = lab.start("a", SIDE_BY_SIDE, short_corpus(), replace(settings, seed=seed))
+        assert job.wait(60) and lab.job("a") is job
+    assert len(lab) == MAX_KEPT_ENDED + 1          # the session's own, and the 4 newest
+    new = lab.start("a", SIDE_BY_SIDE, short_corpus(), replace(settings, steps=400))
+    try:
+        assert lab.job("a") is new and lab.watching("a", new) and new.running
+    finally:
+        lab.cancel("a")
+
+
 def test_the_last_session_leaving_a_running_job_cancels_it():
     settings = TrainingSettings(steps=400, eval_freq=100, eval_iter=1, sample_tokens=2)
     lab = TrainingLab()

@@ -184,8 +184,9 @@ class TrainingLab:
 
     def _forget_old_ended(self):
         """Keep at most MAX_KEPT_ENDED finished jobs that no session has."""
-        kept = sorted((k for k, j in self._jobs.items() if not self._members_of(j)),
-                      key=lambda k: self._jobs[k].ended_at or 0)
+        kept = sorted((k for k, j in self._jobs.items()
+                       if j.status == "finished" and not self._members_of(j)),
+                      key=lambda k: self._jobs[k].ended_at)
         for key in kept[:-MAX_KEPT_ENDED]:
             self._jobs.pop(key)
 
