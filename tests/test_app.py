@@ -219,10 +219,27 @@ def test_the_bars_and_speed_hold_the_last_steps_for_the_page_to_paint_each(app_u
     assert live[-1][-1] == n
     speeds = [re.findall(r'data-step="(\d+)"', o[3]) for o in outputs[:-1] if o[3]]
     assert speeds[-1][-1] == str(n)
-    # the final update: the last step's bars and speed alone
+    # the final update still holds the last steps (a busy page may not have painted them all
+    # yet), and ends with the last one; the views after it show the last step alone
     final = outputs[-1]
-    assert "data-step" not in final[1] and "chosen" in final[1]
-    assert final[3].startswith(f"{n} tokens")
+    assert [int(x) for x in re.findall(r'data-step="(\d+)"', final[1])] == live[-1]
+    assert re.findall(r'data-step="(\d+)"', final[3]) == speeds[-1]
+    assert "chosen" in final[1] and f">{n} tokens" in final[3]
+
+
+def test_after_a_stream_a_redraw_shows_the_last_steps_bars_alone():
+    """The final update holds the last steps for the page to paint; a redraw after it (another
+    language, lecture mode) renders the last step afresh, alone."""
+    from explorer.app.tabs import build as build_tab
+    tiny = PRESETS["teach-tiny"]
+    state = build_tab.build("teach-tiny", *tiny.to_dict().values(), 123, "cpu", "float32",
+                            session=Session(), progress=lambda *a, **k: None)["session"]
+    updates = list(generate_tab.generate(DEFAULT_PROMPT, 5, "greedy", 1.0, 50, 123, False,
+                                         state))
+    assert re.findall(r'data-step="(\d+)"', updates[-1]["bars"])[-1] == "5"
+    again = generate_tab._redraw(updates[-1]["session"])
+    assert "data-step" not in again["bars"] and "chosen" in again["bars"]
+    assert again["speed"].startswith("5 tokens")
 
 
 def step_rows(table_html):

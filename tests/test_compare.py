@@ -320,7 +320,10 @@ def test_the_same_endpoints_serve_a_comparison_through_the_api():
         rows = re.findall(r"<tr[^>]*><td>\d+</td>(?:<td>[^<]*</td>){2}<td>([^<]*)</td>", history)
         assert [html.unescape(r) for r in rows[::-1]] == [
             visible_token(get_tokenizer().token_text(i), 16) for i in alone_b]
-        assert "6 steps of A and B" in speed and bars.count('class="s"') == 2
+        # (the last update still holds the stream's last steps: the last is the current one)
+        last_bars = bars.split('class="nt-step"')[-1]
+        assert speed.split('class="nt-step"')[-1].count("6 steps of A and B") == 1
+        assert 'data-step="6"' in last_bars and last_bars.count('class="s"') == 2
         text, *_ = c.predict(PROMPT, text, "greedy", 1.0, 50, 123, api_name="/next_token")
         lens = c.predict(PROMPT, api_name="/logit_lens")
         assert "Logit lens: A and B" in json.loads(lens["plot"])["layout"]["title"]["text"]

@@ -160,7 +160,8 @@ BAR_SNAPSHOTS = """() => {
 
 
 def bar_labels(page):
-    return "|".join(page.locator("#bars .nt-bars div").all_text_contents())
+    """The bars shown (the last update of a stream also holds its last steps, hidden)."""
+    return "|".join(page.locator("#bars .nt-bars div").filter(visible=True).all_text_contents())
 
 
 def test_generate_streams_text_bars_and_history(page, shots):
@@ -185,7 +186,9 @@ def test_generate_streams_text_bars_and_history(page, shots):
     print(f"streaming: {len(grown)} distinct texts, {len(set(snaps))} distinct bar charts seen")
     assert len(set(snaps)) >= 2, f"the probability bars never changed while streaming: {snaps}"
     assert "chosen" in snaps[-1]
-    expect(page.locator("#bars .nt-bars div").first).to_be_visible()
+    shown = page.locator("#bars .nt-step").filter(visible=True)
+    expect(shown).to_have_count(1)                     # the last step's bars, alone
+    expect(shown).to_have_attribute("data-step", str(MAX_NEW))
     shot(page, shots, "5_generate")
 
 

@@ -125,13 +125,15 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         yield {**views.shown(session, live=True, table=with_table), "session": session}
     gen.streaming = False
     if gen.rows:
-        # The final state, always complete, with the last step's bars alone: after the same
-        # wait as every update, so that the page has painted the steps before it.
+        # The final state, always complete, after the same wait as every update. It still
+        # holds the last steps: a busy page may reach it before painting them all, and paints
+        # them first. Later views (another language, say) show the last step's bars alone.
         wait = sent + STREAM_INTERVAL_S - time.perf_counter()
         if wait > 0:
             time.sleep(wait)
+        final = views.shown(session)
         gen.log = ((), ())
-        yield {**views.shown(session), "session": session}
+        yield {**final, "session": session}
 
 
 @handler(outputs=SHOWN)
