@@ -15,6 +15,7 @@ upper bound.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -72,6 +73,32 @@ def start_app(port: int, temp_dir: str, log):
     raise RuntimeError("the app did not answer within 180 s")
 
 
+@contextlib.contextmanager
+def running_app(prefix: str):
+    """``python app.py`` (with this process's environment) on a free port, up and answering:
+    yields (process, url). On the way out the server is stopped and its files removed; on an
+    error the tail of its log is printed first."""
+    temp_dir = tempfile.mkdtemp(prefix=prefix)
+    log = open(os.path.join(temp_dir, "server.log"), "w+")
+    proc = None
+    try:
+        proc, url = start_app(free_port(), os.path.join(temp_dir, "gradio"), log)
+        yield proc, url
+    except BaseException:
+        log.seek(0)
+        print("server log (tail):\n" + log.read()[-3000:])
+        raise
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        log.close()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
 def prompt_of(n_tokens: int) -> str:
     """A text that the GPT-2 tokenizer reads as exactly ``n_tokens`` tokens."""
     tok = get_tokenizer()
@@ -117,13 +144,9 @@ def main():
     weights = count_parameters(cfg).total * 4  # float32
     print(f"load average before: {load_average():.2f}")
 
-    temp_dir = tempfile.mkdtemp(prefix="bench_app_memory_")
-    log = open(os.path.join(temp_dir, "server.log"), "w+")
-    proc = None
     steps = []  # (what, seconds, RSS after, VmHWM after, component sizes of each update)
-    try:
-        started = time.perf_counter()
-        proc, url = start_app(free_port(), os.path.join(temp_dir, "gradio"), log)
+    started = time.perf_counter()
+    with running_app("bench_app_memory_") as (proc, url):
         client = Client(url, verbose=False, download_files=False, analytics_enabled=False)
         time.sleep(1.0)  # let startup allocations settle
         idle = proc_memory(proc.pid)["VmRSS"]
@@ -183,19 +206,6 @@ def main():
         step(f"generate {args.new} (streamed)", generate)
         total_s = time.perf_counter() - started
         final = proc_memory(proc.pid)
-    except BaseException:
-        log.seek(0)
-        print("server log (tail):\n" + log.read()[-3000:])
-        raise
-    finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.close()
-        shutil.rmtree(temp_dir, ignore_errors=True)
 
     # Where the memory went, and each endpoint's largest update and component.
     rows = [[what, f"{s:.1f} s", mb(rss), mb(hwm),

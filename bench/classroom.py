@@ -23,16 +23,14 @@ import argparse
 import math
 import os
 import re
-import shutil
 import statistics
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from _common import (OthersCPU, load_average, mb, print_table, verdict,  # first: explorer
                      wait_for_quiet)
-from app_memory import free_port, proc_memory, start_app  # the app as a subprocess
+from app_memory import proc_memory, running_app  # the app as a subprocess
 
 from gradio_client import Client
 
@@ -388,12 +386,8 @@ def main():
     load = wait_for_quiet(args.max_load) if args.max_load else load_average()
     print(f"load average (1 min) at start: {load:.2f}; {os.cpu_count()} CPUs")
     os.environ[BUDGET_ENV] = str(args.memory_mb)   # start_app passes our environment on
-    temp_dir = tempfile.mkdtemp(prefix="bench_classroom_")
-    log = open(os.path.join(temp_dir, "server.log"), "w+")
-    proc = None
     rows, walk_hwm = [], None
-    try:
-        proc, url = start_app(free_port(), os.path.join(temp_dir, "gradio"), log)
+    with running_app("bench_classroom_") as (proc, url):
         time.sleep(1.0)   # let startup allocations settle
         idle = proc_memory(proc.pid)["VmRSS"]
         print(f"app up at {url} ({BUDGET_ENV}={args.memory_mb}); idle RSS {mb(idle)}")
@@ -417,19 +411,6 @@ def main():
                 rows.append(others_row("the training burst", others))
         rows += memory_rows(proc_memory(proc.pid)["VmHWM"], sampler.peak, idle, walk_hwm,
                             args.memory_mb)
-    except BaseException:
-        log.seek(0)
-        print("server log (tail):\n" + log.read()[-3000:])
-        raise
-    finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except Exception:  # noqa: BLE001 - TimeoutExpired
-                proc.kill()
-        log.close()
-        shutil.rmtree(temp_dir, ignore_errors=True)
     print()
     print_table(rows, ["figure", "measured", "target", ""])
     print(f"load average (1 min) at the end: {load_average():.2f}")

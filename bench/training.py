@@ -29,10 +29,7 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import statistics
-import subprocess
-import tempfile
 import time
 
 from _common import (OthersCPU, load_average, print_table, verdict,  # first: the root
@@ -159,49 +156,34 @@ def run_page(arguments, app_env: dict) -> dict:
     """The same job through the page: a fresh ``python app.py`` (a lab that already finished
     this job would hand it back at once), a client connected before the clock starts, and
     ``/train_start`` streamed from the submit to its last update."""
-    from app_memory import free_port, start_app   # the app as a subprocess
+    from app_memory import running_app   # the app as a subprocess
     from gradio_client import Client
 
-    temp_dir = tempfile.mkdtemp(prefix="bench_training_")
-    log = open(os.path.join(temp_dir, "server.log"), "w+")
     saved = {k: os.environ.get(k) for k in app_env}
-    os.environ.update(app_env)                   # start_app passes os.environ on
-    proc = None
+    os.environ.update(app_env)                   # the app gets os.environ
     try:
-        proc, url = start_app(free_port(), os.path.join(temp_dir, "gradio"), log)
-        client = Client(url, verbose=False, ssl_verify=False, download_files=False,
-                        analytics_enabled=False)
-        wait_until_idle(proc.pid)
-        server_cpu = cpu_seconds_of(proc.pid)
-        with OthersThanUs(proc.pid) as others:
-            started = time.perf_counter()
-            job = client.submit(**arguments)
-            updates = []                              # (seconds, step, bytes)
-            for out in job:
-                updates.append((time.perf_counter() - started, _step_of(out),
-                                len(json.dumps(out, ensure_ascii=False, default=str).encode())))
-            final = job.result()
-            seconds = time.perf_counter() - started
-        server_cpu = cpu_seconds_of(proc.pid) - server_cpu
-        client.close()
-    except BaseException:
-        log.seek(0)
-        print("server log (tail):\n" + log.read()[-3000:])
-        raise
+        with running_app("bench_training_") as (proc, url):
+            client = Client(url, verbose=False, ssl_verify=False, download_files=False,
+                            analytics_enabled=False)
+            wait_until_idle(proc.pid)
+            server_cpu = cpu_seconds_of(proc.pid)
+            with OthersThanUs(proc.pid) as others:
+                started = time.perf_counter()
+                job = client.submit(**arguments)
+                updates = []                              # (seconds, step, bytes)
+                for out in job:
+                    size = len(json.dumps(out, ensure_ascii=False, default=str).encode())
+                    updates.append((time.perf_counter() - started, _step_of(out), size))
+                final = job.result()
+                seconds = time.perf_counter() - started
+            server_cpu = cpu_seconds_of(proc.pid) - server_cpu
+            client.close()
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.close()
-        shutil.rmtree(temp_dir, ignore_errors=True)
     progress, _, table = final[0], final[1], final[2]
     job_s = JOB_SECONDS.findall(str(progress))
     return {"seconds": seconds, "server_cpu": server_cpu, "updates": updates,

@@ -96,3 +96,22 @@ def test_the_builder_and_bad_interventions_get_messages(session):
                          ("frobnicate trf_blocks[0].att", "frobnicate")):
         with pytest.raises((ExplorerError, gr.Error), match=message):
             knockout.intervene(bad, session)
+
+
+def test_the_parts_to_knock_out_are_named_in_the_pages_language():
+    """The builder's choices say what each knock-out does, in the page's language, after the
+    string form's words (which stay code: the book's names)."""
+    import re
+    from explorer.app import prefs
+    from explorer.app.session import Session
+    from explorer.app.tabs.knockout import KIND_NAMES, _redraw, kind_choices
+    with prefs.using(prefs.Prefs("zh")):
+        zh = kind_choices()
+        redrawn = _redraw(Session())["knock_kind"]["choices"]
+    en = kind_choices()
+    assert [k for _, k in zh] == [k for _, k in en] == list(KIND_NAMES)
+    assert [tuple(c) for c in redrawn] == zh
+    for (zh_label, kind), (en_label, _) in zip(zh, en):
+        assert zh_label.endswith(f"({KIND_NAMES[kind]})") and en_label.endswith(
+            f"({KIND_NAMES[kind]})")
+        assert re.search(r"[\u3400-\u9fff]", zh_label) and zh_label != en_label, zh_label

@@ -36,6 +36,13 @@ STORY_TOKENS = 64
 KIND_NAMES = {k.kind: f"{k.verb} {k.part}" + (" · heads" if k.heads else "") for k in KINDS}
 
 
+def kind_choices() -> list[tuple[str, str]]:
+    """The parts to knock out: what each does, in the page's language, then the string
+    form's words ("att head h zeroed (zero att · heads)")."""
+    return [(t(*k.text, part=k.part, block="trf_blocks[l]", heads="h")
+             + f" ({KIND_NAMES[k.kind]})", k.kind) for k in KINDS]
+
+
 def intervened(session, interventions: Interventions) -> None:
     """Model B becomes model A run with ``interventions`` (A's weights, not a copy); the map
     of A stays."""
@@ -170,13 +177,14 @@ def _new_model(session) -> dict:
             "knock_layer": fitted_layer(session, "knock_layer")}
 
 
-@refresh.on_redraw("knock_note", "knock_map", "knock_text", "knock_metric")
+@refresh.on_redraw("knock_note", "knock_map", "knock_text", "knock_metric", "knock_kind")
 def _redraw(session) -> dict:
     shown = session.shown.get("knockout")
     return {"knock_note": note(session),
             "knock_map": knockout_map_html(*shown) if shown else knockout_map_html(None),
             "knock_text": gr.update(choices=[(t(*v), k) for k, v in TEXTS.items()]),
-            "knock_metric": gr.update(choices=[(t(*v), k) for k, v in METRICS.items()])}
+            "knock_metric": gr.update(choices=[(t(*v), k) for k, v in METRICS.items()]),
+            "knock_kind": gr.update(choices=kind_choices())}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,7 +206,7 @@ def create(page):
     page.add(gr.HTML(knockout_map_html(None), elem_id="knock_map", js_on_load=KNOCK_JS))
     page.add(gr.JSON(visible=False, elem_id="knock_numbers"))
     with gr.Row():
-        page.add(gr.Dropdown([(v, k) for k, v in KIND_NAMES.items()], value="zero_heads",
+        page.add(gr.Dropdown(kind_choices(), value="zero_heads",
                              label=label("knock.kind", "part to knock out"), scale=2,
                              elem_id="knock_kind"))
         page.add(layer_slider("knock_layer", "knock.layer", "block"))
