@@ -115,3 +115,22 @@ def test_the_parts_to_knock_out_are_named_in_the_pages_language():
         assert zh_label.endswith(f"({KIND_NAMES[kind]})") and en_label.endswith(
             f"({KIND_NAMES[kind]})")
         assert re.search(r"[\u3400-\u9fff]", zh_label) and zh_label != en_label, zh_label
+
+
+def test_the_map_is_forgotten_when_model_a_changes_and_kept_when_b_does(session):
+    """The map describes model A: a knock-out as B keeps it; A rebuilt, even with the same
+    shape and another seed, drops it (its numbers would be another model's)."""
+    from explorer.app.plots.knockout import knockout_map_html
+    from explorer.app.session import Made, Model
+    from explorer.app.tabs import knockout
+    out = knockout.parts_map("the prompt", PROMPT, "loss", session,
+                             progress=lambda *a, **k: None)
+    knockout.intervene("zero trf_blocks[0].att head 1", session)
+    assert knockout._new_model(session)["knock_map"] == out["knock_map"]
+    for changed in (ModelKey(PRESETS["teach-tiny"], 7, "cpu", "float32"),
+                    ModelKey(PRESETS["teach-tiny"].replace(n_heads=2), 123, "cpu", "float32")):
+        knockout.parts_map("the prompt", PROMPT, "loss", session, progress=lambda *a, **k: None)
+        session.with_models((Model(changed, Made("built", "teach-tiny")),))
+        assert knockout._new_model(session)["knock_map"] == knockout_map_html(None)
+        assert "knockout" not in session.shown
+        assert knockout.metric_changed("probability", session) == {}

@@ -53,11 +53,8 @@ def intervened(session, interventions: Interventions) -> None:
         raise ExplorerError("knock.nothing", "Nothing to knock out: add a part (or write one, "
                                              "such as 'zero trf_blocks[0].att head 1').")
     key = replace(a.key, interventions=interventions)
-    kept = session.shown.get("knockout")
     session.with_models((a, Model(key, Made("intervened", Message(
         "knock.b_what", "A with {what}", what=interventions.describe())))))
-    if kept is not None:
-        session.shown["knockout"] = kept
 
 
 def spec_of(text) -> Interventions:
@@ -138,7 +135,7 @@ def parts_map(text, prompt, metric, session, progress=gr.Progress()):
     progress(0, desc=t("knock.progress", "Knocking out every part"))
     result = importance(model, ids, max_bytes=CACHE.budget_bytes * TRACE_MEMORY_SHARE,
                         progress=lambda done, total: progress(done / total))
-    session.shown["knockout"] = (result, metric)
+    session.shown["knockout"] = (result, metric, session.models[0].key.weights_key)
     return {"knock_map": knockout_map_html(result, metric), "knock_numbers": numbers(result),
             "session": session}
 
@@ -154,24 +151,32 @@ def numbers(result) -> dict:
             "part_prob": grid(result.part_prob)}
 
 
+def shown_map(session):
+    """(the map, its metric) if the map was made for the session's model A (a new B keeps
+    it: B is A knocked out, or a pinned model); None, and forgotten, for another A."""
+    shown = session.shown.get("knockout")
+    if shown is None:
+        return None
+    if not session.models or session.models[0].key.weights_key != shown[2]:
+        session.shown.pop("knockout")
+        return None
+    return shown[:2]
+
+
 @handler(outputs=("knock_map",))
 def metric_changed(metric, session):
     session = session_of(session)
-    shown = session.shown.get("knockout")
+    shown = shown_map(session)
     if shown is None:
         return {}
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
-    session.shown["knockout"] = (shown[0], metric)
+    session.shown["knockout"] = (shown[0], metric, session.models[0].key.weights_key)
     return {"knock_map": knockout_map_html(shown[0], metric)}
 
 
 @refresh.on_new_model("knock_note", "knock_map", "knock_layer")
 def _new_model(session) -> dict:
-    shown = session.shown.get("knockout")
-    if shown is not None and session.models and session.models[0].key.config.n_layers \
-            != len(shown[0].layer_labels):
-        session.shown.pop("knockout")
-        shown = None
+    shown = shown_map(session)
     return {"knock_note": note(session),
             "knock_map": knockout_map_html(*shown) if shown else knockout_map_html(None),
             "knock_layer": fitted_layer(session, "knock_layer")}
@@ -179,7 +184,7 @@ def _new_model(session) -> dict:
 
 @refresh.on_redraw("knock_note", "knock_map", "knock_text", "knock_metric", "knock_kind")
 def _redraw(session) -> dict:
-    shown = session.shown.get("knockout")
+    shown = shown_map(session)
     return {"knock_note": note(session),
             "knock_map": knockout_map_html(*shown) if shown else knockout_map_html(None),
             "knock_text": gr.update(choices=[(t(*v), k) for k, v in TEXTS.items()]),
