@@ -2,6 +2,7 @@
 weights, not a copy), every view shows the pair, the map of which parts matter, and a click on
 one of its cells."""
 import json
+import re
 
 import gradio as gr
 import numpy as np
@@ -84,7 +85,12 @@ def test_the_map_and_a_click_on_one_of_its_cells(session):
     assert clicked["knock_spec"] == "zero trf_blocks[1].att head 3"
     assert str(session.models[1].key.interventions) == "zero trf_blocks[1].att head 3"
     assert "knockout" in session.shown, "the map of A stays when B changes"
-    assert knockout.metric_changed("probability", session)["knock_map"] != out["knock_map"]
+    probability = knockout.metric_changed("probability", session)["knock_map"]
+    assert probability != out["knock_map"]
+    # a random model's probabilities are ~1/50,257: its changes read in scientific notation,
+    # never as a coloured "0"; each cell's title holds the value
+    cells = re.findall(r'<td data-knock[^>]*>([^<]*)</td>', probability)
+    assert cells and "0" not in cells and any("e-" in c for c in cells), cells[:12]
 
 
 def test_the_builder_and_bad_interventions_get_messages(session):
@@ -92,6 +98,16 @@ def test_the_builder_and_bad_interventions_get_messages(session):
     spec = knockout.add_part("", "zero_heads", 1, False, "0, 2", session)["knock_spec"]
     spec = knockout.add_part(spec, "relu_ff", 0, True, "", session)["knock_spec"]
     assert spec == str(Interventions.parse(spec)) and "heads 0,2" in spec and "[*]" in spec
+    # the heads box matters for heads only, the block for a block's parts only (the boxes
+    # keep their values: a head "0", block 3)
+    spec = knockout.add_part(spec, "zero_ff", 1, False, "0", session)["knock_spec"]
+    spec = knockout.add_part(spec, "identity_final_norm", 1, False, "0", session)["knock_spec"]
+    assert "zero trf_blocks[1].ff" in spec and "identity final_norm" in spec, spec
+    # the box says B's interventions, tidied; Remove B empties it
+    from explorer.app.tabs import pin
+    out = knockout.intervene("ZERO trf_blocks[1].att  head 2", session)
+    assert out["knock_spec"] == "zero trf_blocks[1].att head 2"
+    assert pin.unpin_model(session)["knock_spec"] == ""
     for bad, message in (("", "Nothing to knock out"), ("zero trf_blocks[9].att head 1", "9"),
                          ("frobnicate trf_blocks[0].att", "frobnicate")):
         with pytest.raises((ExplorerError, gr.Error), match=message):
@@ -104,7 +120,9 @@ def test_the_parts_to_knock_out_are_named_in_the_pages_language():
     import re
     from explorer.app import prefs
     from explorer.app.session import Session
+    from explorer.app.tabs import knockout
     from explorer.app.tabs.knockout import KIND_NAMES, _redraw, kind_choices
+    from explorer.probes.interventions import KINDS_BY_NAME
     with prefs.using(prefs.Prefs("zh")):
         zh = kind_choices()
         redrawn = _redraw(Session())["knock_kind"]["choices"]
@@ -112,8 +130,10 @@ def test_the_parts_to_knock_out_are_named_in_the_pages_language():
     assert [k for _, k in zh] == [k for _, k in en] == list(KIND_NAMES)
     assert [tuple(c) for c in redrawn] == zh
     for (zh_label, kind), (en_label, _) in zip(zh, en):
-        assert zh_label.endswith(f"({KIND_NAMES[kind]})") and en_label.endswith(
-            f"({KIND_NAMES[kind]})")
+        form = knockout._form(KINDS_BY_NAME[kind])
+        assert zh_label.endswith(" — " + form) and en_label.endswith(" — " + form)
+        example = form.replace("[l]", "[1]").replace("head h", "head 0")
+        assert str(Interventions.parse(example)) == example        # the box takes it
         assert re.search(r"[\u3400-\u9fff]", zh_label) and zh_label != en_label, zh_label
 
 
@@ -134,3 +154,19 @@ def test_the_map_is_forgotten_when_model_a_changes_and_kept_when_b_does(session)
         assert knockout._new_model(session)["knock_map"] == knockout_map_html(None)
         assert "knockout" not in session.shown
         assert knockout.metric_changed("probability", session) == {}
+
+
+def test_b_is_named_shortly_in_every_language(session):
+    """A long intervention names B by its count in Chinese too (its characters are twice as
+    wide as letters: a panel title of three such names ran into one line)."""
+    from explorer.app import comparison, prefs
+    from explorer.app.tabs import knockout
+    knockout.intervene("identity trf_blocks[0].norm1; zero trf_blocks[1].ff", session)
+    with prefs.using(prefs.Prefs("zh")):
+        zh = comparison.names(session)
+    en = comparison.names(session)
+    assert en[1] == "B · knocked out: 2 parts"
+    assert "2" in zh[1] and "trf_blocks" not in zh[1], zh
+    knockout.intervene("zero trf_blocks[1].att head 2", session)
+    with prefs.using(prefs.Prefs("zh")):
+        assert "trf_blocks[1].att" in comparison.names(session)[1]

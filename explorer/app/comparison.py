@@ -3,6 +3,8 @@ and the rule that both must fit the memory budget together. B is just the sessio
 model (a pinned one, or later an intervention on A); differences are always A − B."""
 from __future__ import annotations
 
+import unicodedata
+
 from ..book.knobs import BY_FIELD, short_name
 from ..probes.compare import compare_configs
 from ..book.config import GPT2_SIZES
@@ -11,7 +13,19 @@ from .i18n import say, t
 from .shared import CACHE, NAMES
 
 MAX_NAMED_FIELDS = 2
-MAX_CAPTION_CHARS = 34
+MAX_CAPTION_CHARS = 34     # in the width of a Latin letter (a Chinese character takes two)
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _clipped(text: str, most: int) -> str:
+    if _width(text) <= most:
+        return text
+    while _width(text) > most - 1:
+        text = text[:-1]
+    return text + "…"
 
 
 def _what(keys, side: int) -> str:
@@ -27,10 +41,10 @@ def _what(keys, side: int) -> str:
         if not keys[side].interventions:
             return t("names.as_is", "as it is")
         text = say(keys[side].interventions.describe())
-        return text if len(text) <= 2 * MAX_CAPTION_CHARS else (
+        return text if _width(text) <= 2 * MAX_CAPTION_CHARS else (
             t("names.knocked_out", "knocked out: {n} parts", n=len(keys[side].interventions)))
     text = say(keys[side].source.caption)
-    return text if len(text) <= MAX_CAPTION_CHARS else text[:MAX_CAPTION_CHARS - 1] + "…"
+    return _clipped(text, MAX_CAPTION_CHARS)
 
 
 def names(session) -> tuple[str, ...] | None:

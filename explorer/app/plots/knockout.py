@@ -30,9 +30,18 @@ def _cell(value: float, harm: float, scale: float, spec: str, title: str) -> str
     if not math.isfinite(value):
         return '<td style="background:#f0f0f0">–</td>'
     ink = "#ffffff" if scale > 0 and abs(harm) / scale > 0.6 else "#222222"
-    shown = f"{value:+.3f}" if abs(value) >= 5e-4 else "0"
+    shown = _number(value)
+    title = f"{title} · {value:+.6g}"
     return (f'<td data-knock="{html.escape(spec)}" tabindex="0" title="{html.escape(title)}" '
             f'style="background:{_colour(harm, scale)};color:{ink}">{shown}</td>')
+
+
+def _number(value: float) -> str:
+    """Three decimals; a smaller change (a random model's probabilities: 1 in 50,257) in
+    scientific notation, so that a coloured cell never reads 0."""
+    if value == 0 or abs(value) >= 5e-4:
+        return f"{value:+.3f}" if value else "0"
+    return f"{value:+.1e}"
 
 
 def _scale(grid) -> float:
@@ -55,8 +64,8 @@ def knockout_map_html(importance, metric: str = "loss") -> str:
     sign = 1.0 if metric == "loss" else -1.0          # what hurts: more loss, less probability
     clean = (t("knock.clean_loss", "the model's own loss {loss:.3f} nats",
                loss=importance.clean_loss) if metric == "loss" else
-             t("knock.clean_prob", "the model's own probability of the next token {p:.3f}",
-               p=importance.clean_prob))
+             t("knock.clean_prob", "the model's own probability of the next token {p}",
+               p=f"{importance.clean_prob:.3g}"))
     summary = t("knock.summary", "{n} tokens · {clean} · each cell: {what} when that part is "
                                  "knocked out · {seconds:.1f} s", n=len(importance.token_ids),
                 clean=clean, what=t(*METRICS[metric]), seconds=importance.seconds)

@@ -16,7 +16,7 @@ import gradio as gr
 from ...book.errors import ExplorerError, Message
 from ...book.tokenizer import get_tokenizer
 from ...probes import Interventions, importance
-from ...probes.interventions import KINDS, Intervention
+from ...probes.interventions import KINDS, KINDS_BY_NAME, MODEL_PARTS, Intervention
 from ...runtime.training_setup import default_corpus
 from .. import gpu, refresh
 from ..handlers import handler
@@ -36,11 +36,20 @@ STORY_TOKENS = 64
 KIND_NAMES = {k.kind: f"{k.verb} {k.part}" + (" · heads" if k.heads else "") for k in KINDS}
 
 
+def _form(kind) -> str:
+    """The string form of a kind, with l and h for the block and head: what the
+    interventions box takes ("zero trf_blocks[l].att head h")."""
+    one = Intervention(kind.kind, None if kind.part in MODEL_PARTS else 0,
+                       (0,) if kind.heads else ())
+    return str(Interventions((one,))).replace("trf_blocks[0]", "trf_blocks[l]").replace(
+        "head 0", "head h")
+
+
 def kind_choices() -> list[tuple[str, str]]:
-    """The parts to knock out: what each does, in the page's language, then the string
-    form's words ("att head h zeroed (zero att · heads)")."""
-    return [(t(*k.text, part=k.part, block="trf_blocks[l]", heads="h")
-             + f" ({KIND_NAMES[k.kind]})", k.kind) for k in KINDS]
+    """The parts to knock out: what each does, in the page's language, then its string form
+    ("att head h zeroed — zero trf_blocks[l].att head h")."""
+    return [(t(*k.text, part=k.part, block="trf_blocks[l]", heads="h") + " — " + _form(k),
+             k.kind) for k in KINDS]
 
 
 def intervened(session, interventions: Interventions) -> None:
@@ -74,7 +83,7 @@ def note(session) -> str:
                            "click a cell of the map below.")
 
 
-@handler(outputs=("session", "knock_spec", *refresh.FIRST, refresh.new_model_outputs))
+@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
 def intervene(spec, session):
     """/intervene: model B = model A with the interventions of ``spec`` (the string form,
     parts joined by ';'). The Attention tab moves to the block after the first knocked-out
@@ -85,10 +94,10 @@ def intervene(spec, session):
     layers = [i.layer for i in interventions if i.layer is not None]
     if layers:
         session.shown["att_layer"] = min(layers) + 1      # (fitted to the model's layers)
-    return {"session": session, "knock_spec": str(interventions), **refresh.new_model(session)}
+    return {"session": session, **refresh.new_model(session)}     # (the box: B's, tidied)
 
 
-@handler(outputs=("session", "knock_spec", *refresh.FIRST, refresh.new_model_outputs))
+@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
 def cell_clicked(session, evt: gr.SelectData):
     """A cell of the map was clicked: its knock-out becomes model B."""
     return intervene.__wrapped__(evt.value, session)
@@ -99,12 +108,14 @@ def add_part(spec, kind, layer, every_block, heads, session):
     """The builder's part added to the interventions box."""
     session = session_of(session)
     check_model(session)
-    kind = as_choice(kind, Message("field.knock_kind", "part"), KIND_NAMES)
+    kind = KINDS_BY_NAME[as_choice(kind, Message("field.knock_kind", "part"), KIND_NAMES)]
     every = as_flag(every_block, Message("field.every_block", "every block"))
+    # (the heads box matters for the head kinds only, the block for a block's parts only)
     chosen = [as_int(h.strip(), Message("field.head", "head")) for h in str(heads or "")
-              .split(",") if h.strip()]
-    one = Intervention(kind, None if every else as_int(layer, Message("field.layer", "layer")),
-                       tuple(chosen))
+              .split(",") if h.strip()] if kind.heads else []
+    whole_model = kind.part in MODEL_PARTS
+    one = Intervention(kind.kind, None if every or whole_model else
+                       as_int(layer, Message("field.layer", "layer")), tuple(chosen))
     current = spec_of(spec or "")
     both = Interventions((*current, one)).check(session.models[0].key.config)
     return {"knock_spec": str(both)}
@@ -134,7 +145,8 @@ def parts_map(text, prompt, metric, session, progress=gr.Progress()):
     ids = _text_ids(text, prompt, model)[-model.cfg.context_length:]
     progress(0, desc=t("knock.progress", "Knocking out every part"))
     result = importance(model, ids, max_bytes=CACHE.budget_bytes * TRACE_MEMORY_SHARE,
-                        progress=lambda done, total: progress(done / total))
+                        progress=lambda done, total: progress(done / total, desc=t(
+                            "knock.progress", "Knocking out every part")))
     session.shown["knockout"] = (result, metric, session.models[0].key.weights_key)
     return {"knock_map": knockout_map_html(result, metric), "knock_numbers": numbers(result),
             "session": session}
@@ -174,12 +186,16 @@ def metric_changed(metric, session):
     return {"knock_map": knockout_map_html(shown[0], metric)}
 
 
-@refresh.on_new_model("knock_note", "knock_map", "knock_layer")
+@refresh.on_new_model("knock_note", "knock_map", "knock_layer", "knock_spec")
 def _new_model(session) -> dict:
+    """The note and the interventions box say B's interventions (none: empty, so that a
+    knock-out typed for another model is not applied to this one)."""
     shown = shown_map(session)
+    b = session.models[1].key.interventions if len(session.models) == 2 else None
     return {"knock_note": note(session),
             "knock_map": knockout_map_html(*shown) if shown else knockout_map_html(None),
-            "knock_layer": fitted_layer(session, "knock_layer")}
+            "knock_layer": fitted_layer(session, "knock_layer"),
+            "knock_spec": str(b) if b else ""}
 
 
 @refresh.on_redraw("knock_note", "knock_map", "knock_text", "knock_metric", "knock_kind")
@@ -219,7 +235,7 @@ def create(page):
                              elem_id="knock_every"))
         page.add(gr.Textbox("0", label=label("knock.heads", "heads (e.g. 1,5)"), min_width=100,
                             elem_id="knock_heads"))
-        page.add(gr.Button(label("knock.add", "Add"), scale=0, min_width=70,
+        page.add(gr.Button(label("knock.add", "Add"), scale=0, min_width=84,
                            elem_id="knock_add_btn"))
     with gr.Row():
         page.add(gr.Textbox("", label=label("knock.spec", "interventions (parts joined by ;)"),
