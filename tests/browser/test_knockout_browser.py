@@ -109,7 +109,19 @@ def test_an_intervention_typed_and_applied_changes_b(page, shots):
     expect(status(page)).not_to_contain_text(HEAD_B)
     expect(page.locator("#knock_note")).to_contain_text(f"B = {TYPED_B}.")
     b_is(page, TYPED_B)
+    current = page.locator("#knock_map .walk-current")      # B's cell outlined, not the last
+    expect(current).to_have_count(1)                         # one clicked
+    expect(current).to_have_attribute("data-knock", TYPED)
     shot(page, shots, "k2_knockout_typed")
+    # a refusal: a message, and the status line above still says which models A and B are
+    page.locator("#knock_spec textarea, #knock_spec input").fill("hello world")
+    page.locator("#knock_btn").click()
+    toast = page.locator("[data-testid=toast-body]").filter(has_text="hello")
+    expect(toast.first).to_be_visible()
+    toast.first.locator("[data-testid=toast-close]").click()
+    expect(status(page)).to_be_visible()
+    expect(status(page)).to_contain_text(f"Compared with B: {TYPED_B},")
+    expect(page.locator("#status .error")).to_have_count(0)
 
 
 def test_remove_b_ends_the_comparison(page):
@@ -118,6 +130,7 @@ def test_remove_b_ends_the_comparison(page):
     expect(status(page)).not_to_contain_text("Compared with")
     expect(page.locator("#knock_note")).to_contain_text("No intervention yet")
     expect(page.locator("#knock_map table")).to_have_count(2)     # A's map stays
+    expect(page.locator("#knock_map .walk-current")).to_have_count(0)
     trace(page, DEFAULT_PROMPT)
     expect(stats_title(page)).not_to_contain_text("A and B")
 

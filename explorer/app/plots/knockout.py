@@ -26,13 +26,15 @@ def _colour(harm: float, scale: float) -> str:
     return _hex(tuple(round(n + (e - n) * share) for n, e in zip(NEUTRAL, end)))
 
 
-def _cell(value: float, harm: float, scale: float, spec: str, title: str) -> str:
+def _cell(value: float, harm: float, scale: float, spec: str, title: str, current) -> str:
     if not math.isfinite(value):
         return '<td style="background:#f0f0f0">–</td>'
     ink = "#ffffff" if scale > 0 and abs(harm) / scale > 0.6 else "#222222"
     shown = _number(value)
     title = f"{title} · {value:+.6g}"
-    return (f'<td data-knock="{html.escape(spec)}" tabindex="0" title="{html.escape(title)}" '
+    marked = ' class="walk-current"' if spec == current else ""
+    return (f'<td data-knock="{html.escape(spec)}"{marked} tabindex="0" '
+            f'title="{html.escape(title)}" '
             f'style="background:{_colour(harm, scale)};color:{ink}">{shown}</td>')
 
 
@@ -52,8 +54,9 @@ def _scale(grid) -> float:
     return max(finite, default=0.0)
 
 
-def knockout_map_html(importance, metric: str = "loss") -> str:
-    """Both tables of ``importance`` in ``metric`` ("loss" or "probability")."""
+def knockout_map_html(importance, metric: str = "loss", current: str | None = None) -> str:
+    """Both tables of ``importance`` in ``metric`` ("loss" or "probability"); the cell of the
+    knock-out ``current`` (model B's, in the string form) outlined."""
     if importance is None:
         return ('<p class="hint">' + t("knock.map_hint", "Press <b>Which parts matter</b>: "
                                        "every head and every part of every block is knocked "
@@ -82,7 +85,7 @@ def knockout_map_html(importance, metric: str = "loss") -> str:
         for layer, label in enumerate(importance.layer_labels):
             cells = "".join(_cell(v, sign * v, _scale(heads),
                                   str(importance.head_intervention(layer, h)),
-                                  f"{label}.att head {h} · {click}")
+                                  f"{label}.att head {h} · {click}", current)
                             for h, v in enumerate(heads[layer]))
             rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
         caption = t("knock.heads_caption", "Each head zeroed on its own")
@@ -93,7 +96,7 @@ def knockout_map_html(importance, metric: str = "loss") -> str:
         for layer, label in enumerate(importance.layer_labels):
             cells = "".join(
                 _cell(v, sign * v, _scale(parts), str(importance.part_intervention(layer, p))
-                      if math.isfinite(v) else "", f"{label}.{p} · {click}")
+                      if math.isfinite(v) else "", f"{label}.{p} · {click}", current)
                 for p, v in zip(importance.parts, parts[layer]))
             rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
         caption = t("knock.parts_caption", "Each part of a block knocked out on its own (att, "

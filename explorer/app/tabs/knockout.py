@@ -148,7 +148,7 @@ def parts_map(text, prompt, metric, session, progress=gr.Progress()):
                         progress=lambda done, total: progress(done / total, desc=t(
                             "knock.progress", "Knocking out every part")))
     session.shown["knockout"] = (result, metric, session.models[0].key.weights_key)
-    return {"knock_map": knockout_map_html(result, metric), "knock_numbers": numbers(result),
+    return {"knock_map": map_html(session), "knock_numbers": numbers(result),
             "session": session}
 
 
@@ -161,6 +161,15 @@ def numbers(result) -> dict:
             "parts": list(result.parts), "head_loss": grid(result.head_loss),
             "head_prob": grid(result.head_prob), "part_loss": grid(result.part_loss),
             "part_prob": grid(result.part_prob)}
+
+
+def map_html(session) -> str:
+    """Model A's map, if there is one, with model B's knock-out outlined."""
+    shown = shown_map(session)
+    if shown is None:
+        return knockout_map_html(None)
+    b = session.models[1].key.interventions if len(session.models) == 2 else None
+    return knockout_map_html(*shown, current=str(b) if b else None)
 
 
 def shown_map(session):
@@ -183,26 +192,24 @@ def metric_changed(metric, session):
         return {}
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
     session.shown["knockout"] = (shown[0], metric, session.models[0].key.weights_key)
-    return {"knock_map": knockout_map_html(shown[0], metric)}
+    return {"knock_map": map_html(session)}
 
 
 @refresh.on_new_model("knock_note", "knock_map", "knock_layer", "knock_spec")
 def _new_model(session) -> dict:
     """The note and the interventions box say B's interventions (none: empty, so that a
     knock-out typed for another model is not applied to this one)."""
-    shown = shown_map(session)
     b = session.models[1].key.interventions if len(session.models) == 2 else None
     return {"knock_note": note(session),
-            "knock_map": knockout_map_html(*shown) if shown else knockout_map_html(None),
+            "knock_map": map_html(session),
             "knock_layer": fitted_layer(session, "knock_layer"),
             "knock_spec": str(b) if b else ""}
 
 
 @refresh.on_redraw("knock_note", "knock_map", "knock_text", "knock_metric", "knock_kind")
 def _redraw(session) -> dict:
-    shown = shown_map(session)
     return {"knock_note": note(session),
-            "knock_map": knockout_map_html(*shown) if shown else knockout_map_html(None),
+            "knock_map": map_html(session),
             "knock_text": gr.update(choices=[(t(*v), k) for k, v in TEXTS.items()]),
             "knock_metric": gr.update(choices=[(t(*v), k) for k, v in METRICS.items()]),
             "knock_kind": gr.update(choices=kind_choices())}
@@ -250,7 +257,10 @@ def create(page):
 def wire(page):
     from . import attention, inside, pin
     trace_choices = ["inside_layer", "pair", "heat_point", "heat_stat"]
-    queue = dict(concurrency_limit=1, concurrency_id="build", show_progress_on=[page["status"]])
+    # (progress, and a refusal's error badge, on the tab's own note: the status line above
+    # keeps saying which models A and B are)
+    queue = dict(concurrency_limit=1, concurrency_id="build",
+                 show_progress_on=[page["knock_note"]])
     # B changed: the Inside tab traces the prompt again for both, and the attention follows.
     for event in (page.on("knock_btn.click", intervene, ["knock_spec", "session"],
                           api_name="intervene", **queue),
