@@ -355,3 +355,15 @@ def test_a_model_in_training_mode_is_refused():
     model = GPTModel(CFG)          # (train mode: dropout would change what is removed)
     with pytest.raises(ExplorerError, match="eval mode"), intervening(model, "zero pos_emb"):
         pass
+
+
+def test_messages_name_parts_in_the_string_form_and_never_echo_a_whole_page():
+    """A refusal names the part as the interventions box writes it, a head list plainly,
+    and quotes at most 80 characters of what was typed."""
+    with pytest.raises(ExplorerError, match=r"^zero att takes no heads\.$"):
+        Intervention("zero_att", 1, (2,))
+    with pytest.raises(ExplorerError, match=r"heads -1\)"):
+        Intervention("zero_heads", 0, (-1,))
+    with pytest.raises(ExplorerError) as refused:
+        Interventions.parse("frobnicate " * 300)
+    assert len(str(refused.value)) < 400 and "…" in str(refused.value)

@@ -101,15 +101,16 @@ class Intervention:
         if not all(_whole(h) and h >= 0 for h in heads) or (self.layer is not None and not (
                 _whole(self.layer) and self.layer >= 0)):
             raise ExplorerError("intervention.not_whole", "Blocks and heads are counted by whole "
-                                "numbers from 0 (got layer {layer!r}, heads {heads!r}).",
-                                layer=self.layer, heads=self.heads)
+                                "numbers from 0 (got layer {layer!r}, heads {heads}).",
+                                layer=self.layer, heads=", ".join(str(h) for h in heads)
+                                or "none")
         if info.heads and not heads:
             raise ExplorerError("intervention.needs_heads", "{verb} {part} needs the heads to "
                                 "change, e.g. “{verb} trf_blocks[0].att head 0”.", verb=info.verb,
                                 part=self.part)
         if heads and not info.heads:
             raise ExplorerError("intervention.no_heads_here", "{kind} takes no heads.",
-                                kind=self.kind)
+                                kind=f"{info.verb} {info.part}")
         if info.part in MODEL_PARTS and self.layer is not None:
             raise ExplorerError("intervention.not_in_a_block", "{part} belongs to the model, not "
                                 "to a block: give no layer.", part=info.part)
@@ -279,7 +280,7 @@ def _parse_one(item: str) -> Intervention:
         raise ExplorerError("intervention.unreadable", "Cannot read “{item}” as an intervention. "
                             "Write a verb and a part, e.g. “zero trf_blocks[3].att head 5” or "
                             "“identity trf_blocks[2].norm1”, and separate several with “;”.",
-                            item=text)
+                            item=text if len(text) <= 80 else text[:79] + "…")
     verb = found["verb"].lower()
     part = (found["model"] or found["part"]).lower().replace(" ", "")
     heads = tuple(int(h) for h in found["heads"].split(",")) if found["heads"] else ()
