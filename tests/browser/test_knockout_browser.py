@@ -157,6 +157,15 @@ def test_the_tab_and_its_map_in_chinese(browser, app_url, shots):
         page.locator(f'#knock_map td[data-knock="{HEAD_CELL}"]').click()
         expect(status(page)).to_contain_text("trf_blocks[1].att 的头 0 置零")
         shot(page, shots, "k3_knockout_zh")
+        # lecture mode: what is typed and chosen reads as large as the page's text
+        page.locator("#lecture input").check()
+        expect(page.locator("body.lecture")).to_have_count(1)
+        for box in ("#knock_spec textarea, #knock_spec input",
+                    "#knock_heads textarea, #knock_heads input",
+                    "#knock_kind input"):
+            px = float(page.locator(box).first.evaluate(
+                "(el) => parseFloat(getComputedStyle(el).fontSize)"))
+            assert px >= 19, f"{box}: {px} px text in lecture mode"
         assert not page.errors, f"uncaught errors in the page: {page.errors}"
     finally:
         context.close()

@@ -235,7 +235,7 @@ def create(page):
     page.add(gr.JSON(visible=False, elem_id="knock_numbers"))
     with gr.Row():
         page.add(gr.Dropdown(kind_choices(), value="zero_heads",
-                             label=label("knock.kind", "part to knock out"), scale=2,
+                             label=label("knock.kind", "part to knock out"), scale=3,
                              elem_id="knock_kind"))
         page.add(layer_slider("knock_layer", "knock.layer", "block"))
         page.add(gr.Checkbox(False, label=label("knock.every", "every block"), min_width=100,
