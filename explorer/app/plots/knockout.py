@@ -41,9 +41,9 @@ def _cell(value: float, harm: float, scale: float, spec: str, title: str, curren
 def _number(value: float) -> str:
     """Three decimals; a smaller change (a random model's probabilities: 1 in 50,257) in
     scientific notation, so that a coloured cell never reads 0."""
-    if value == 0 or abs(value) >= 5e-4:
-        return f"{value:+.3f}" if value else "0"
-    return f"{value:+.1e}"
+    if value == 0:
+        return "0"
+    return f"{value:+.3f}" if abs(value) >= 5e-4 else f"{value:+.1e}"
 
 
 def _scale(grid) -> float:

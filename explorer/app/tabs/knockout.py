@@ -163,13 +163,18 @@ def numbers(result) -> dict:
             "part_prob": grid(result.part_prob)}
 
 
+def b_interventions(session) -> str:
+    """Model B's interventions in the string form ("" if B is none, or not a knock-out)."""
+    b = session.models[1].key.interventions if len(session.models) == 2 else None
+    return str(b) if b else ""
+
+
 def map_html(session) -> str:
     """Model A's map, if there is one, with model B's knock-out outlined."""
     shown = shown_map(session)
     if shown is None:
         return knockout_map_html(None)
-    b = session.models[1].key.interventions if len(session.models) == 2 else None
-    return knockout_map_html(*shown, current=str(b) if b else None)
+    return knockout_map_html(*shown, current=b_interventions(session) or None)
 
 
 def shown_map(session):
@@ -199,11 +204,9 @@ def metric_changed(metric, session):
 def _new_model(session) -> dict:
     """The note and the interventions box say B's interventions (none: empty, so that a
     knock-out typed for another model is not applied to this one)."""
-    b = session.models[1].key.interventions if len(session.models) == 2 else None
-    return {"knock_note": note(session),
-            "knock_map": map_html(session),
+    return {"knock_note": note(session), "knock_map": map_html(session),
             "knock_layer": fitted_layer(session, "knock_layer"),
-            "knock_spec": str(b) if b else ""}
+            "knock_spec": b_interventions(session)}
 
 
 @refresh.on_redraw("knock_note", "knock_map", "knock_text", "knock_metric", "knock_kind")
