@@ -124,28 +124,36 @@ def solo(url: str, repeats: int) -> list[dict]:
     return records
 
 
-def burst(url: str, students: int, spread_s: float) -> tuple[list[dict], float]:
-    """``students`` walks, each in its own thread, arriving evenly within ``spread_s``. A failed
-    walk is {"error": message}. Returns the records and the connect time."""
-    clients, connect_s = connect_many(url, students)
-    records: list = [None] * students
+def arriving(url: str, n: int, spread_s: float, visit, failed) -> tuple[list, float]:
+    """``n`` sessions, each in its own thread, arriving evenly within ``spread_s``: each
+    result is ``visit(client)``, or ``failed(message)`` where it raised. The clients are closed
+    at the end (the app cancels a closed session's job). Returns the results and the connect
+    time."""
+    clients, connect_s = connect_many(url, n)
+    results: list = [None] * n
     start = time.perf_counter() + 0.5
 
-    def student(i):
-        time.sleep(max(0.0, start + i * spread_s / students - time.perf_counter()))
+    def session(i):
+        time.sleep(max(0.0, start + i * spread_s / n - time.perf_counter()))
         try:
-            records[i] = walk(clients[i])
+            results[i] = visit(clients[i])
         except Exception as exc:  # noqa: BLE001 - counted and reported
-            records[i] = {"error": str(exc)[:300]}
+            results[i] = failed(str(exc)[:300])
 
-    threads = [threading.Thread(target=student, args=(i,)) for i in range(students)]
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(n)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     for c in clients:
         close_soon(c)
-    return records, connect_s
+    return results, connect_s
+
+
+def burst(url: str, students: int, spread_s: float) -> tuple[list[dict], float]:
+    """``students`` walks arriving evenly within ``spread_s``; a failed walk is
+    {"error": message}. Returns the records and the connect time."""
+    return arriving(url, students, spread_s, walk, lambda message: {"error": message})
 
 
 # ------------------------------------------------------------------------------- training
@@ -192,26 +200,10 @@ def watch_training(client: Client, watch_s: float | None) -> dict:
 
 
 def train_burst(url: str, trainers: int, within_s: float, watch_s: float | None) -> list[dict]:
-    clients, _ = connect_many(url, trainers)
-    results: list = [None] * trainers
-    start = time.perf_counter() + 0.5
-
-    def trainer(i):
-        time.sleep(max(0.0, start + i * within_s / trainers - time.perf_counter()))
-        try:
-            results[i] = watch_training(clients[i], watch_s)
-        except Exception as exc:  # noqa: BLE001 - reported
-            results[i] = {"updates": [], "error": str(exc)[:300], "live": False,
-                          "first": None, "first step": None, "last": None, "last step": None}
-
-    threads = [threading.Thread(target=trainer, args=(i,)) for i in range(trainers)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    for c in clients:
-        close_soon(c)   # the app cancels a closed session's job
-    return results
+    def failed(message):
+        return {"updates": [], "error": message, "live": False, "first": None,
+                "first step": None, "last": None, "last step": None}
+    return arriving(url, trainers, within_s, lambda c: watch_training(c, watch_s), failed)[0]
 
 
 # --------------------------------------------------------------------------------- memory
