@@ -172,3 +172,24 @@ def test_b_is_named_shortly_in_every_language(session):
     knockout.intervene("zero trf_blocks[1].att head 2", session)
     with prefs.using(prefs.Prefs("zh")):
         assert "trf_blocks[1].att" in comparison.names(session)[1]
+
+
+def test_a_knock_out_b_ends_when_model_a_changes_and_a_pinned_b_stays(session):
+    """B = A knocked out is a view of A: a new A (built, loaded, trained) ends it, where a
+    pinned B stays beside the next model."""
+    from explorer.app.session import Made, Model
+    from explorer.app.tabs import knockout
+    knockout.intervene("zero trf_blocks[1].att head 2", session)
+    same = Model(session.models[0].key, Made("built", "teach-tiny"))
+    session.with_model_a(same)                       # the same model again: B stays
+    assert len(session.models) == 2 and session.models[1].key.interventions
+    small = Model(ModelKey(PRESETS["teach-small"], 123, "cpu", "float32"),
+                  Made("built", "teach-small"))
+    session.with_model_a(small)
+    assert session.models == (small,)
+    assert knockout._new_model(session)["knock_spec"] == ""
+    pinned = Model(ModelKey(PRESETS["teach-tiny"], 7, "cpu", "float32"), Made("built", "x"))
+    session.with_models((small, pinned))
+    session.with_model_a(Model(ModelKey(PRESETS["teach-tiny"], 123, "cpu", "float32"),
+                               Made("built", "teach-tiny")))
+    assert session.models[1] is pinned

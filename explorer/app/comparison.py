@@ -58,14 +58,16 @@ def names(session) -> tuple[str, ...] | None:
 
 def check_beside(session, key: ModelKey) -> None:
     """Before ``key`` becomes model A: refuse it if it cannot be in memory beside model B."""
-    if session.comparing:
-        CACHE.check_together([key, session.models[1].key])
+    b = session.b_beside(key)
+    if b is not None:
+        CACHE.check_together([key, b.key])
 
 
 def check_pretrained_beside(session, cfg, device, dtype, size_name: str) -> None:
     """As ``check_beside``, before a pretrained GPT-2 is downloaded (its key is not known yet):
-    the same GPT-2 as B counts once."""
-    if not session.comparing:
+    the same GPT-2 as B counts once, and a knock-out B not at all (it goes with the old A, or
+    is this same model)."""
+    if not session.comparing or session.models[1].key.interventions:
         return
     b = session.models[1].key
     repo = GPT2_SIZES[size_name].repo_id

@@ -78,9 +78,20 @@ class Session:
     def comparing(self) -> bool:
         return len(self.models) == 2
 
+    def b_beside(self, key: ModelKey) -> Model | None:
+        """The model B that stays beside a new model A of ``key``: a pinned model stays; a
+        knock-out of the old A goes with it (it is that model, seen with a part taken out)."""
+        if not self.comparing:
+            return None
+        b = self.models[1]
+        if b.key.interventions and b.key.weights_key != key.weights_key:
+            return None
+        return b
+
     def with_model_a(self, model: Model) -> None:
-        """``model`` becomes A (B, if any, stays beside it); every result goes."""
-        self.models = (model, *self.models[1:])
+        """``model`` becomes A (B, if ``b_beside`` keeps it, beside it); every result goes."""
+        b = self.b_beside(model.key)
+        self.models = (model,) if b is None else (model, b)
         self.clear_results()
 
     def with_models(self, models) -> None:
