@@ -3,6 +3,7 @@ against a hand-written forward hook on a private copy of the book's GPTModel, on
 placement, RoPE, no shortcut and ReLU; nothing changes, to the bit, without one; another thread
 running the same model sees nothing; generation with the KV cache equals recomputing; the
 string form, the messages and the checks against a config."""
+import re
 import threading
 
 import numpy as np
@@ -17,7 +18,9 @@ from explorer.book.model import GPTModel
 from explorer.book.probe_points import editing, recording
 from explorer.probes import trace
 from explorer.probes.intervening import Editor, intervened_steps, intervening
-from explorer.probes.interventions import KINDS, Intervention, Interventions
+from explorer.probes import interventions as interventions_module
+from explorer.probes.interventions import (KINDS, MAX_INTERVENTION_CHARS, MAX_INTERVENTIONS,
+                                           MAX_NUMBER_DIGITS, Intervention, Interventions)
 from explorer.runtime.build import build_model
 
 from intervention_hooks import hooked_copy, running_mean_by_loop, with_random_norms
@@ -317,6 +320,14 @@ def test_the_messages_have_ids_and_fields_for_the_page():
     ("mean trf_blocks[1].att", "intervention.verb_for_part"),
     ("identity trf_blocks[1].norm1; freeze trf_blocks[*].norm1", "intervention.conflict"),
     ("zero trf_blocks[1].att head 1; mean trf_blocks[1].att heads 1,2", "intervention.conflict"),
+    ("zero trf_blocks[*].att heads 0,1; mean trf_blocks[2].att heads 1,2",
+     "intervention.conflict"),
+    ("remove trf_blocks[0].ſhortcut", "intervention.no_part"),       # ſ: U+017F, long s
+    ("zero trf_blocks[0].attention", "intervention.no_part"),
+    pytest.param("zero trf_blocks[" + "7" * 5000 + "].att", "intervention.long_number",
+                 id="block-of-5000-digits"),
+    pytest.param("zero trf_blocks[0].att head " + "7" * 5000, "intervention.long_number",
+                 id="head-of-5000-digits"),
 ])
 def test_unreadable_or_clashing_text_gets_a_message(text, message_id):
     with pytest.raises(ExplorerError) as error:
@@ -367,3 +378,93 @@ def test_messages_name_parts_in_the_string_form_and_never_echo_a_whole_page():
     with pytest.raises(ExplorerError) as refused:
         Interventions.parse("frobnicate " * 300)
     assert len(str(refused.value)) < 400 and "…" in str(refused.value)
+
+
+def test_a_look_alike_letter_is_not_read_as_the_letter_and_the_parts_are_listed():
+    """“ſ” case-folds to “s” in Unicode: read as “s” for the match but not for the lookup, the
+    part was neither refused as unknown nor found (“… on trf_blocks[i].ſhortcut: .”)."""
+    with pytest.raises(ExplorerError) as refused:
+        Interventions.parse("remove trf_blocks[0].ſhortcut")
+    message = str(refused.value)
+    assert message.startswith("“ſhortcut” is not a part of a block"), message
+    listed = message.rsplit(" are ", 1)[1].rstrip(".").split(", ")
+    assert sorted(listed) == sorted({k.part for k in KINDS} - {"pos_emb", "final_norm"})
+    assert str(Interventions.parse("REMOVE TRF_BLOCKS[0].SHORTCUT")) == \
+        "remove trf_blocks[0].shortcut"                   # ASCII capitals still read
+
+
+def test_a_block_or_head_number_of_thousands_of_digits_gets_a_message():
+    digits = "7" * MAX_NUMBER_DIGITS
+    assert Interventions.parse(f"zero trf_blocks[{digits}].att")[0].layer == int(digits)
+    long = "7" * 5000
+    for text in (f"zero trf_blocks[{long}].att", f"zero trf_blocks[1].att heads 1,{long}"):
+        with pytest.raises(ExplorerError, match=f"at most {MAX_NUMBER_DIGITS} digits.*5,000 "
+                                                "digits") as refused:
+            Interventions.parse(text)
+        assert len(str(refused.value)) < 300
+
+
+def test_the_limits_are_checked_before_any_part_is_read(monkeypatch):
+    """A million heads (6.9 MB of text) or one part too many: refused on the text's length or
+    its count of parts, without reading one of them."""
+    def read(item):
+        raise AssertionError(f"a part was read: {item[:40]}")
+    monkeypatch.setattr(interventions_module, "_parse_one", read)
+    million = "zero trf_blocks[0].att heads " + ",".join(map(str, range(10 ** 6)))
+    with pytest.raises(ExplorerError) as refused:
+        Interventions.parse(million)
+    assert refused.value.message.id == "intervention.too_long"
+    assert f"at most {MAX_INTERVENTION_CHARS:,} characters" in str(refused.value)
+    with pytest.raises(ExplorerError) as refused:
+        Interventions.parse("zero pos_emb;" * (MAX_INTERVENTIONS + 1))
+    assert refused.value.message.id == "intervention.too_many"
+    assert f"at most {MAX_INTERVENTIONS:,}" in str(refused.value)
+    with pytest.raises(AssertionError, match="a part was read"):     # within both: read
+        Interventions.parse("zero pos_emb;" * MAX_INTERVENTIONS + " ;  ; ")
+
+
+def test_the_most_parts_the_limits_allow_are_read_and_merged():
+    text = "; ".join(f"zero trf_blocks[{i % 3}].att head {i}" for i in range(MAX_INTERVENTIONS))
+    assert len(text) <= MAX_INTERVENTION_CHARS
+    merged = Interventions.parse(text)
+    assert [(i.layer, len(i.heads)) for i in merged] == [(0, 667), (1, 667), (2, 666)]
+    heads = ",".join(map(str, range(15_000)))
+    assert len(Interventions.parse(f"zero trf_blocks[0].att heads {heads}")[0].heads) == 15_000
+
+
+def test_merging_twenty_thousand_items_keeps_one_per_kind_and_block():
+    """Linear merging (issue 32: 20,000 heads took 85 s): heads of one block joined once;
+    distinct blocks kept in order; parts that exclude each other still found among them."""
+    heads = Interventions([Intervention("zero_heads", 0, (h,)) for h in reversed(range(20_000))])
+    assert len(heads) == 1 and heads[0].heads == tuple(range(20_000))
+    blocks = Interventions([Intervention("zero_ff", b) for b in reversed(range(20_000))])
+    assert [i.layer for i in blocks] == list(range(20_000))
+    every = Interventions([*blocks, Intervention("zero_ff")])
+    assert str(every) == "zero trf_blocks[*].ff"
+    many = [Intervention("identity_norm1", b) for b in range(20_000)]
+    with pytest.raises(ExplorerError, match=re.escape("“freeze trf_blocks[*].norm1” and "
+                                                      "“identity trf_blocks[0].norm1”")):
+        Interventions([*many, Intervention("freeze_norm1")])
+    with pytest.raises(ExplorerError, match=re.escape("trf_blocks[19999]")):
+        Interventions([*many, Intervention("freeze_norm1", 19_999)])
+
+
+@pytest.mark.parametrize("text, merged", [
+    ("freeze trf_blocks[*].norm1; freeze trf_blocks[0].norm1", "freeze trf_blocks[*].norm1"),
+    ("freeze trf_blocks[2].norm2; freeze trf_blocks[*].norm2", "freeze trf_blocks[*].norm2"),
+    ("mean trf_blocks[*].att head 1; mean trf_blocks[0].att heads 1,2",
+     "mean trf_blocks[*].att head 1; mean trf_blocks[0].att head 2"),
+    ("mean trf_blocks[*].att heads 1,2; mean trf_blocks[0].att head 1",
+     "mean trf_blocks[*].att heads 1,2"),
+    ("relu trf_blocks[*].ff; relu trf_blocks[1].ff; zero trf_blocks[1].ff",
+     "relu trf_blocks[*].ff; zero trf_blocks[1].ff"),
+])
+def test_an_intervention_on_every_block_covers_the_same_on_one_block(text, merged):
+    """Written on every block and on one of them, it applies once there: a running mean
+    applied twice failed (“running mean … 4 positions kept”), and would average itself."""
+    model = book_model(CFG)
+    assert str(Interventions.parse(text)) == merged
+    with torch.no_grad(), intervening(model, text):
+        ours = model(IDS)
+    torch.testing.assert_close(ours, hooked_copy(model, merged)(IDS), rtol=1e-5, atol=1e-5)
+

@@ -9,6 +9,8 @@ each to the pinned Gradio, 6.31): where a public API exists, the app uses it ins
 - Gradio's file cache (``cache_folder``, ``save_to_cache``): the exports are served from it
   and removed with it (``delete_cache``).
 - How a translated label appears in Gradio's API description (``label_key``).
+- The data an event came with (``event_data``): ``gr.SelectData`` reads its keys before the
+  handler runs, so a forged select event failed in Gradio, not with a message.
 """
 from __future__ import annotations
 
@@ -31,6 +33,11 @@ def forget_session(demo: gr.Blocks, session_hash: str | None) -> bool:
         holder.session_data.pop(session_hash, None)
         holder.time_last_used.pop(session_hash, None)
     return True
+
+
+def event_data(event: gr.EventData):
+    """What the page (or an API call, any JSON value) sent with ``event``, unchecked."""
+    return event._data
 
 
 def functions(blocks: gr.Blocks) -> dict:

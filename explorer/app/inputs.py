@@ -10,6 +10,7 @@ import numpy as np
 from ..book.errors import ExplorerError, Message
 from ..book.tokenizer import get_tokenizer
 from ..probes import longest_trace, trace_peak_bytes
+from . import gradio_private
 
 # The app's limits (one source of truth; the README quotes them).
 MAX_PROMPT_CHARS = 20_000
@@ -101,6 +102,20 @@ def as_text(value, name: Message) -> str:
         raise ExplorerError("input.text", "{name} must be text (got {value}).", name=name,
                             value=_kind(value))
     return value
+
+
+def selected(event, name: Message):
+    """The value of a click on a part of the page (a select event's ``value``: a cell of the
+    knock-out map, a stage of the diagram). Handlers take a ``gr.EventData``, not a
+    ``gr.SelectData``: an API call can send any JSON value as the event's data, and
+    ``gr.SelectData`` would fail on it inside Gradio, before the handler could say why."""
+    data = gradio_private.event_data(event) if event is not None else None
+    if not isinstance(data, dict) or "value" not in data:
+        got = Message("input.no_value", "no “value”") if isinstance(data, dict) else _kind(data)
+        raise ExplorerError("input.select_event", "A click on “{name}” came without what was "
+                            "clicked (the event's data must be a JSON object with a “value”; "
+                            "got {value}).", name=name, value=got)
+    return data["value"]
 
 
 def prompt_ids(prompt, model=None, name: str | None = None) -> list[int]:

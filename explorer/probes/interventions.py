@@ -77,6 +77,14 @@ _ORDER = {k.kind: i for i, k in enumerate(KINDS)}
 # Two of these on one part cannot both apply.
 _EXCLUSIVE = [{"identity_norm1", "freeze_norm1"}, {"identity_norm2", "freeze_norm2"},
               {"identity_final_norm", "freeze_final_norm"}, {"zero_heads", "mean_heads"}]
+_PARTNERS = {kind: (pair - {kind}).pop() for pair in _EXCLUSIVE for kind in pair}
+
+# The limits of the string form, checked before any of it is read (the interventions box
+# and the API take any text). GPT-2 XL written one head a part is 1,200 parts of ~32
+# characters; the longest tidy form of any model here is far shorter.
+MAX_INTERVENTIONS = 2_000        # parts joined by ";"
+MAX_INTERVENTION_CHARS = 100_000
+MAX_NUMBER_DIGITS = 30           # a block or head number (int() itself refuses 4,300 digits)
 
 
 def _whole(value) -> bool:
@@ -188,8 +196,10 @@ def _sort_key(item: Intervention):
 class Interventions(tuple):
     """Several interventions, applied together: a tuple in a fixed order (the model's, from
     pos_emb to final_norm), so equal sets are equal and say the same string. Head kinds on one
-    block merge (``zero`` head 1 and head 5 = heads 1,5); two that cannot both apply to one
-    part (identity and freeze of one norm, zero and mean of one head) are refused."""
+    block merge (``zero`` head 1 and head 5 = heads 1,5); one that the same kind on every
+    block already does goes (``freeze trf_blocks[0].norm1`` beside ``freeze
+    trf_blocks[*].norm1``); two that cannot both apply to one part (identity and freeze of one
+    norm, zero and mean of one head) are refused. Linear in the number of items."""
 
     def __new__(cls, items=()):
         items = [items] if isinstance(items, Intervention) else list(items)
@@ -197,19 +207,8 @@ class Interventions(tuple):
             if not isinstance(item, Intervention):
                 raise ExplorerError("intervention.not_one", "Expected an Intervention, got "
                                     "{kind}.", kind=type(item).__name__)
-        merged: dict[tuple, Intervention] = {}
-        for item in items:
-            key = (item.kind, item.layer, () if item.info.heads else item.heads)
-            if key in merged and item.info.heads:
-                item = Intervention(item.kind, item.layer, merged[key].heads + item.heads)
-            merged[key] = item
-        found = sorted(merged.values(), key=_sort_key)
-        for i, first in enumerate(found):
-            for second in found[i + 1:]:
-                if _clash(first, second):
-                    raise ExplorerError("intervention.conflict", "“{first}” and “{second}” "
-                                        "change the same part: choose one.", first=str(first),
-                                        second=str(second))
+        found = sorted(_merged(items), key=_sort_key)
+        _refuse_clashes(found)
         return super().__new__(cls, found)
 
     @classmethod
@@ -229,7 +228,7 @@ class Interventions(tuple):
             raise ExplorerError("intervention.not_text", "Interventions are written as text, "
                                 "e.g. “zero trf_blocks[3].att head 5” (got {kind}).",
                                 kind=type(text).__name__)
-        return cls(_parse_one(item) for item in text.split(";") if item.strip())
+        return cls(_parse_one(item) for item in split_checked(text))
 
     def __str__(self) -> str:
         return "; ".join(map(str, self))
@@ -241,11 +240,7 @@ class Interventions(tuple):
         """All of them as one message (the page says it in its language)."""
         if not self:
             return Text("intervention.none", "no intervention")
-        message = self[-1].describe()
-        for item in reversed(self[:-1]):
-            message = Text("intervention.and", "{first}; {rest}", first=item.describe(),
-                           rest=message)
-        return message
+        return _described(self)
 
     def name(self) -> str:
         """In English, e.g. "trf_blocks[3].att head 5 zeroed"."""
@@ -258,39 +253,125 @@ class Interventions(tuple):
         return self
 
 
-def _clash(first: Intervention, second: Intervention) -> bool:
-    if not any({first.kind, second.kind} <= pair and first.kind != second.kind
-               for pair in _EXCLUSIVE):
-        return False
-    same_block = first.layer is None or second.layer is None or first.layer == second.layer
-    return same_block and (not first.heads or bool(set(first.heads) & set(second.heads)))
+def _described(items) -> Text:
+    """Several as one message, joined by halves: a chain (first; rest) nests as deep as there
+    are items, too deep to say for a thousand of them."""
+    if len(items) == 1:
+        return items[0].describe()
+    half = len(items) // 2
+    return Text("intervention.and", "{first}; {rest}", first=_described(items[:half]),
+                rest=_described(items[half:]))
+
+
+def split_checked(text: str) -> list[str]:
+    """The parts of the string form (joined by “;”), refused before any is read where there
+    are too many characters or parts (``MAX_INTERVENTION_CHARS``, ``MAX_INTERVENTIONS``)."""
+    if len(text) > MAX_INTERVENTION_CHARS:
+        raise ExplorerError("intervention.too_long", "The interventions are {n:,} characters "
+                            "long; write at most {most:,} characters (and at most {items:,} "
+                            "interventions).", n=len(text), most=MAX_INTERVENTION_CHARS,
+                            items=MAX_INTERVENTIONS)
+    items = [item for item in text.split(";") if item.strip()]
+    if len(items) > MAX_INTERVENTIONS:
+        raise ExplorerError("intervention.too_many", "{n:,} interventions are too many: "
+                            "write at most {most:,}, joined by “;” (heads of one block go "
+                            "in one, e.g. “zero trf_blocks[3].att heads 1,5”).",
+                            n=len(items), most=MAX_INTERVENTIONS)
+    return items
+
+
+def _merged(items) -> list[Intervention]:
+    """One intervention per kind and block, in one pass: the heads of a head kind on one
+    block joined; one on a block that the same kind on every block (``trf_blocks[*]``)
+    already does, dropped (its heads: those the ``[*]`` one lacks). Applied twice, a running
+    mean would average its own output."""
+    heads: dict[tuple, set] = {}
+    for item in items:
+        heads.setdefault((item.kind, item.layer), set()).update(item.heads)
+    merged = []
+    for (kind, layer), chosen in heads.items():
+        every = heads.get((kind, None)) if layer is not None else None
+        if every is not None:
+            if not KINDS_BY_NAME[kind].heads:
+                continue                  # the [*] one does it already
+            chosen = chosen - every
+            if not chosen:
+                continue
+        merged.append(Intervention(kind, layer, tuple(chosen)))
+    return merged
+
+
+def _refuse_clashes(found: list[Intervention]) -> None:
+    """Raise for the first two of ``found`` (in order, one per kind and block) that cannot
+    both apply: linear, by looking up each one's exclusive partner kind."""
+    by_kind: dict[str, dict] = {}
+    for item in found:
+        by_kind.setdefault(item.kind, {})[item.layer] = item
+    for first in found:
+        others = by_kind.get(_PARTNERS.get(first.kind), {})
+        if first.layer is None:
+            candidates = others.values()     # every block: each block's partner
+        else:
+            candidates = [o for o in (others.get(first.layer), others.get(None)) if o]
+        heads = set(first.heads)
+        for second in candidates:
+            if _sort_key(second) > _sort_key(first) and (
+                    not heads or not heads.isdisjoint(second.heads)):
+                raise ExplorerError("intervention.conflict", "“{first}” and “{second}” "
+                                    "change the same part: choose one.",
+                                    first=_quoted(str(first)), second=_quoted(str(second)))
 
 
 _SUBPARTS = sorted({k.part for k in KINDS if k.part not in MODEL_PARTS}, key=len, reverse=True)
+# ASCII: case is ignored for the ASCII letters only, so a look-alike (“ſ”, U+017F, which
+# Unicode case-folds to “s”) is not read as the letter it resembles.
 _ITEM = re.compile(
     r"^(?P<verb>[a-z]+)\s+(?:(?P<model>pos_emb|final_norm)|trf_blocks\s*\[\s*(?P<layer>\d+|\*)"
     r"\s*\]\s*\.\s*(?P<part>" + "|".join(re.escape(p) for p in _SUBPARTS) + r"))"
-    r"(?:\s+heads?\s+(?P<heads>\d+(?:\s*,\s*\d+)*))?$", re.IGNORECASE)
+    r"(?:\s+heads?\s+(?P<heads>\d+(?:\s*,\s*\d+)*))?$", re.IGNORECASE | re.ASCII)
+# Any name after a block, to say that it is not a part
+_A_BLOCKS_PART = re.compile(r"^\S+\s+trf_blocks\s*\[[^\]]*\]\s*\.\s*(?P<part>[^\s,]+)")
+
+
+def _quoted(text: str, most: int = 80) -> str:
+    return text if len(text) <= most else text[:most - 1] + "…"
+
+
+def _number(digits: str, item: str) -> int:
+    if len(digits) > MAX_NUMBER_DIGITS:
+        raise ExplorerError("intervention.long_number", "Block and head numbers have at most "
+                            "{most} digits; “{item}” has one of {n:,} digits.",
+                            most=MAX_NUMBER_DIGITS, item=_quoted(item), n=len(digits))
+    return int(digits)
 
 
 def _parse_one(item: str) -> Intervention:
     text = " ".join(item.split())
     found = _ITEM.match(text)
     if found is None:
+        named = _A_BLOCKS_PART.match(text)
+        if named and named["part"].lower() not in _SUBPARTS:
+            raise ExplorerError("intervention.no_part", "“{part}” is not a part of a block "
+                                "(in “{item}”): the parts of trf_blocks[i] are {parts}.",
+                                part=_quoted(named["part"], 40), item=_quoted(text),
+                                parts=", ".join(dict.fromkeys(
+                                    k.part for k in KINDS if k.part not in MODEL_PARTS)))
         raise ExplorerError("intervention.unreadable", "Cannot read “{item}” as an intervention. "
                             "Write a verb and a part, e.g. “zero trf_blocks[3].att head 5” or "
                             "“identity trf_blocks[2].norm1”, and separate several with “;”.",
-                            item=text if len(text) <= 80 else text[:79] + "…")
+                            item=_quoted(text))
     verb = found["verb"].lower()
     part = (found["model"] or found["part"]).lower().replace(" ", "")
-    heads = tuple(int(h) for h in found["heads"].split(",")) if found["heads"] else ()
+    heads = tuple(_number(h.strip(), text) for h in found["heads"].split(",")) \
+        if found["heads"] else ()
     kinds = [k for k in KINDS if k.part == part and k.verb == verb and k.heads == bool(heads)]
     if not kinds:
         where = part if part in MODEL_PARTS else f"trf_blocks[i].{part}"
         forms = [f"{k.verb} {where}" + (" head N" if k.heads else "")
                  for k in KINDS if k.part == part]
         raise ExplorerError("intervention.verb_for_part", "“{item}” is not one of the "
-                            "interventions on {part}: {forms}.", item=text, part=where,
+                            "interventions on {part}: {forms}.", item=_quoted(text), part=where,
                             forms=", ".join(forms))
     layer = found["layer"]
-    return Intervention(kinds[0].kind, None if layer in (None, "*") else int(layer), heads)
+    return Intervention(kinds[0].kind, None if layer in (None, "*") else _number(layer, text),
+                        heads)

@@ -16,12 +16,14 @@ import gradio as gr
 from ...book.errors import ExplorerError, Message
 from ...book.tokenizer import get_tokenizer
 from ...probes import Interventions, importance
-from ...probes.interventions import KINDS, KINDS_BY_NAME, MODEL_PARTS, Intervention
+from ...probes.interventions import (KINDS, KINDS_BY_NAME, MAX_INTERVENTION_CHARS,
+                                     MODEL_PARTS, Intervention, split_checked)
 from ...runtime.training_setup import default_corpus
 from .. import gpu, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
-from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, as_int, prompt_ids
+from ..inputs import (TRACE_MEMORY_SHARE, as_choice, as_flag, as_int, prompt_ids,
+                      selected)
 from ..pickers import fitted_layer, layer_slider
 from ..plots.knockout import METRICS, knockout_map_html
 from ..session import Made, Model
@@ -98,9 +100,10 @@ def intervene(spec, session):
 
 
 @handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
-def cell_clicked(session, evt: gr.SelectData):
-    """A cell of the map was clicked: its knock-out becomes model B."""
-    return intervene.__wrapped__(evt.value, session)
+def cell_clicked(session, evt: gr.EventData):
+    """A cell of the map was clicked: its knock-out (the event's value) becomes model B."""
+    return intervene.__wrapped__(selected(evt, Message("field.knock_map", "the knock-out map")),
+                                 session)
 
 
 @handler(outputs=("knock_spec",))
@@ -111,14 +114,19 @@ def add_part(spec, kind, layer, every_block, heads, session):
     kind = KINDS_BY_NAME[as_choice(kind, Message("field.knock_kind", "part"), KIND_NAMES)]
     every = as_flag(every_block, Message("field.every_block", "every block"))
     # (the heads box matters for the head kinds only, the block for a block's parts only)
-    chosen = [as_int(h.strip(), Message("field.head", "head")) for h in str(heads or "")
-              .split(",") if h.strip()] if kind.heads else []
+    heads = str(heads or "") if kind.heads else ""
+    if len(heads) > MAX_INTERVENTION_CHARS:      # before reading a head of it
+        raise ExplorerError("knock.heads_too_long", "The heads box holds {n:,} characters; "
+                            "write at most {most:,}.", n=len(heads), most=MAX_INTERVENTION_CHARS)
+    chosen = [as_int(h.strip(), Message("field.head", "head")) for h in heads.split(",")
+              if h.strip()]
     whole_model = kind.part in MODEL_PARTS
     one = Intervention(kind.kind, None if every or whole_model else
                        as_int(layer, Message("field.layer", "layer")), tuple(chosen))
     current = spec_of(spec or "")
-    both = Interventions((*current, one)).check(session.models[0].key.config)
-    return {"knock_spec": str(both)}
+    both = str(Interventions((*current, one)).check(session.models[0].key.config))
+    split_checked(both)                      # the box never holds what Intervene refuses
+    return {"knock_spec": both}
 
 
 def _map_seconds(arguments) -> float:

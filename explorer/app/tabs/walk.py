@@ -22,7 +22,7 @@ from ...probes.stages import stage_details
 from .. import gpu, refresh
 from ..handlers import handler
 from ..i18n import label, t
-from ..inputs import as_choice, as_int, check_trace_size, prompt_ids
+from ..inputs import as_choice, as_int, check_trace_size, prompt_ids, selected
 from ..pickers import fitted_layer
 from ..plots.walk import stage_html, walk_hint
 from ..shared import CACHE, DEFAULT_CONFIG, model_a, session_of
@@ -90,10 +90,10 @@ def show_stage(stage, block, prompt, session):
 
 
 @handler(outputs=("walk_stage", "walk_card", "session", "walk_block"))
-def stage_clicked(block, prompt, session, evt: gr.SelectData):
+def stage_clicked(block, prompt, session, evt: gr.EventData):
     """A stage of the diagram was clicked (its name is the event's value)."""
     session = session_of(session)
-    stage = as_choice(evt.value if isinstance(evt.value, str) else None, STAGE, STAGE_NAMES)
+    stage = as_choice(selected(evt, STAGE), STAGE, STAGE_NAMES)
     return {"walk_stage": stage, "walk_card": _show(stage, block, prompt, session),
             "session": session,
             "walk_block": gr.update(visible=STAGES_BY_NAME[stage].scope == "block")}
