@@ -13,6 +13,7 @@ from . import gradio_private, refresh, share_view
 from .handlers import handler
 from .i18n import label
 from ..book.errors import Message
+from ..runtime import heap
 from .languages import LANGUAGES, messages
 from .page import Page
 from .plots.generation import NEXT_TOKEN_CSS
@@ -20,7 +21,7 @@ from .plots.model import ARCHITECTURE_CSS
 from .plots.walk import STAGE_CSS
 from .session import Session
 from .shared import NO_MODEL_STATUS, session_of
-from .tabs import TABS, build, pin, train
+from .tabs import TABS, build, knockout, pin, train
 
 STATIC = Path(__file__).parent / "static"
 # The kinds of Gradio's message boxes, which it titles in English, and each other language's
@@ -101,7 +102,7 @@ def build_app() -> gr.Blocks:
                 show_progress="hidden")
         # The browser tab (or API client) went away: forget the session now, not after
         # Gradio's one-hour grace period; its training job and trained models go with it.
-        forget_closed_sessions(demo, on_close=[train.release, pin.release])
+        forget_closed_sessions(demo, on_close=[train.release, pin.release, knockout.release])
     return demo
 
 
@@ -117,5 +118,6 @@ def forget_closed_sessions(demo: gr.Blocks, on_close=()) -> None:
             for release in on_close:
                 release(session_hash)
         gradio_private.forget_session(demo, session_hash)
+        heap.trim()      # what it held goes back to the system now, not at the next request
 
     demo.unload(forget_closed_session)

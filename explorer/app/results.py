@@ -6,12 +6,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-import numpy as np
-
 from ..book.errors import Message
 from ..book.generate import generate_steps
 from ..probes import intervened_steps, intervening, trace
 from ..runtime.results import SharedSteps
+from ..runtime.sizes import deep_nbytes
 from . import prefs
 from .shared import RESULTS
 
@@ -26,7 +25,7 @@ def shared_trace(key, model, ids, **options):
     started = time.perf_counter()
     request = ("trace", key, tuple(ids), _hashable(options))
     result, shared = RESULTS.get(request, lambda: run(key, model, trace, list(ids), **options),
-                                 lambda tr: tr.nbytes())
+                                 lambda tr: deep_nbytes((request, tr)))
     if not shared:
         return result
     return replace(result, seconds=time.perf_counter() - started,
@@ -82,16 +81,5 @@ def shared_views(view: str, session, choices: tuple, draw):
 def shared_figures(request: tuple, draw):
     """``draw()``'s figures (a dict of outputs) for ``request``, a hashable description of all
     they show, drawn once for every session in this language and mode."""
-    return RESULTS.get((*request, prefs.current()), draw, _views_bytes)[0]
-
-
-def _views_bytes(views: dict) -> int:
-    """About what the figures hold: their arrays and lists, and a little for the rest."""
-    total = 0
-    for figure in views.values():
-        for part in getattr(figure, "data", ()):
-            for name in ("x", "y", "z", "text", "customdata"):
-                value = getattr(part, name, None)
-                total += 16 * (np.size(value) if value is not None else 0)
-        total += 4096
-    return total
+    key = (*request, prefs.current())
+    return RESULTS.get(key, draw, lambda views: deep_nbytes((key, views)))[0]

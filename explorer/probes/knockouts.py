@@ -73,13 +73,15 @@ def block_parts(cfg) -> list[str]:
 
 
 def importance(model, token_ids, *, heads=True, parts=True, batch=None, max_bytes=None,
-               progress=None) -> Importance:
+               progress=None, stop=None) -> Importance:
     """The map of which parts matter for ``token_ids`` (see the module's docstring).
 
     batch: copies per batch (default: every head of a block, or every part, within
         ``max_bytes``); max_bytes: the memory it may use beyond the model (None: no limit;
         the app gives the trace's share of its budget): a larger request is refused with the
-        largest that fits; progress: called as ``progress(done, total)`` knock-outs.
+        largest that fits; progress: called as ``progress(done, total)`` knock-outs;
+        stop: asked between batches (``stop()``); True ends the map early with an
+        ExplorerError (nobody waits for it any more: its session left).
     """
     cfg = model.cfg
     ids = _check_ids(token_ids, cfg)
@@ -109,6 +111,10 @@ def importance(model, token_ids, *, heads=True, parts=True, batch=None, max_byte
             for layer in range(cfg.n_layers):
                 cells = _knock_outs(cfg, which, layer, kept)
                 for first in range(0, len(cells), batch):
+                    if stop is not None and stop():
+                        raise ExplorerError("importance.stopped", "The map was stopped after "
+                                            "{done} of {total} knock-outs: nobody waits for it "
+                                            "any more.", done=done, total=total)
                     columns, items = zip(*cells[first:first + batch])
                     ablated_loss, ablated_prob = _run_from(model, layer, streams[layer],
                                                            items, targets)

@@ -22,6 +22,7 @@ blocks once over all its batches and the output head a slice of positions at a t
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 from contextlib import contextmanager
 import threading
@@ -44,6 +45,13 @@ GRAD_NORM_POINTS = 200            # at most this many steps of gradient norms pe
 _STATUS_WORDS = {"finished": Message("job.status.finished", "finished"),
                  "cancelled": Message("job.status.cancelled", "cancelled"),
                  "failed": Message("job.status.failed", "failed")}
+
+
+def job_key(variants, corpus: Corpus, settings: TrainingSettings) -> tuple:
+    """What makes two jobs the same job: the variants (names and configs), the text and the
+    settings (the seed among them)."""
+    digest = hashlib.sha256(corpus.text.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return (tuple((v.label, v.config) for v in variants), str(corpus.name), digest, settings)
 
 
 @contextmanager
@@ -75,6 +83,7 @@ class TrainingJob:
         variants = check_variants(variants)
         self.device = resolve_device(device) if isinstance(device, str) else torch.device(device)
         self.settings, self.corpus, self.variants = settings, corpus, variants
+        self.key = job_key(variants, corpus, settings)   # a value: caches key by it, not the job
         self.window = window_of(variants, settings)
         configs = job_configs(variants, settings)
         tokenizer = self.tokenizer = get_tokenizer()

@@ -8,23 +8,15 @@ the job itself only when nobody watches it any more. Continue watches again (and
 job if it had stopped). Every watcher's Use gets the weights of the one job."""
 from __future__ import annotations
 
-import hashlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..book.errors import ExplorerError
 from .memory import default_budget_bytes
-from .training_job import TrainingJob
+from .training_job import TrainingJob, job_key
 from .training_setup import (DEFAULT_MAX_JOBS, DEFAULT_MAX_PARAM_STEPS, MAX_JOBS_ENV,
                              MAX_WORK_ENV, Corpus, TrainingSettings, as_count, check_variants,
                              default_settings, env_number, job_bytes, param_steps)
-
-
-def job_key(variants, corpus: Corpus, settings: TrainingSettings) -> tuple:
-    """What makes two jobs the same job: the variants (names and configs), the text and the
-    settings (the seed among them)."""
-    digest = hashlib.sha256(corpus.text.encode("utf-8", errors="surrogatepass")).hexdigest()
-    return (tuple((v.label, v.config) for v in variants), str(corpus.name), digest, settings)
 
 
 MAX_KEPT_ENDED = 4     # finished jobs kept for a session that asks for the same again
@@ -34,6 +26,13 @@ MAX_KEPT_ENDED = 4     # finished jobs kept for a session that asks for the same
 class _Member:
     key: tuple
     watching: bool = True
+
+
+@dataclass
+class _Building:
+    """A new job whose models are being built: its room is taken already."""
+    nbytes: int
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 class TrainingLab:
@@ -52,6 +51,7 @@ class TrainingLab:
         self.device = device
         self._jobs: dict[tuple, TrainingJob] = {}        # job key -> the one job
         self._members: dict[str, _Member] = {}           # session -> its job and watching
+        self._building: dict[tuple, _Building] = {}      # job key -> room taken, being built
         self._lock = threading.RLock()
 
     # -- limits ------------------------------------------------------------------------------
@@ -88,13 +88,14 @@ class TrainingLab:
                                 steps=settings.steps, work=work, limit=self.max_param_steps,
                                 env=MAX_WORK_ENV)
         others = [j for j in self._jobs.values() if j is not self._leaving(session_id)]
-        running = [j for j in others if j.running]
+        running = [j for j in others if j.running] + list(self._building.values())
         if count_jobs and len(running) >= self.max_jobs:
             raise ExplorerError("lab.too_many_jobs", "{n} training job(s) are running on this "
                                 "server, the most it runs at once ({env}). Try again in a minute.",
                                 n=len(running), env=MAX_JOBS_ENV)
         need = job_bytes(variants, settings)
-        held = sum(j.held_bytes() for j in others)
+        held = sum(j.held_bytes() for j in others) + sum(b.nbytes
+                                                         for b in self._building.values())
         # Ended jobs keep their models only for Use and Export: when a new job needs the room,
         # the oldest give them up (their curves stay).
         ended = sorted((j for j in others if j.ended_at is not None and not j.released),
@@ -132,55 +133,70 @@ class TrainingLab:
               settings: TrainingSettings | None = None, run: bool = True) -> TrainingJob:
         """This session's job: the same job as another session's if it asks for the same
         (joined, and resumed if it had stopped), else a new one (replacing the session's
-        previous job), trained unless ``run=False``."""
+        previous job), trained unless ``run=False``. The limits are checked, and the new job's
+        room reserved, before its models are built: a burst of requests builds only what
+        may train."""
         settings = settings or default_settings()
         if not isinstance(settings, TrainingSettings):
             raise TypeError("settings must be a TrainingSettings.")
         variants = check_variants(variants)
         key = job_key(variants, corpus, settings)
-        with self._lock:
-            job = self._shared(key)
-            if job is not None:
-                self._check_busy(session_id, key)
-                if run and not job.running and not job.done:
-                    self._resume(job)
-                self._end(self._join(session_id, key))
-                return job
-            self._check(session_id, variants, settings)
-        job = TrainingJob(variants, corpus, settings, self.device)   # tokenises: not locked
-        with self._lock:
-            if self._shared(key) is not None:     # another session made it meanwhile
-                return self.start(session_id, variants, corpus, settings, run)
-            # others may have started meanwhile; ended jobs give up their models if need be
-            self._check(session_id, variants, settings, release=True)
-            self._jobs[key] = job
-            left = self._join(session_id, key)
-            if run:
-                job.start()
-        self._end(left)
+        while True:
+            with self._lock:
+                job = self._shared(key)
+                if job is not None:
+                    self._check_busy(session_id, key)
+                    if run and not job.running and not job.done:
+                        self._resume(job)
+                    left = self._join(session_id, key)
+                    break
+                building = self._building.get(key)
+                if building is None:
+                    self._check(session_id, variants, settings, release=True)
+                    building = self._building[key] = _Building(job_bytes(variants, settings))
+                    job = None
+                    break
+            building.done.wait()     # another session builds this same job: then join it
+        if job is None:
+            try:
+                job = TrainingJob(variants, corpus, settings, self.device)  # not locked
+                with self._lock:
+                    self._jobs[key] = job
+                    left = self._join(session_id, key)
+                    if run:
+                        job.start()
+            finally:
+                with self._lock:
+                    self._building.pop(key)
+                building.done.set()
+        self._end(*left)
         return job
 
-    def _join(self, session_id, key) -> TrainingJob | None:
-        """The session's job becomes ``key``'s; returns the job it left if nobody has that
-        one any more (for ``_end``, outside the lock)."""
+    def _join(self, session_id, key) -> tuple:
+        """The session's job becomes ``key``'s; returns what ``_leave`` returns for the job it
+        left (for ``_end``, outside the lock)."""
         member = self._members.get(session_id)
-        left = self._leave(session_id) if member is not None and member.key != key else None
+        left = self._leave(session_id) if member is not None and member.key != key \
+            else (None, None)
         self._members[session_id] = _Member(key)
         return left
 
-    def _leave(self, session_id) -> TrainingJob | None:
-        """The session leaves its job. A job nobody has any more is forgotten (returned, to be
-        cancelled) unless it has finished: another session may ask for it again, and the lab
-        takes its memory back when a new job needs it (``_check(release=True)``)."""
+    def _leave(self, session_id) -> tuple:
+        """The session leaves its job. Returns ``(to_cancel, to_stop)``: a job nobody has any
+        more is forgotten (to be cancelled) unless it has finished (another session may ask
+        for it again; the lab takes its memory back when a new job needs it); a job that
+        others still have but nobody watches any more stops after its current step."""
         member = self._members.pop(session_id, None)
         job = None if member is None else self._jobs.get(member.key)
-        if job is None or self._members_of(job):
-            return None
+        if job is None:
+            return None, None
+        if self._members_of(job):
+            return None, (job if job.running and not self._watchers(job) else None)
         if job.status == "finished" and not job.released:
             self._forget_old_ended()
-            return None
+            return None, None
         self._jobs.pop(member.key)
-        return job
+        return job, None
 
     def _forget_old_ended(self):
         """Keep at most MAX_KEPT_ENDED finished jobs that no session has."""
@@ -191,9 +207,12 @@ class TrainingLab:
             self._jobs.pop(key)
 
     @staticmethod
-    def _end(job):
-        if job is not None:
-            job.cancel()        # waits for the current step: outside the lab's lock
+    def _end(to_cancel=None, to_stop=None):
+        """Outside the lab's lock: both wait for the current step."""
+        if to_cancel is not None:
+            to_cancel.cancel()
+        if to_stop is not None:
+            to_stop.stop()
 
     def job(self, session_id: str) -> TrainingJob | None:
         member = self._members.get(session_id)
@@ -208,6 +227,11 @@ class TrainingLab:
         """How many sessions have ``job``."""
         with self._lock:
             return len(self._members_of(job))
+
+    def watchers(self, job: TrainingJob) -> int:
+        """How many sessions watch ``job`` (it trains only while one does)."""
+        with self._lock:
+            return len(self._watchers(job))
 
     def stop(self, session_id: str) -> TrainingJob:
         """This session stops watching; the job stops after its current step if nobody else
@@ -229,7 +253,7 @@ class TrainingLab:
 
     def _resume(self, job):
         running = [j for j in self._jobs.values() if j.running and j is not job]
-        if len(running) >= self.max_jobs:
+        if len(running) + len(self._building) >= self.max_jobs:
             raise ExplorerError("lab.too_many_jobs_to_continue", "{n} training job(s) are "
                                 "running on this server, the most it runs at once ({env}). "
                                 "Try Continue again in a minute.", n=len(running),
@@ -244,7 +268,7 @@ class TrainingLab:
             if session_id not in self._members:
                 return False
             left = self._leave(session_id)
-        self._end(left)
+        self._end(*left)
         return True
 
     def _members_of(self, job) -> list[str]:

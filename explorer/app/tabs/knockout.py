@@ -9,6 +9,7 @@ prompt or the training story, and shows what each costs; a click on a cell makes
 knock-out model B (``explorer.probes.importance``)."""
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import gradio as gr
@@ -141,9 +142,22 @@ def _text_ids(text, prompt, model):
     return ids[:min(STORY_TOKENS, model.cfg.context_length)]
 
 
+# The sessions whose map is being made -> set when the session leaves: its map then stops at
+# the next batch (it would hold a worker, and the next session's map, for nobody).
+_LEFT: dict[str, threading.Event] = {}
+
+
+def release(session_hash) -> None:
+    """The page closed: a map it is making stops."""
+    left = _LEFT.get(session_hash)
+    if left is not None:
+        left.set()
+
+
 @handler(outputs=("knock_map", "knock_numbers", "session"))
 @gpu.gpu_work(duration=_map_seconds)
-def parts_map(text, prompt, metric, session, progress=gr.Progress()):
+def parts_map(text, prompt, metric, session, progress=gr.Progress(),
+              request: gr.Request = None):
     """/knockout_map: every head and every part of every block of model A knocked out in turn,
     for ``text`` ("the prompt" or "the training story"): the change in loss and in the
     probability of the actual next tokens (``metric`` chooses which the map colours)."""
@@ -152,9 +166,15 @@ def parts_map(text, prompt, metric, session, progress=gr.Progress()):
     model = model_a(session)
     ids = _text_ids(text, prompt, model)[-model.cfg.context_length:]
     progress(0, desc=t("knock.progress", "Knocking out every part"))
-    result = importance(model, ids, max_bytes=CACHE.budget_bytes * TRACE_MEMORY_SHARE,
-                        progress=lambda done, total: progress(done / total, desc=t(
-                            "knock.progress", "Knocking out every part")))
+    owner = getattr(request, "session_hash", None) or object()   # none: an in-process call
+    left = _LEFT.setdefault(owner, threading.Event())
+    try:
+        result = importance(model, ids, max_bytes=CACHE.budget_bytes * TRACE_MEMORY_SHARE,
+                            progress=lambda done, total: progress(done / total, desc=t(
+                                "knock.progress", "Knocking out every part")),
+                            stop=left.is_set)
+    finally:
+        _LEFT.pop(owner, None)
     session.shown["knockout"] = (result, metric, session.models[0].key.weights_key)
     return {"knock_map": map_html(session), "knock_numbers": numbers(result),
             "session": session}

@@ -109,8 +109,9 @@ def live(view, sharing: str = "") -> dict:
 
 def live_of(job, seen, view, sharing) -> dict:
     """``live(view, sharing)``, its figures drawn once for every session watching ``job`` at
-    the same point (``seen``), in the same language and mode."""
-    return {**shared_figures(("train", job, seen), lambda: _drawn(view, sharing)),
+    the same point (``seen``), in the same language and mode. The cache keys them by the job's
+    key (a value): a key holding the job itself would keep its models alive."""
+    return {**shared_figures(("train", job.key, seen), lambda: _drawn(view, sharing)),
             "train_choice": _choice(view)}
 
 
@@ -131,7 +132,7 @@ def job_view(job, owner) -> tuple:
     that trains on for other sessions after this one's Stop is "stopped" for this one."""
     view, members = job.view(), shared.LAB.members(job)
     if job.running and not shared.LAB.watching(owner, job):
-        others = members - 1
+        others = shared.LAB.watchers(job)      # this session is not one of them
         return replace(view, status="stopped", message=""), " " + t(
             "train.watching_stopped", "You stopped watching at step {step:,}; the same job "
             "trains on for {n} other session(s). **Continue** shows it again.",
@@ -324,7 +325,8 @@ def create(page):
                 ("train_warmup", "train.warmup", "warm-up", _BOOK.warmup_steps)):
             page.add(gr.Number(value, precision=0, label=label(text_id, text), min_width=90,
                                elem_id=name))
-        page.add(gr.Number(DEFAULT_LR, label="lr", min_width=90, elem_id="train_lr"))
+        # (wide enough for the book's 0.0004 whole, at lecture mode's type too)
+        page.add(gr.Number(DEFAULT_LR, label="lr", min_width=120, elem_id="train_lr"))
         page.add(gr.Number(DEFAULT_EVAL_FREQ, precision=0, min_width=90, elem_id="train_eval_freq",
                            label=label("train.eval_freq", "evaluate every")))
         page.add(gr.Number(DEFAULT_EVAL_ITER, precision=0, min_width=90, elem_id="train_eval_iter",
