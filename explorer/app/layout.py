@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from . import gradio_private, refresh, share_view
+from . import gradio_private, prefs, refresh, share_view
 from .handlers import handler
 from .i18n import label
 from ..book.errors import Message
@@ -46,8 +46,10 @@ def _tab_titles(session) -> dict:
 
 
 @handler(outputs=refresh.redraw_outputs)
-def redrawn(session):
-    """The language or lecture mode changed: every view again, from the session."""
+def redrawn(session, request: gr.Request = None):
+    """The language or lecture mode changed: every view again, from the session (and the
+    session's streams follow from their next update)."""
+    prefs.remember(getattr(request, "session_hash", None))
     return refresh.redraw(session_of(session))
 
 
@@ -118,6 +120,7 @@ def forget_closed_sessions(demo: gr.Blocks, on_close=()) -> None:
             for release in on_close:
                 release(session_hash)
         gradio_private.forget_session(demo, session_hash)
+        prefs.forget(session_hash)
         heap.trim()      # what it held goes back to the system now, not at the next request
 
     demo.unload(forget_closed_session)

@@ -41,6 +41,26 @@ def using(prefs: Prefs):
         _CURRENT.reset(token)
 
 
+# Each session's settings as its page last changed them: a stream that outlives a toggle (a
+# training job watched for minutes) follows them from its next update on.
+_LATEST: dict[str, Prefs] = {}
+
+
+def remember(session_hash: str | None) -> None:
+    """The page of ``session_hash`` now shows the current settings."""
+    if session_hash:
+        _LATEST[session_hash] = current()
+
+
+def latest(session_hash: str | None) -> Prefs:
+    """The settings the session's page shows now (the current ones if it never changed)."""
+    return _LATEST.get(session_hash, current())
+
+
+def forget(session_hash: str | None) -> None:
+    _LATEST.pop(session_hash, None)
+
+
 def each_step_using(prefs: Prefs, steps):
     """The values of the generator ``steps``, each step computed under ``prefs``: Gradio (and
     ZeroGPU's worker) run each step of a generator in a context of their own."""

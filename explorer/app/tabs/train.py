@@ -24,7 +24,7 @@ from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAU
                                        TrainingSettings, corpus_from_file, corpus_from_text,
                                        book_settings, default_corpus, default_settings,
                                        make_variants)
-from .. import comparison, gpu, refresh, shared
+from .. import comparison, gpu, prefs, refresh, shared
 from ..handlers import handler
 from ..i18n import label, t
 from ..inputs import as_choice, as_choices, as_int, as_number
@@ -145,17 +145,20 @@ def job_view(job, owner) -> tuple:
 
 def _watch(job, owner):
     """Yield the live view while ``job`` trains and this session watches it: once when
-    anything changed, at most every POLL_SECONDS; the last yield is the view after the worker
-    ended (stopped, finished...) or the session stopped watching (others may watch on)."""
+    anything changed (the page's language or mode too), at most every POLL_SECONDS; the last
+    yield is the view after the worker ended (stopped, finished...) or the session stopped
+    watching (others may watch on)."""
     last = None
     while True:
         running = job.running and shared.LAB.watching(owner, job)
-        view, sharing = job_view(job, owner)
-        seen = (view.status, view.step, tuple(len(r.eval_steps) for r in view.runs),
-                tuple(r.sample_step for r in view.runs), sharing)
-        if seen != last:
+        with prefs.using(prefs.latest(owner)):     # (each step runs in a context of its own)
+            view, sharing = job_view(job, owner)
+            seen = (view.status, view.step, tuple(len(r.eval_steps) for r in view.runs),
+                    tuple(r.sample_step for r in view.runs), sharing, prefs.current())
+            update = live_of(job, seen, view, sharing) if seen != last else None
+        if update is not None:
             last = seen
-            yield live_of(job, seen, view, sharing)
+            yield update
         if not running:
             return
         time.sleep(POLL_SECONDS)
