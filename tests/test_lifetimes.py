@@ -189,3 +189,18 @@ def test_a_training_stream_follows_the_pages_language_switched_mid_stream(app_ur
         redrawn(Session(), request=SimpleNamespace(session_hash=client.session_hash))
     assert until(lambda: "步" in stream.outputs()[-1][0]), stream.outputs()[-1][0]
     client.predict(api_name="/train_stop")
+
+
+def test_a_closed_tab_leaves_no_trained_model_behind(app_url, lab):
+    """(Its finished job may stay, models and all, among the lab's few finished jobs kept for
+    a session that asks for the same again, within the training budget: test_training.py.)"""
+    from explorer.app.shared import CACHE
+    client = local_client(app_url)
+    client.predict(**start_args(steps=3))
+    client.predict("no shortcut", api_name="/train_use")
+    client.predict("Every effort moves you", 0, "norm1: before vs after LayerNorm", "resid_pre",
+                   "std", api_name="/trace")
+    held = weakref.ref(CACHE._held[client.session_hash][1])
+    close_tab(app_url, client)
+    assert until(lambda: client.session_hash not in CACHE._held)
+    assert until(lambda: gone(held), 20)
