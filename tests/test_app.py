@@ -102,8 +102,12 @@ def test_trace_attention_and_views_answer(app_url):
     hist2, heat2 = c.predict(0, "feed-forward hidden: before vs after activation", "ff_post",
                              "zero_frac", api_name="/inside_views")
     assert plotly_json(hist2)["data"] and plotly_json(heat2)["data"]
-    att, grid, entropy = c.predict(1, "mean", api_name="/attention")
+    att, grid, entropy, named, scores = c.predict(1, "mean", api_name="/attention")
     assert all(plotly_json(f)["data"] for f in (att, grid, entropy))
+    # every head's scores, one row each (teach-tiny: 2 layers x 4 heads)
+    assert scores["headers"] == ["layer", "head", "previous token", "first token", "induction"]
+    assert [row[:2] for row in scores["data"]] == [[l, h] for l in range(2) for h in range(4)]
+    assert all(0 <= v <= 1 for row in scores["data"] for v in row[2:])
     path = c.predict(1, "0", api_name="/export_attention")
     rows = open(path, encoding="utf-8").read().splitlines()
     assert len(rows) == 5  # header + one row per query token
@@ -111,6 +115,11 @@ def test_trace_attention_and_views_answer(app_url):
     assert "ln1_out" in open(stats_csv, encoding="utf-8").read()
     stats_json = json.load(open(c.predict("JSON", api_name="/export_stats"), encoding="utf-8"))
     assert stats_json["token_ids"] == get_tokenizer().encode(DEFAULT_PROMPT)
+    exported = stats_json["head_scores"]["A"]
+    assert [[round(v, 3) for v in exported[s][l]] for l in range(2) for s in
+            ("previous", "first", "induction")] == [
+        [row[2 + i] for row in scores["data"] if row[0] == l] for l in range(2)
+        for i in range(3)]
 
 
 def test_layer_out_of_range_is_refused(app_url):
@@ -128,7 +137,7 @@ def test_layer_choice_follows_the_built_model(app_url):
     c.predict(**build_args("teach-deep"))
     c.predict(DEFAULT_PROMPT, 11, "norm1: before vs after LayerNorm", "resid_pre", "std",
               api_name="/trace")
-    att, grid, entropy = c.predict(11, "3", api_name="/attention")
+    att, grid, entropy, named, scores = c.predict(11, "3", api_name="/attention")
     assert "layer 11" in json.dumps(plotly_json(att)["layout"]["title"])
 
 

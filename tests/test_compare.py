@@ -306,8 +306,11 @@ def test_the_same_endpoints_serve_a_comparison_through_the_api():
         assert "(A) · traced in" in info and "(B)" in info
         for figure in (stats, hist, heat):
             assert "A and B" in json.loads(figure["plot"])["layout"]["title"]["text"]
-        att, grid, entropy = c.predict(1, "mean", api_name="/attention")
+        att, grid, entropy, named, scores = c.predict(1, "mean", api_name="/attention")
         assert "A, B and A − B" in json.loads(att["plot"])["layout"]["title"]["text"]
+        # A's head scores, then B's (teach-tiny: 2 x 4 heads, teach-small: 4 x 4)
+        assert scores["headers"][0] == "model"
+        assert [row[0][0] for row in scores["data"]] == ["A"] * 8 + ["B"] * 16
         text, bars, history, speed = c.predict(PROMPT, 6, "greedy", 1.0, 50, 123, False,
                                                api_name="/generate")
         model_a, model_b = (CACHE.get(CACHE.key(PRESETS[p], device="cpu"))[0]

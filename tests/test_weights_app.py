@@ -109,7 +109,7 @@ def test_a_checkpoint_path_loads_and_every_view_runs_on_it_and_says_so(client, c
 
     chips, info, *_ = client.predict(PROMPT, 1, *VIEW, api_name="/trace")
     assert caption in info and "4 tokens" in info
-    att, grid, entropy = client.predict(1, "2", api_name="/attention")
+    att, grid, entropy, named, scores = client.predict(1, "2", api_name="/attention")
     assert json.loads(att["plot"])["data"]
     lens = client.predict(PROMPT, api_name="/logit_lens")
     assert json.loads(lens["plot"])["data"]

@@ -9,6 +9,7 @@ from dataclasses import replace
 from ..book.errors import Message
 from ..book.generate import generate_steps
 from ..probes import intervened_steps, intervening, trace
+from ..probes.head_scores import head_scores, model_induction_scores
 from ..runtime.results import SharedSteps
 from ..runtime.sizes import deep_nbytes
 from . import prefs
@@ -30,6 +31,17 @@ def shared_trace(key, model, ids, **options):
         return result
     return replace(result, seconds=time.perf_counter() - started,
                    notes=[*result.notes, FROM_SHARED_CACHE])
+
+
+def shared_head_scores(key, model, traced):
+    """``head_scores`` of ``traced`` (the model's trace), shared: the induction scores once per
+    model (its key: the test prompt is the same for every session), the others once per
+    model and prompt."""
+    def kept(request, compute):
+        return RESULTS.get(request, compute, lambda result: deep_nbytes((request, result)))[0]
+    induction = kept(("induction", key), lambda: run(key, model, model_induction_scores))
+    return kept(("head_scores", key, tuple(traced.token_ids)),
+                lambda: run(key, model, head_scores, traced, induction))
 
 
 def run(key, model, fn, *args, **kwargs):

@@ -7,7 +7,7 @@ import gradio as gr
 
 from ...book.errors import ExplorerError, Message
 from ...probes import with_attention_of_layer
-from .. import comparison, gpu, refresh
+from .. import comparison, gpu, head_scores as heads, refresh
 from ..exports import csv_text, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, t
@@ -26,13 +26,14 @@ VIEWS = ("att_plot", "grid_plot", "entropy_plot")
 HINTS = {"att_plot": ("attention.hint_weights", "Attention weights"),
          "grid_plot": ("attention.hint_grid", "Every head of this layer"),
          "entropy_plot": ("attention.hint_entropy", "Entropy per head")}
+SHOWN = (*VIEWS, *heads.OUTPUTS)     # the figures, and the heads named by their scores
 
 
 def hints() -> dict:
     return shared_figures(("hints", ID), lambda: {
         name: empty_figure(t(*title), t("attention.hint", "Trace a prompt in tab 2, then press "
                                                           "Show attention."), 150)
-        for name, title in HINTS.items()})
+        for name, title in HINTS.items()}) | heads.hints()
 
 
 def _head(head, n_heads: int):
@@ -63,10 +64,11 @@ def views(session, layer, head) -> dict:
     return shared_views("attention", session, (layer, head, names), lambda: {
         "att_plot": attention_figure(traces, layer, head, names),
         "grid_plot": attention_grid_figure(traces, layer, names),
-        "entropy_plot": entropy_figure(traces, names)})
+        "entropy_plot": entropy_figure(traces, names),
+        **heads.views(session, layer, head, names)})
 
 
-@handler(outputs=(*VIEWS, "session"))
+@handler(outputs=(*SHOWN, "session"))
 @gpu.gpu_work(duration=gpu.forward_seconds)
 def attention_views(session, layer, head):
     """/attention: the views of ``layer`` and ``head`` ("mean" or a number)."""
@@ -75,7 +77,7 @@ def attention_views(session, layer, head):
     return {**views(session, layer, head), "session": session}
 
 
-@handler(outputs=(*VIEWS, "session"))
+@handler(outputs=(*SHOWN, "session"))
 @gpu.gpu_work(duration=gpu.forward_seconds)
 def choice_changed(session, layer, head):
     """The layer or head changed (by the user, or by a new model fitting them): redraw when
@@ -104,13 +106,13 @@ def export_attention(session, layer, head):
                                             csv_text(rows))}
 
 
-@refresh.on_new_model(*VIEWS, "export_att_file", "att_layer", "att_head")
+@refresh.on_new_model(*SHOWN, "export_att_file", "att_layer", "att_head")
 def _new_model(session) -> dict:
     return {**hints(), "export_att_file": gr.update(value=None, visible=False),
             "att_layer": fitted_layer(session, "att_layer"), "att_head": fitted_head(session)}
 
 
-@refresh.on_redraw(*VIEWS, "att_head")
+@refresh.on_redraw(*SHOWN, "att_head")
 def _redraw(session) -> dict:
     """The tab again (language, lecture mode): the attention shown, or the hints, and the
     head picker's names."""
@@ -145,6 +147,7 @@ def create(page):
         page.add(gr.Plot(shown["entropy_plot"], show_label=False,
                          label=label("attention.entropy", "Entropy per head"),
                          elem_id="entropy_plot"))
+    heads.create(page)
     with gr.Row():
         page.add(gr.Button(label("attention.export", "Export this attention matrix (CSV)"),
                            elem_id="export_att_btn"))
@@ -156,6 +159,7 @@ def wire(page):
     inputs = ["session", "att_layer", "att_head"]
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
     page.on("att_btn.click", attention_views, inputs, api_name="attention", **inspect)
+    page.on("att_named.input", heads.head_picked, ["att_named"], api_visibility="private")
     page.on(["att_layer.change", "att_head.change"], choice_changed, inputs,
             api_visibility="private", **inspect)
     exported = page.on("export_att_btn.click", export_attention, inputs,

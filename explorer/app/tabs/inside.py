@@ -13,7 +13,7 @@ from ...book.errors import ExplorerError, Message
 from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES
-from .. import comparison, gpu, refresh
+from .. import comparison, gpu, head_scores as heads, refresh
 from ..exports import csv_text, json_default, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, say, t
@@ -199,7 +199,10 @@ def export_stats(session, fmt):
         path = write_export("activation_stats.json", json.dumps(
             {"tokens": tr.tokens, "token_ids": tr.token_ids, "config": tr.config,
              "stats": rows, "per_token": {p: {k: v.tolist() for k, v in s.per_token.items()}
-                                          for p, s in tr.points.items()}},
+                                          for p, s in tr.points.items()},
+             # each model's head scores, (layers, heads) lists (explorer.probes.head_scores)
+             "head_scores": {name: scores.as_dict() for name, scores
+                             in zip(NAMES, heads.scores_of(session))}},
             indent=1, default=json_default))
     else:
         header = list(rows[0])

@@ -1,0 +1,104 @@
+"""The Attention tab's head scores (``explorer.probes.head_scores``): the heads with a clear job,
+named ("layer 4, head 11: previous token, 0.93"; a click shows that head), and every head's
+scores as a table; for one model or two (A's, then B's)."""
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+import pandas as pd
+
+from ..probes.head_scores import CLEAR_JOB
+from .handlers import handler
+from .i18n import label, t
+from .results import shared_head_scores
+from .shared import models_of
+
+OUTPUTS = ("att_named", "att_scores")
+JOBS = {"previous": ("heads.previous", "previous token"),
+        "first": ("heads.first", "first token"),
+        "induction": ("heads.induction", "induction")}
+DEFINITIONS = ("heads.definitions", "**Head scores**, from 0 to 1. *Previous token*: the "
+               "attention on the token just before (mean over the prompt's tokens). *First "
+               "token*: the attention on position 0. *Induction*: on a standard prompt of up to "
+               "50 random tokens repeated twice, the attention from each repeated token to the "
+               "token after its earlier occurrence (once per model). A head is named when one "
+               "score reaches 0.5.")
+
+
+def scores_of(session) -> list:
+    """Each model's ``HeadScores`` for its trace (shared: computed once per model and prompt)."""
+    return [shared_head_scores(key, model, traced)
+            for key, model, traced in zip(session.keys, models_of(session), session.traces)]
+
+
+def _picked(side: int, layer: int, head: int) -> str:
+    return f"{side}:{layer}:{head}"
+
+
+def named_choices(scores: list, names, n_layers: int, n_heads: int, layer, head) -> dict:
+    """The radio of named heads: each model's heads with a best score of ``CLEAR_JOB`` or more
+    that model A's pickers can show; the head shown selected when it is one of them."""
+    choices = []
+    for side, found in enumerate(scores):
+        prefix = f"{names[side]}: " if names else ""
+        for l, h, job, score in found.named():
+            if l < n_layers and h < n_heads:
+                text = t("heads.named", "layer {layer}, head {head}: {job}, {score:.2f}",
+                         layer=l, head=h, job=t(*JOBS[job]), score=score)
+                choices.append((prefix + text, _picked(side, l, h)))
+    values = [v for _, v in choices]
+    shown = next((v for v in values if head != "mean"
+                  and v.split(":")[1:] == [str(layer), str(head)]), None)
+    info = (t("heads.click", "Click a head to show it.") if choices else
+            t("heads.none", "No head has a clear job here (every score below {at:.1f}).",
+              at=CLEAR_JOB))
+    return gr.update(choices=choices, value=shown, info=info)
+
+
+def table(scores: list, names) -> pd.DataFrame:
+    """Every head's scores, one row per head (with two models, a column names each)."""
+    columns = [t("heads.layer", "layer"), t("heads.head", "head"),
+               *(t(*JOBS[job]) for job in JOBS)]
+    rows = []
+    for side, found in enumerate(scores):
+        for l in range(found.previous.shape[0]):
+            for h in range(found.previous.shape[1]):
+                values = [getattr(found, job)[l, h] for job in JOBS]
+                rows.append(([names[side]] if names else []) + [l, h, *(
+                    None if math.isnan(v) else round(float(v), 3) for v in values)])
+    return pd.DataFrame(rows, columns=([t("heads.model", "model")] if names else []) + columns)
+
+
+def views(session, layer, head, names) -> dict:
+    scores = scores_of(session)
+    cfg = session.traces[0].config
+    return {"att_named": named_choices(scores, names, cfg["n_layers"], cfg["n_heads"], layer,
+                                       head),
+            "att_scores": table(scores, names)}
+
+
+def hints() -> dict:
+    return {"att_named": gr.update(choices=[], value=None, info=None),
+            "att_scores": None}
+
+
+def create(page):
+    """Under the grid and the entropy map: the named heads; the definitions, every score."""
+    with gr.Row():
+        page.add(gr.Radio([], label=label("heads.title", "Heads with a clear job"),
+                          elem_id="att_named"))
+        with gr.Column():
+            page.add(gr.Markdown(label(*DEFINITIONS), elem_id="att_definitions"))
+            with gr.Accordion(label("heads.all", "Every head's scores"), open=False):
+                page.add(gr.Dataframe(None, interactive=False, max_height=300,
+                                      elem_id="att_scores"))
+
+
+@handler(outputs=("att_layer", "att_head"))
+def head_picked(value):
+    """A named head clicked: the pickers show it (their change redraws the views)."""
+    if not value:
+        return {}
+    _, layer, head = str(value).split(":")
+    return {"att_layer": int(layer), "att_head": head}

@@ -1,0 +1,126 @@
+"""What each head does, as numbers from 0 to 1: sums of its attention weights where a head with
+one job puts them (the scores TransformerLens's ``detect_head`` and induction demo compute).
+
+For a head's weights ``A`` (T, T), rows the queries, each row summing to 1:
+
+- previous-token score: the mean over queries i >= 1 of ``A[i, i-1]``, the attention on the
+  token just before (query 0 has none, and is left out);
+- first-token score: the mean over queries i >= 1 of ``A[i, 0]``, the attention on position 0
+  (query 0 can look only there, so it is left out too);
+- induction score: on the standard test prompt (``induction_prompt``: n random tokens, then the
+  same n again), the mean over the repeated tokens i = n ... 2n-1 of ``A[i, i-n+1]``, the
+  attention on the token *after* the earlier occurrence of token i.
+
+A score is NaN where it does not apply (one token; a model too small for the test prompt).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..book.tokenizer import N_VOCAB
+from .data import Trace
+from .tracing import trace, with_attention_of_layer
+
+SCORES = ("previous", "first", "induction")
+INDUCTION_LENGTH = 50      # tokens before the repetition (TransformerLens's demo: 50)
+INDUCTION_SEED = 0
+CLEAR_JOB = 0.5            # a head whose best score reaches this is named on the page
+
+
+def previous_token_scores(weights: np.ndarray) -> np.ndarray:
+    """(..., T, T) -> (...): mean over queries i >= 1 of the weight on key i-1."""
+    t = weights.shape[-1]
+    if t < 2:
+        return np.full(weights.shape[:-2], np.nan)
+    i = np.arange(1, t)
+    return weights[..., i, i - 1].mean(-1)
+
+
+def first_token_scores(weights: np.ndarray) -> np.ndarray:
+    """(..., T, T) -> (...): mean over queries i >= 1 of the weight on key 0."""
+    if weights.shape[-1] < 2:
+        return np.full(weights.shape[:-2], np.nan)
+    return weights[..., 1:, 0].mean(-1)
+
+
+def induction_scores(weights: np.ndarray, n: int) -> np.ndarray:
+    """(..., 2n, 2n) weights on a prompt whose second half repeats its first n tokens ->
+    (...): mean over the repeated tokens i = n ... 2n-1 of the weight on key i-n+1."""
+    i = np.arange(n, 2 * n)
+    return weights[..., i, i - n + 1].mean(-1)
+
+
+def induction_prompt(vocab_size: int, context_length: int) -> tuple[list[int], int] | None:
+    """The standard test prompt: n distinct random token ids (seeded, ids below the model's
+    vocab_size and the tokenizer's 50,257, so every model reads them and the tokenizer
+    decodes them), then the same n again; and n. n = 50, or less where the context or the
+    vocabulary is smaller; None below n = 2 (the score would need at least two)."""
+    high = min(vocab_size, N_VOCAB)
+    n = min(INDUCTION_LENGTH, context_length // 2, high)
+    if n < 2:
+        return None
+    first = np.random.default_rng(INDUCTION_SEED).permutation(high)[:n].tolist()
+    return first + first, n
+
+
+@dataclass(frozen=True)
+class HeadScores:
+    """Each score of every head, (layers, heads) arrays, NaN where it does not apply."""
+
+    previous: np.ndarray
+    first: np.ndarray
+    induction: np.ndarray
+
+    def as_dict(self) -> dict:
+        """Plain lists, (layers, heads), None where a score does not apply (JSON has no NaN)."""
+        return {name: [[None if np.isnan(v) else float(v) for v in row]
+                       for row in getattr(self, name)] for name in SCORES}
+
+    def named(self, at_least: float = CLEAR_JOB) -> list[tuple[int, int, str, float]]:
+        """The heads with a clear job: (layer, head, score name, score) for each head whose
+        best score is ``at_least`` or more, the highest first."""
+        stacked = np.stack([np.nan_to_num(getattr(self, s), nan=-1.0) for s in SCORES])
+        best, which = stacked.max(0), stacked.argmax(0)                     # (layers, heads)
+        found = [(int(l), int(h), SCORES[which[l, h]], float(best[l, h]))
+                 for l, h in zip(*np.nonzero(best >= at_least))]
+        return sorted(found, key=lambda row: -row[3])
+
+
+def layer_weights(model, traced: Trace):
+    """Each layer's weights (heads, T, T) of ``traced``: those it kept, the others computed
+    one layer at a time (a long input's trace keeps none), so at most one extra layer of
+    T x T weights is held at once."""
+    for layer in range(traced.n_layers):
+        if layer in traced.attention:
+            yield traced.attention[layer]
+        else:
+            yield with_attention_of_layer(model, traced, layer).attention[layer]
+
+
+def trace_scores(model, traced: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The previous-token and first-token scores of ``traced``'s prompt, (layers, heads)."""
+    previous, first = zip(*((previous_token_scores(w), first_token_scores(w))
+                            for w in layer_weights(model, traced)))
+    return np.stack(previous), np.stack(first)
+
+
+def model_induction_scores(model) -> np.ndarray:
+    """(layers, heads): each head's induction score on the standard test prompt."""
+    cfg = model.cfg
+    prompt = induction_prompt(cfg.vocab_size, cfg.context_length)
+    if prompt is None:
+        return np.full((cfg.n_layers, cfg.n_heads), np.nan)
+    ids, n = prompt
+    traced = trace(model, ids, attention_layers="all", lens=None, top_k=1, entropy=False)
+    return np.stack([induction_scores(w, n) for w in layer_weights(model, traced)])
+
+
+def head_scores(model, traced: Trace, induction: np.ndarray | None = None) -> HeadScores:
+    """Every score of every head: those of ``traced``'s prompt, and the model's induction
+    scores (``induction``: already computed, as the app shares them per model)."""
+    previous, first = trace_scores(model, traced)
+    if induction is None:
+        induction = model_induction_scores(model)
+    return HeadScores(previous=previous, first=first, induction=induction)
