@@ -18,10 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from ..book.model import model_device
+from ..book.probe_points import recording
 from ..book.tokenizer import N_VOCAB
+from .attention import attention_in_c, attention_weights
 from .data import Trace
-from .tracing import trace, with_attention_of_layer
+from .tracing import trace
 
 SCORES = ("previous", "first", "induction")
 INDUCTION_LENGTH = 50      # tokens before the repetition (TransformerLens's demo: 50)
@@ -88,21 +92,46 @@ class HeadScores:
         return sorted(found, key=lambda row: -row[3])
 
 
-def layer_weights(model, traced: Trace):
-    """Each layer's weights (heads, T, T) of ``traced``: those it kept, the others computed
-    one layer at a time (a long input's trace keeps none), so at most one extra layer of
-    T x T weights is held at once."""
-    for layer in range(traced.n_layers):
-        if layer in traced.attention:
-            yield traced.attention[layer]
-        else:
-            yield with_attention_of_layer(model, traced, layer).attention[layer]
+class _EachLayer:
+    """A recorder that hands each block's attention weights (heads, T, T) to ``reduce`` as the
+    forward pass reaches it and keeps only what ``reduce`` returns: every layer in one pass,
+    never more than one layer's T x T weights held (a long input's trace keeps none)."""
+
+    def __init__(self, reduce):
+        self.reduce, self.found, self.queries = reduce, [], None
+
+    def wants_attention(self):
+        return False
+
+    def record(self, name, x):
+        if name == "attn_queries":
+            self.queries = x
+        elif name == "attn_keys":
+            # the trace's own computation (recorder.LayerAttention): the very same weights
+            queries, keys = self.queries[0].float(), x[0].float()
+            scores = (queries @ keys.transpose(-2, -1))[None]             # (1, heads, T, T)
+            if attention_in_c(scores, queries.shape[-1]) is None:
+                scores = attention_weights((queries @ keys.transpose(-2, -1))[None],
+                                            queries.shape[-1])
+            self.found.append(self.reduce(scores[0].cpu().numpy()))
+
+
+def each_layer(model, traced: Trace, reduce) -> list:
+    """``reduce(weights)`` of every layer of ``traced``, from the weights it kept, or (when it
+    did not keep them all) from one forward pass over its tokens."""
+    if all(layer in traced.attention for layer in range(traced.n_layers)):
+        return [reduce(traced.attention[layer]) for layer in range(traced.n_layers)]
+    recorder = _EachLayer(reduce)
+    with torch.inference_mode(), recording(recorder):
+        model(torch.tensor([traced.token_ids], device=model_device(model)),
+              stop_at_layer=traced.n_layers)
+    return recorder.found
 
 
 def trace_scores(model, traced: Trace) -> tuple[np.ndarray, np.ndarray]:
     """The previous-token and first-token scores of ``traced``'s prompt, (layers, heads)."""
-    previous, first = zip(*((previous_token_scores(w), first_token_scores(w))
-                            for w in layer_weights(model, traced)))
+    previous, first = zip(*each_layer(model, traced, lambda w: (previous_token_scores(w),
+                                                                 first_token_scores(w))))
     return np.stack(previous), np.stack(first)
 
 
@@ -114,7 +143,7 @@ def model_induction_scores(model) -> np.ndarray:
         return np.full((cfg.n_layers, cfg.n_heads), np.nan)
     ids, n = prompt
     traced = trace(model, ids, attention_layers="all", lens=None, top_k=1, entropy=False)
-    return np.stack([induction_scores(w, n) for w in layer_weights(model, traced)])
+    return np.stack(each_layer(model, traced, lambda w: induction_scores(w, n)))
 
 
 def head_scores(model, traced: Trace, induction: np.ndarray | None = None) -> HeadScores:
