@@ -239,12 +239,13 @@ def test_compare_handlers_ask_zero_gpu_for_both_models():
                                                                     "session": one})
 
 
-def test_unpinning_keeps_model_a_and_forgets_b_and_its_results():
+def test_unpinning_keeps_model_a_and_its_trace_and_forgets_b():
     state = built("teach-small", pinned(built("teach-tiny")))
     traced(state)
+    a_trace = state.traces[0]
     status = pin.unpin_model(state, REQUEST)["status"]
     assert not state.comparing and "Compared with" not in status
-    assert state.keys[0].config == PRESETS["teach-small"] and state.traces == ()
+    assert state.keys[0].config == PRESETS["teach-small"] and state.traces == (a_trace,)
     assert traced(state)["stats_plot"].layout.title.text == "<b>Statistics across layers</b>"
 
 

@@ -107,7 +107,7 @@ def test_views_before_a_trace_are_hints_and_a_rebuild_clears_old_results():
     out = built()
     assert all("Press Trace" in plot_text(out[name]) for name in inside.VIEWS)
     assert out["export_stats_file"]["visible"] is False   # no old export file
-    assert all("Trace a prompt" in plot_text(out[name]) for name in attention.VIEWS)
+    assert all("Press Show attention" in plot_text(out[name]) for name in attention.VIEWS)
     assert out["book_grad_plot"] is None and out["gpt_grad_plot"] is None
     assert "Press <b>Generate</b>" in out["bars"]
     assert out["export_note"] == "" and out["export_files"] is None   # no old export either

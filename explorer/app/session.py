@@ -98,11 +98,20 @@ class Session:
         self.models = tuple(models)
         self.clear_results()
 
+    def without_b(self) -> None:
+        """Model B goes; model A stays, and so do A's traces and the attention view chosen:
+        they describe A still. What was of both (a generation in lockstep, the lens) goes."""
+        self.models = self.models[:1]
+        self.traces = self.traces[:1]
+        self.lenses, self.generation = (), None
+        for view in ("gradients", "lens", "stage"):
+            self.shown.pop(view, None)
+
     def clear_results(self) -> None:
         """The results of the models that were: none of them describes the new ones."""
         self.prompt, self.traces, self.lenses = None, (), ()
         self.generation, self.walk = None, None
-        for view in ("attention", "gradients", "lens", "stage"):
+        for view in ("attention", "gradients", "lens", "stage", "build_refused"):
             self.shown.pop(view, None)
 
 

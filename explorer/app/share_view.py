@@ -4,11 +4,12 @@ the widgets, the tab and the model it names, and the view of that tab.
 
 The logic is ``share`` (no Gradio): this module maps widgets to it. Opening a link:
 ``demo.load`` hands ``window.location.search`` to ``open_link`` (through ``js=``), which sets
-the Build tab's widgets, the prompts and the Attention tab's pickers, and says what it could
-not use (a warning and a note, in the page's language). Then, if the link names a model, the
-page chooses the link's tab, the model is built by the Build button's own handler, and the
+the Build tab's widgets and the prompts, keeps the Attention tab's layer and head in the
+session, and says what it could not use (a warning and a note, in the page's language). Then,
+if the link names a model, the page chooses the link's tab, the model is built by the Build
+button's own handler (which fits the pickers to it, with the link's layer and head), and the
 tab's view is drawn (a trace for the Inside and Attention tabs, the attention of the link's
-layer and head for the latter).
+layer and head for the latter). A step that fails is said on the page.
 """
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ from . import prefs, refresh
 from .handlers import handler
 from .i18n import label, say, t
 from .inputs import as_choice, as_int
-from .pickers import head_choices
+from .pickers import fitted_head, fitted_layer
 from .share import MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
-from .shared import CACHE, session_of
+from .shared import CACHE, session_of, status_line
 from .tabs import attention, build, inside
 
 # The button keeps its own size at the end of the header's row, as the toggles do.
@@ -36,9 +37,9 @@ SHARE_CSS = """
 #share_row {position: relative;}
 #share_close_btn {flex: 0 0 auto !important; min-width: 0 !important;}
 """
-READ_LINK_JS = ("(query, lang, lecture) => [window.location.search, "
+READ_LINK_JS = ("(query, session, lang, lecture) => [window.location.search, session, "
                 "gptExplorer.initialLang(), lecture]")
-OPEN_TAB_JS = "(builds, tab) => gptExplorer.openTab(builds ? %s.indexOf(tab) : -1)"
+OPEN_TAB_JS = "(builds, tab) => gptExplorer.openTab(builds ? tab : null)"
 COPY_JS = "(query) => gptExplorer.shareLink(query)"
 BUILD_INPUTS = ["preset", *build.FIELDS, "seed", "device", "dtype", "weights", "gpt2_size",
                 "weights_path", "weights_upload", "session"]
@@ -81,13 +82,13 @@ def rules_of(page) -> Rules:
 
 # ---------------------------------------------------------------------------------------------
 LINK_OUTPUTS = ("preset", *build.FIELDS, "seed", "weights", "gpt2_size", "trace_prompt",
-                "gen_prompt", "att_layer", "att_head", "current_tab", "link_builds",
-                "share_note", "share_row")
+                "gen_prompt", "current_tab", "link_builds", "share_note", "share_row",
+                "session")
 
 
 def open_link_handler(rules):
     @handler(outputs=LINK_OUTPUTS, name="open_link")
-    def open_link(query):
+    def open_link(query, session):
         reading = read_query(query, rules)
         messages = [_message(p) for p in reading.problems]
         out = {}
@@ -100,24 +101,42 @@ def open_link_handler(rules):
         if not reading.builds:
             return {**out, "link_builds": False}
         p = reading.page
-        # (the Attention tab's pickers: their maximum follows the model the link builds)
-        heads = [str(h) for h in range(p.config.n_heads)]
+        # The Attention tab's layer and head wait in the session, not in its pickers: the
+        # model the link builds fits the pickers to them, choices and value in one update. (A
+        # head set before that, beyond the heads the picker had, was refused by the next event
+        # that read it: the language's redraw, racing the link, gave the picker back its 4.)
+        session = session_of(session)
+        session.shown.update(att_layer=p.layer, att_head=p.head)
         return {**out, "preset": p.preset, **{k: getattr(p.config, k) for k in build.FIELDS},
                 "seed": p.seed, "weights": p.weights, "gpt2_size": p.size,
                 "trace_prompt": p.prompt, "gen_prompt": p.prompt,
-                "att_layer": gr.update(maximum=max(p.config.n_layers - 1, 1),
-                                       value=min(p.layer, p.config.n_layers - 1)),
-                "att_head": gr.update(choices=head_choices(p.config.n_heads),
-                                      value=p.head if p.head in heads else "mean"),
-                "current_tab": p.tab, "link_builds": True}
+                "current_tab": p.tab, "link_builds": True, "session": session}
     return open_link
 
 
-@handler(outputs=("session",))
-def remembered(session, layer, head):
+@handler(outputs=(*attention.SHOWN, "att_layer", "att_head", "session"))
+def link_attention(builds, tab, session):
+    """A link to the Attention tab, its model built and the prompt traced: the link's layer
+    and head (kept in the session: the pickers may have been drawn again since, for another
+    language), and the pickers showing them."""
+    if not builds or tab != "attention":
+        return {}
     session = session_of(session)
-    session.shown.update(att_layer=layer, att_head=str(head))
-    return {"session": session}
+    out = attention.attention_views.__wrapped__(session, session.shown.get("att_layer", 0),
+                                                session.shown.get("att_head", "mean"))
+    return {**out, "att_layer": fitted_layer(session, "att_layer"),
+            "att_head": fitted_head(session)}
+
+
+@handler(outputs=("share_note", "share_row", "status"))
+def link_failed(session):
+    """A step of opening a link failed (its message says why): the page says so, and stays;
+    a build refused is said on the status line too."""
+    return {"status": status_line(session_of(session)), "share_note": t("share.not_opened", "**This link could not be opened in full:** "
+                                                "the message beside says why. The page kept "
+                                                "what it could set; press **Build the model** "
+                                                "to try again."),
+            "share_row": gr.update(visible=True)}
 
 
 def _when_link(fn, wanted):
@@ -241,16 +260,13 @@ def wire(page):
         page[f"{tab_id}_tab"].select(None, None, page["current_tab"],
                                      js=f"() => {json.dumps(tab_id)}",
                                      api_visibility="private")
-    opened = page.on(page.demo.load, open_link_handler(rules), ["link_query"],
+    opened = page.on(page.demo.load, open_link_handler(rules), ["link_query", "session"],
                      js=READ_LINK_JS, api_visibility="private", show_progress="hidden")
     # The link's tab is chosen in the page, as a click would choose it (an update of the
     # gr.Tabs would mount every tab again); the model is built by the Build button's handler;
     # then the tab's own view.
-    # the link's layer and head kept in the session, so the model it builds keeps them
-    kept = page.then(opened, remembered, ["session", "att_layer", "att_head"],
-                     api_visibility="private", show_progress="hidden")
-    chosen = kept.success(None, [page["link_builds"], page["current_tab"]], None,
-                            js=OPEN_TAB_JS % json.dumps(list(page.tab_ids)),
+    chosen = opened.success(None, [page["link_builds"], page["current_tab"]], None,
+                            js=OPEN_TAB_JS,
                             api_visibility="private")
     link = ["link_builds", "current_tab"]
     built = page.then(chosen, _when_link(build.build, None), [*link, *BUILD_INPUTS],
@@ -260,9 +276,11 @@ def wire(page):
                        [*link, "trace_prompt", "session", "inside_layer", "pair",
                         "heat_point", "heat_stat"], api_visibility="private",
                        concurrency_id="inspect")
-    page.then(traced, _when_link(attention.attention_views, ("attention",)),
-              [*link, "session", "att_layer", "att_head"], api_visibility="private",
-              concurrency_id="inspect")
+    viewed = page.then(traced, link_attention, [*link, "session"], api_visibility="private",
+                       concurrency_id="inspect")
+    for step in (opened, built, traced, viewed):     # a step that failed: said, not silent
+        page.then(step, link_failed, ["session"], on="failure", api_visibility="private",
+                  show_progress="hidden")
 
     shared_link = share_link_for(rules)
     clicked = page.on("share_btn.click", shared_link,

@@ -85,7 +85,15 @@ def weights_note(session: Session) -> str:
 
 
 def status_line(session: Session) -> str:
-    """The line under the title: model A, how it came, and the model beside it, if any."""
+    """The line under the title: model A, how it came, and the model beside it, if any; and
+    why the last build was refused, until the next model."""
+    refused = session.shown.get("build_refused")
+    refusal = ("\n\n" + t("status.refused", "**Not built:** {message}", message=say(refused))
+               if refused is not None else "")
+    return _models_line(session) + refusal
+
+
+def _models_line(session: Session) -> str:
     if not session.models:
         return say(NO_MODEL_STATUS)
     first, *others = session.models

@@ -14,6 +14,7 @@ import json
 import os
 import stat
 import struct
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from .memory import check_budget
 from .sources import WeightsSource
 
 MAX_HEADER_BYTES = 100 * 1024 ** 2     # safetensors' own limit
+MAX_NOTE_CHARS = 120                   # an export's note of where its weights came from
 SAFETENSORS_DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8}
 
 
@@ -135,6 +137,23 @@ class FileInfo:
     config: GPTConfig
     shapes: dict[str, tuple]       # the weights' names -> shapes (buffers dropped)
     assumptions: list[str] = field(default_factory=list)   # what had to be guessed
+    note: str | None = None        # an export's "trained 150 steps on …" (``source_note``)
+
+
+def source_note(config) -> str | None:
+    """What the explorer's export wrote of where the weights came from (its config's
+    "weights_source", e.g. "trained 150 steps on the story (pre-LN)"), as a caption may show
+    it: a file is anyone's, so one line of letters, digits, spaces and plain punctuation
+    (nothing that Markdown or HTML would read), at most ``MAX_NOTE_CHARS``."""
+    note = config.get("weights_source") if isinstance(config, dict) else None
+    if not isinstance(note, str):
+        return None
+    kept = "".join(c if unicodedata.category(c)[0] in "LNP" and c not in "*_`#[]\\"
+                   else " " for c in note[:4 * MAX_NOTE_CHARS])
+    note = " ".join(kept.split())
+    if len(note) > MAX_NOTE_CHARS:
+        note = note[:MAX_NOTE_CHARS - 1] + "…"
+    return note or None
 
 
 def inspect_file(path, config=None) -> FileInfo:
@@ -154,13 +173,17 @@ def inspect_file(path, config=None) -> FileInfo:
         kind = "safetensors"
         header = read_safetensors_header(path)
         shapes, metadata = header.shapes, header.metadata
-    if given is None and METADATA_KEY in metadata:
+    exported = None                 # the config inside our exports' header
+    if METADATA_KEY in metadata:
         try:
-            given = json.loads(metadata[METADATA_KEY])
+            exported = json.loads(metadata[METADATA_KEY])
         except json.JSONDecodeError:
-            given = None
+            exported = None
+    if given is None:
+        given = exported
     if given is None:
         given = config_beside(path)
+    note = source_note(exported) or source_note(given)
     layout = layout_of(shapes)
     assumptions: list[str] = []
     given = given or {}
@@ -180,7 +203,7 @@ def inspect_file(path, config=None) -> FileInfo:
                                     "model's context_length is {context_length}.", tensor=n,
                                     shape=s, context_length=cfg.context_length)
         shapes = {n: s for n, s in shapes.items() if not is_book_buffer(n)}
-    return FileInfo(path, kind, layout, cfg, shapes, assumptions)
+    return FileInfo(path, kind, layout, cfg, shapes, assumptions, note)
 
 
 def check_gpt2(shapes: dict, cfg: GPTConfig, name: str):
@@ -259,7 +282,8 @@ def file_source(path, config=None, *, budget_bytes: int | None = None,
     check_shapes(info)
     stamp = file_stamp(info.path)
     source = WeightsSource("file", digest=sha256_file(info.path), filename=info.path.name,
-                           path=str(info.path), layout=info.layout, stamp=stamp)
+                           path=str(info.path), layout=info.layout, stamp=stamp,
+                           note=info.note)
     return info.config, source, info
 
 

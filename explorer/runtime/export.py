@@ -47,7 +47,9 @@ def export_model(model: GPTModel, folder, hf_layout: bool = False,
     book_config = {**cfg.to_dict(), "format": FORMAT,
                    "layout": "gpt2" if hf_layout else "book"}
     if source is not None:
-        book_config["weights_source"] = source.caption
+        # (a file's own note, such as "trained 150 steps on …": not "from file …" around it)
+        book_config["weights_source"] = (source.note if source.kind == "file" and source.note
+                                         else source.caption)
     if hf_layout:
         tensors = book_to_gpt2(state, cfg)
         config = {**gpt2_hf_config(cfg), **book_config}

@@ -26,6 +26,8 @@ class WeightsSource:
     layout: str | None = None          # file: "book" or "gpt2" (Hugging Face's names)
     stamp: tuple | None = field(default=None, compare=False)   # (size, mtime) when hashed
     label: str | None = field(default=None, compare=False)     # trained: "trained N steps on …"
+    # file: what the explorer's export said of the weights it wrote ("trained N steps on …")
+    note: str | None = field(default=None, compare=False)
 
     @classmethod
     def random(cls, seed: int) -> "WeightsSource":
@@ -51,6 +53,10 @@ class WeightsSource:
             size = GPT2_BY_REPO[self.repo_id].page_name if self.repo_id in GPT2_BY_REPO \
                 else self.repo_id
             return Text("source.pretrained", "pretrained {size} (OpenAI)", size=size)
+        if self.note:
+            return Text("source.file_noted", "from file {filename} (sha256 {digest}…): "
+                        "{note}", filename=self.filename, digest=(self.digest or "")[:8],
+                        note=self.note)
         return Text("source.file", "from file {filename} (sha256 {digest}…)",
                     filename=self.filename, digest=(self.digest or "")[:8])
 

@@ -122,7 +122,7 @@ def test_a_lecturers_walk_through_the_tabs(walk, shots):
     # A rebuild resets the layer slider and the head: quietly, no "Trace a prompt first".
     build(page, SECOND)
     tab(page, "3 · Attention")
-    expect(page.locator("#att_plot")).to_contain_text("Trace a prompt in tab 2")
+    expect(page.locator("#att_plot")).to_contain_text("Press Show attention")
     assert_no_errors(page)
     trace(page)
     show_attention(page, layer=5, head="7")

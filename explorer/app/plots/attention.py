@@ -13,7 +13,7 @@ from ...probes.compare import attention_difference
 from ...book.errors import ExplorerError, Message
 from ..i18n import t
 from ..prefs import current
-from .labels import MAX_TOKEN_COLUMNS, layers_text, token_axis
+from .labels import MAX_TOKEN_COLUMNS, TOKEN_CHARS, layers_text, token_axis
 from .style import (DIVERGING_SCALE, FONT_SIZE, HEATMAP_MIN, MASK_COLOR, SEQUENTIAL_SCALE,
                     TICK_SIZE, add, axes, clean, empty_figure, finish, models, panels,
                     scaled, title_layout)
@@ -109,8 +109,13 @@ def attention_figure(traces, layer, head, names=None) -> go.Figure:
         # A projector's 720 px leave the figure ~440: level key labels of a few letters, as
         # many as fit across a panel (~950 px shared), and as many query labels as fit down
         # the heatmap; turned labels would take ~130 px of it.
-        x_ticks = dict(tick_chars=6,
-                       most=max(2, int(950 / n_panels / (4.2 * scaled(TICK_SIZE)))))
+        most = max(2, int(950 / n_panels / (4.2 * scaled(TICK_SIZE))))
+        # each label as long as its share of the panel allows: a short prompt's words whole
+        # ("␣effort"), a long one's cut to a few letters (a letter: ~0.62 of the type size)
+        room = 950 / n_panels / min(n_tokens - start, most)
+        x_ticks = dict(tick_chars=max(6, min(TOKEN_CHARS,
+                                             int(room / (0.62 * scaled(TICK_SIZE))) - 1)),
+                       most=most)
         y_ticks = dict(most=max(2, int(HEATMAP_MIN / (1.3 * scaled(TICK_SIZE)))))
     tokens, ids = traces[0].tokens[start:], traces[0].token_ids[start:]
     cats, tickvals, ticktext = token_axis(tokens, start, ids=ids, **x_ticks)

@@ -135,7 +135,8 @@ NEXT_TOKEN_CSS = f"""
               align-items: center; margin: 3px 0;}}
 .nt-bars div > span:first-child {{font-family: ui-monospace, monospace; text-align: right;
                                  white-space: pre; overflow: hidden;}}
-.nt-bars b {{display: block; height: 22px; border-radius: 3px; background-color: #eef1f5;
+/* (a bar's track is a b in a row's div: the hint's own bold words stay words) */
+.nt-bars div > b {{display: block; height: 22px; border-radius: 3px; background-color: #eef1f5;
             background-image: linear-gradient(90deg, transparent calc(25% - 1px), #c8ced6 0,
               #c8ced6 25%, transparent 0, transparent calc(50% - 1px), #c8ced6 0, #c8ced6 50%,
               transparent 0, transparent calc(75% - 1px), #c8ced6 0, #c8ced6 75%,

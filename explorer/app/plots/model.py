@@ -166,12 +166,13 @@ def _params(counts, n) -> str | None:
 
 
 def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
-                      weights=None) -> str:
+                      weights=None, knocked_out=None) -> str:
     """The block diagram of one model (``_architecture_html``), or two side by side under the
     list of config fields that differ, each part such a field shapes outlined in both.
     ``counts``: each model's ``ParameterCount`` (or None: no counts); ``stages``: the
     diagram's stages are the walk's buttons; ``weights``: two models of one architecture,
-    what each one's weights are (captions), or None when they are the same model."""
+    what each one's weights are (captions), or None when they are the same model;
+    ``knocked_out``: B is A run with parts knocked out (what they are), on A's weights."""
     cfgs, names = models(cfgs, names, what="configs")
     counts = list(counts) if counts is not None else [None] * len(cfgs)
     if len(cfgs) == 1:
@@ -191,6 +192,9 @@ def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
         head = (f"<b>{html.escape(t('model.what_differs', 'What differs'))}</b> "
                 + html.escape(t("model.outlined_in_both_diagrams", "(outlined in both diagrams)"))
                 + f"<ul>{rows}</ul>")
+    elif knocked_out is not None:
+        head = html.escape(t("model.b_is_a_knocked_out", "B is A with {what}: A's own weights, "
+                             "that part taken out while B runs.", what=say(knocked_out)))
     elif weights is None:
         head = html.escape(t("model.and_are_same_model",
                              "A and B are the same model: nothing differs."))

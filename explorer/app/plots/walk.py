@@ -21,18 +21,20 @@ HEADERS = {"mean": ("walk.mean", "mean"), "std": ("walk.std", "std"), "min": ("w
 # The diagram's stages look pressable, and the chosen one stays outlined (page.js sets
 # .walk-current). Orange (Okabe-Ito #e69f00) is none of the diagram's box colours.
 STAGE_CSS = """
-/* A stage scrolled into view (by Tab, or a script) stops below the sticky card, not under it */
-#arch [data-stage] {cursor: pointer; scroll-margin-top: 45vh;}
+/* A stage scrolled into view (by Tab, a click, or a script) stops above the sticky card, not
+   under it */
+#arch [data-stage] {cursor: pointer; scroll-margin-bottom: 45vh;}
 #arch [data-stage]:hover {box-shadow: 0 0 0 2px #e69f00;}
 #arch [data-stage]:focus-visible {outline: 3px solid #e69f00; outline-offset: 2px;}
 #arch [data-stage].walk-current {box-shadow: 0 0 0 4px #e69f00;}
 #arch div[data-stage="embeddings"] {border-radius: 8px;}
-/* The walk's card stays in view while the diagram under it scrolls by. Sticky needs every
-   ancestor to leave overflow alone: Gradio's container hides it, which "clip" does too
-   without making a scroll box. */
+/* The walk's card stays in view while the diagram above it scrolls by: at the bottom of the
+   screen, so that it never hides the diagram's top (at the top of the screen it did, whenever
+   the diagram's top was scrolled there). Sticky needs every ancestor to leave overflow alone:
+   Gradio's container hides it, which "clip" does too without making a scroll box. */
 .gradio-container:has(#walk) {overflow: clip !important;}
-#walk {position: sticky; top: 0; z-index: 5; background: var(--background-fill-primary);
-       padding-bottom: 4px;}
+#walk {position: sticky; bottom: 0; z-index: 5; background: var(--background-fill-primary);
+       padding-top: 4px;}
 .walk-card {border: 2px solid #e69f00; border-radius: 8px; padding: 4px 10px;
             background: #fffaf0; color: #222222; font-size: 15px; line-height: 1.35;}
 .walk-card table {border-collapse: collapse; margin: 2px 0; width: 100%;}

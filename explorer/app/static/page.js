@@ -69,8 +69,8 @@
 
   // A shared link opened (explorer/app/share_view.py): once its widgets are set, choose its
   // tab as a click does (an update of the gr.Tabs would mount every tab again).
-  ex.openTab = (index) => {
-    if (index >= 0) ex.selectTab(index);
+  ex.openTab = (id) => {
+    if (id) ex.selectTab(id);
     return [];
   };
 
@@ -123,22 +123,21 @@
     if (tab) setTimeout(ex.relayoutShown, 0);
   }, true);
 
-  // Gradio draws each tab's button twice: in a hidden row that measures them (all of them, in
-  // order) and in the visible row, or, where they do not fit, in the "More tabs" menu.
-  ex.selectTab = (index) => {
+  // Gradio draws each tab's button in the visible row or, where they do not fit, in the
+  // "More tabs" menu, with the tab's id (data-tab-id). By its id, not its title: the titles
+  // change while the page's language changes (a link's ?lang= races its tab).
+  ex.selectTab = (id, tries = 40) => {
     const root = document.getElementById("tabs");
-    if (!root || !(index >= 0)) return;
-    const text = (b) => b.textContent.trim();
-    const all = Array.from(root.querySelectorAll(".visually-hidden button")).map(text);
-    const shown = () => Array.from(root.querySelectorAll("button"))
-      .filter((b) => !b.closest(".visually-hidden") && text(b) === all[index]);
-    let button = all.length ? shown()[0]
-      : root.querySelectorAll("button[role=tab]")[index];
-    if (!button) {
-      const more = root.querySelector('button[aria-label="More tabs"]');
-      if (more) { more.click(); button = shown()[0]; }
+    if (!id) return;
+    const button = root && root.querySelector(`button[data-tab-id="${CSS.escape(id)}"]`);
+    if (button) {
+      if (button.getAttribute("aria-selected") !== "true") button.click();
+      return;
     }
-    if (button && button.getAttribute("aria-selected") !== "true") button.click();
+    // (the menu, or the tabs themselves, are drawn a moment later)
+    const more = root && root.querySelector('button[aria-label="More tabs"]');
+    if (more && tries % 10 === 0) more.click();
+    if (tries > 0) setTimeout(() => ex.selectTab(id, tries - 1), 50);
   };
 
   // "Copy link": the server made the query ("?preset=...&lang=zh"); the address is this

@@ -8,6 +8,7 @@ import gradio as gr
 from ...book.errors import ExplorerError, Message
 from ...probes import with_attention_of_layer
 from .. import comparison, gpu, head_scores as heads, refresh
+from . import inside
 from ..exports import csv_text, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, t
@@ -31,8 +32,9 @@ SHOWN = (*VIEWS, *heads.OUTPUTS)     # the figures, and the heads named by their
 
 def hints() -> dict:
     return shared_figures(("hints", ID), lambda: {
-        name: empty_figure(t(*title), t("attention.hint", "Trace a prompt in tab 2, then press "
-                                                          "Show attention."), 150)
+        name: empty_figure(t(*title), t("attention.hint", "Press Show attention: the prompt "
+                                                          "of tab 2 (traced first if it is "
+                                                          "not yet)."), 150)
         for name, title in HINTS.items()}) | heads.hints()
 
 
@@ -77,6 +79,23 @@ def attention_views(session, layer, head):
     return {**views(session, layer, head), "session": session}
 
 
+TRACE_CHOICES = ("inside_layer", "pair", "heat_point", "heat_stat")   # the Inside tab's
+
+
+@handler(outputs=("chips", "trace_info", *inside.VIEWS, *SHOWN, "session"))
+def show_attention(prompt, session, layer, head, inside_layer, pair, heat_point, heat_stat):
+    """The Show attention button: the views of the session's trace; without one (a new model,
+    such as a trained one just used) the Inside tab's prompt is traced first, as its Trace
+    button would, so the Inside tab shows it too."""
+    session = session_of(session)
+    check_model(session)
+    traced = {}
+    if not session.traces or len(session.traces) != len(session.models):
+        traced = inside.run_trace.__wrapped__(prompt, session, inside_layer, pair, heat_point,
+                                              heat_stat)
+    return {**traced, **attention_views.__wrapped__(session, layer, head)}
+
+
 @handler(outputs=(*SHOWN, "session"))
 @gpu.gpu_work(duration=gpu.forward_seconds)
 def choice_changed(session, layer, head):
@@ -108,8 +127,11 @@ def export_attention(session, layer, head):
 
 @refresh.on_new_model(*SHOWN, "export_att_file", "att_layer", "att_head")
 def _new_model(session) -> dict:
-    return {**hints(), "export_att_file": gr.update(value=None, visible=False),
-            "att_layer": fitted_layer(session, "att_layer"), "att_head": fitted_head(session)}
+    """The pickers fitted to the models; the attention of the traces the session kept (model
+    A's, when B was removed), else the hints."""
+    pickers = {"att_layer": fitted_layer(session, "att_layer"), "att_head": fitted_head(session)}
+    return {**_redraw(session), "export_att_file": gr.update(value=None, visible=False),
+            **pickers}
 
 
 @refresh.on_redraw(*SHOWN, "att_head")
@@ -127,10 +149,11 @@ def _redraw(session) -> dict:
 def create(page):
     page.add(gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text),
                          elem_id="attention_weights"))
-    page.add(gr.Markdown(label("attention.intro", "Trace a prompt in tab 2 first. Rows are "
-                               "queries (the token that looks), columns are keys (the token "
-                               "looked at); the grey upper triangle is masked: a token never "
-                               "sees the future."), elem_id="attention_intro"))
+    page.add(gr.Markdown(label("attention.intro", "Show attention draws the prompt of tab 2 "
+                               "(traced first if it is not yet). Rows are queries (the token "
+                               "that looks), columns are keys (the token looked at); the grey "
+                               "upper triangle is masked: a token never sees the future."),
+                         elem_id="attention_intro"))
     with gr.Row():
         page.add(layer_slider("att_layer", "attention.layer", "layer"))
         page.add(gr.Dropdown(head_choices(DEFAULT_CONFIG.n_heads), value="mean",
@@ -153,12 +176,17 @@ def create(page):
                            elem_id="export_att_btn"))
         page.add(gr.DownloadButton(label("attention.download", "Download"), visible=False,
                                    elem_id="export_att_file"))
+    page.add(gr.Button(visible=False, elem_id="attention_api_btn"))
 
 
 def wire(page):
     inputs = ["session", "att_layer", "att_head"]
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
-    page.on("att_btn.click", attention_views, inputs, api_name="attention", **inspect)
+    page.on("att_btn.click", show_attention, ["trace_prompt", *inputs, *TRACE_CHOICES],
+            api_visibility="private", **inspect)
+    # /attention: the views of the session's trace (an API client traces with /trace: a
+    # hidden button, as the Inside tab's /inside_views)
+    page.on("attention_api_btn.click", attention_views, inputs, api_name="attention", **inspect)
     page.on("att_named.input", heads.head_picked, ["att_named"], api_visibility="private")
     page.on(["att_layer.change", "att_head.change"], choice_changed, inputs,
             api_visibility="private", **inspect)

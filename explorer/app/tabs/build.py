@@ -35,7 +35,7 @@ from ..plots.labels import percent
 from ..plots.model import architecture_html, parameter_figure
 from ..session import Made, Model
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, WEIGHTS_NOTES, model_a,
-                      server_paths_allowed, session_of)
+                      server_paths_allowed, session_of, status_line)
 
 TITLE = ("tab.build", "1 · Build")
 ID = "build"
@@ -133,7 +133,7 @@ def memory_markdown(session) -> str:
               models=len(CACHE), used=CACHE.used_bytes() / 1024 ** 2,
               budget=CACHE.budget_bytes / 1024 ** 2)
     if len(keys) == 2:
-        both = mb[0] if keys[0] == keys[1] else sum(mb)
+        both = mb[0] if keys[0].weights_key == keys[1].weights_key else sum(mb)
         return t("build.memory_pair", "Memory for the weights: A **{a:,.2f} MB** ({dtype_a}), B "
                                       "**{b:,.2f} MB** ({dtype_b}); the two together "
                                       "**{both:,.2f} MB**.", a=mb[0], b=mb[1],
@@ -178,10 +178,13 @@ def model_views(session) -> dict:
     keys = session.keys
     counts = [count_parameters(k.config) for k in keys]
     names = comparison.names(session)
+    # B knocked out (tab 7) runs on A's own weights: said so, not as a second set of weights
+    knocked = (keys[1].interventions.describe() if len(keys) == 2 and keys[1].interventions
+               and keys[1].weights_key == keys[0].weights_key else None)
     weights = ([say(k.source.caption) for k in keys]
-               if len(keys) == 2 and keys[0] != keys[1] else None)
+               if len(keys) == 2 and keys[0] != keys[1] and knocked is None else None)
     return {"arch": architecture_html([k.config for k in keys], counts, names, stages=True,
-                                      weights=weights),
+                                      weights=weights, knocked_out=knocked),
             "params_table": parameter_table(counts, names),
             "params_plot": parameter_figure(counts, names), "memory": memory_markdown(session)}
 
@@ -244,8 +247,17 @@ def path_box():
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
     given.apply_defaults()
-    inputs = given.arguments
-    session = session_of(inputs["session"])
+    session = session_of(given.arguments["session"])
+    try:
+        return _build(given.arguments, session)
+    except ExplorerError as refused:
+        # said on the status line too (``build_refused``): a message box can be closed or
+        # missed, and advice such as where to put an offline GPT-2 must stay on the page
+        session.shown["build_refused"] = refused.message
+        raise
+
+
+def _build(inputs, session):
     progress = reporter(inputs["progress"])
     preset = as_choice(inputs["preset"], PRESET, PRESETS)
     choice = as_choice(inputs["weights"] or "random", Message("field.weights", "weights"),
@@ -303,6 +315,12 @@ BUILD_OUTPUTS = ("session", *refresh.FIRST, "inside_layer", "att_layer", "act_la
 build.__signature__ = BUILD_SIGNATURE   # /build's parameters, by name (see above)
 build = handler(outputs=BUILD_OUTPUTS, name="build")(
     gpu.gpu_work(duration=gpu.build_seconds, signature=BUILD_SIGNATURE)(build))
+
+
+@handler(outputs=("status",))
+def build_refused(session):
+    """A build was refused: the status line says why, until the next model."""
+    return {"status": status_line(session_of(session))}
 
 
 @handler(outputs=("export_files", "export_note"))
@@ -379,9 +397,9 @@ def create(page):
             pin.create(page)
         with gr.Column(scale=3):
             counts = count_parameters(DEFAULT_CONFIG)
-            walk.create(page)   # the guided walk's card, above the diagram
             views = preview(DEFAULT_PRESET)
             page.add(gr.HTML(views["arch"], elem_id="arch", js_on_load=walk.WALK_JS))
+            walk.create(page)   # the guided walk's card, under the diagram (its top stays free)
             page.add(gr.Markdown(elem_id="memory"))
             with gr.Accordion(label("export.title", "Export this model (model.safetensors + "
                                     "config.json)"), open=False):
@@ -416,6 +434,8 @@ def wire(page):
                      "weights_path", "weights_upload", "session"],
                     api_name="build", concurrency_limit=1, concurrency_id="build",
                     show_progress_on=[page["status"]])
+    page.then(built, build_refused, ["session"], on="failure", api_visibility="private",
+              show_progress="hidden")
     page.on("export_btn.click", export_weights, ["session", "hf_layout"],
             api_name="export_model", concurrency_limit=1, concurrency_id="build",
             show_progress_on=[page["export_note"]])

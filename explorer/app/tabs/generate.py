@@ -187,6 +187,8 @@ def stopped(session):
     the page's last update, perhaps), with the whole step table, no longer streaming."""
     session = session_of(session)
     if session.generation is not None:
+        if session.generation.streaming:       # cut short: the speed line says so
+            session.generation.speed["stopped"] = True
         session.generation.streaming = False
         session.generation.log = ((), ())
     return {**views.shown(session), "session": session}

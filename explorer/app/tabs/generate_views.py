@@ -66,6 +66,11 @@ def bars(step, name=None, new=(), flags=(), stopped=False) -> dict:
 
 
 def speed_text(speed) -> str:
+    return _speed_text(speed) + (t("gen.stopped", " · <b>stopped</b>") if speed.get("stopped")
+                                 else "")
+
+
+def _speed_text(speed) -> str:
     path = say(speed["path"])
     if speed.get("shared"):
         path += t("gen.shared", " · from the shared cache: decoded once for every session "

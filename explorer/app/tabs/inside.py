@@ -213,9 +213,11 @@ def export_stats(session, fmt):
 
 @refresh.on_new_model(*RESULTS, "inside_layer", "pair", "heat_point")
 def _new_model(session) -> dict:
-    return {"chips": "", "trace_info": "", **hints(),
-            "export_stats_file": gr.update(value=None, visible=False),
-            "inside_layer": fitted_layer(session, "inside_layer"), **fitted_probes(session)}
+    """The pickers fitted to the models; the views of the traces the session kept (model A's,
+    when B was removed), else the hints."""
+    pickers = {"inside_layer": fitted_layer(session, "inside_layer"), **fitted_probes(session)}
+    return {**_redraw(session), "export_stats_file": gr.update(value=None, visible=False),
+            **pickers}
 
 
 @refresh.on_redraw("chips", "trace_info", *VIEWS, "pair")
@@ -225,7 +227,7 @@ def _redraw(session) -> dict:
     pairs = gr.update(choices=pair_choices(session.models[0].key.config if session.models
                                            else DEFAULT_CONFIG))
     if not session.traces or len(session.traces) != len(session.models):
-        return {**hints(), "pair": pairs}
+        return {"chips": "", "trace_info": "", **hints(), "pair": pairs}
     shown = session.shown
     return {"chips": chips_html(session.traces[0]), "trace_info": summary(session),
             **views(session, shown.get("inside_layer", 0), shown.get("pair"),
@@ -250,9 +252,10 @@ def create(page):
     with gr.Row():
         page.add(layer_slider("inside_layer", "inside.layer", "layer"))
         pairs = pair_choices(DEFAULT_CONFIG)
+        # (twice as wide: its names are long, in Chinese at lecture mode's type too)
         page.add(gr.Dropdown(pairs, value=pairs[0][1], label=label("inside.pair",
                                                                    "distribution"),
-                             elem_id="pair"))
+                             scale=2, elem_id="pair"))
         page.add(gr.Dropdown(list(HEAT_POINTS), value="resid_pre",
                              label=label("inside.heat_point", "heatmap: probe point"),
                              elem_id="heat_point"))

@@ -70,12 +70,13 @@ def pin_model(session, request: gr.Request = None):
 
 @handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
 def unpin_model(session, request: gr.Request = None):
-    """End the comparison: the session keeps its model A, without any results."""
+    """End the comparison (Unpin B, or Remove B of the Knock out tab): the session keeps its
+    model A, and A's traces (Inside and Attention show A alone)."""
     session = session_of(session)
     if not session.comparing:
         raise ExplorerError("pin.none", "No model is pinned.")
     release(_session_hash(request))
-    session.with_models(session.models[:1])
+    session.without_b()
     return {"session": session, **refresh.new_model(session)}
 
 

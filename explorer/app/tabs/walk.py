@@ -127,8 +127,8 @@ def _new_model(session) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 def create(page):
-    """The walk's controls and card, placed above the diagram (they stay in view while it
-    scrolls, ``plots.walk.STAGE_CSS``)."""
+    """The walk's controls and card, placed under the diagram (they stay in view at the
+    bottom of the screen while it scrolls, ``plots.walk.STAGE_CSS``)."""
     with gr.Column(elem_id="walk"):
         with gr.Row(equal_height=False):
             with gr.Column(scale=5, min_width=320):
