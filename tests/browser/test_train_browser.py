@@ -96,3 +96,23 @@ def test_in_lecture_mode_three_variants_train_to_the_end_without_a_page_error(pa
     shot(page, shots, "9_train_lecture_finished_1280x720")
     page.locator("#lecture input").uncheck()
     assert not errors, errors
+
+
+def test_switching_to_chinese_mid_training_redraws_the_live_view(page):
+    """Issue 32, item 12: the progress line, figures and samples of a running job followed
+    the language only once the job had ended."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    tab(page, TAB_TRAIN)
+    choose(page, "train_preset", "teach-tiny")
+    set_number(page, "train_steps", 400)
+    set_number(page, "train_context", 16)
+    page.locator("#train_btn").click()
+    progress = page.locator("#train_progress")
+    expect(progress).to_contain_text(re.compile(r"step \d+ of 400"))
+    page.locator("#lang input[value=zh]").check()
+    try:
+        expect(progress).to_contain_text(re.compile(r"第 \d+ / 400 步"))
+        expect(progress).not_to_contain_text("Finished")        # still training: live
+    finally:
+        page.locator("#train_stop_btn").click()
+        page.locator("#lang input[value=en]").check()
