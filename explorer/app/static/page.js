@@ -74,39 +74,93 @@
     return [];
   };
 
-  // A generation's stream (explorer/app/tabs/generate.py): #bars and #speed hold its last
-  // steps, one .nt-step each (data-run, data-step), and two updates that reach the page within
-  // one frame are drawn as one. So each step is shown for one animation frame at least, in
-  // order; the last one stays. Without this script the style sheet shows the last step only.
+  // A generation's stream (explorer/app/tabs/generate.py): a few updates a second, each with
+  // the steps made since the one before; in #bars and #speed each step is a .nt-step
+  // (data-run, data-step), and the style sheet shows the last. The page keeps a copy of each
+  // step as it comes and shows them in turn, spread over the time until the next update (each
+  // for a frame at least; faster when it falls behind), in the last one's place: only the
+  // texts and bar widths that differ change, which a slow page paints cheaply. An update with
+  // no .nt-step (Stop, Clear, Next token, a new model) ends the run and is shown as it is.
+  const patch = (el, model) => {   // el's attributes and children made those of model
+    for (const a of Array.from(el.attributes)) {
+      if (!model.hasAttribute(a.name)) el.removeAttribute(a.name);
+    }
+    for (const a of Array.from(model.attributes)) {
+      if (el.getAttribute(a.name) !== a.value) el.setAttribute(a.name, a.value);
+    }
+    const kids = Array.from(el.childNodes), models = Array.from(model.childNodes);
+    kids.slice(models.length).forEach((kid) => kid.remove());
+    models.forEach((m, i) => {
+      const kid = kids[i];
+      if (!kid) el.appendChild(m.cloneNode(true));
+      else if (kid.nodeName !== m.nodeName) kid.replaceWith(m.cloneNode(true));
+      else if (kid.nodeType === Node.ELEMENT_NODE) patch(kid, m);
+      else if (kid.nodeValue !== m.nodeValue) kid.nodeValue = m.nodeValue;
+    });
+  };
   ex.paintSteps = (bars, speed) => {
-    let run = null, shown = 0, queued = 0, queue = [], waiting = false;
+    const roots = [bars, speed];
+    let run = null, copies = new Map(), queue = [], queued = 0, current = null;
+    let arrived = null, spacing = 0, due = 0, waiting = false;
     const show = (step) => {
-      for (const root of [bars, speed]) {
-        const items = root.querySelectorAll(".nt-step");
-        const here = Array.from(items).some((el) => +el.dataset.step === step);
-        root.dataset.painted = "1";   // (the style sheet's own rule steps aside)
-        items.forEach((el, i) => {
-          el.hidden = !(here ? +el.dataset.step === step : i === items.length - 1);
-        });
-      }
-      shown = step;
+      roots.forEach((root, i) => {
+        const items = root.querySelectorAll(".nt-step"), last = items[items.length - 1];
+        const copy = copies.get(step);
+        if (!last || !copy || last.dataset.step === String(step)) return;
+        patch(last, copy[i]);
+      });
+      current = step;
+      for (const old of copies.keys()) if (old < step) copies.delete(old);
     };
-    const frame = () => {
+    const frame = (now) => {
       waiting = false;
-      if (queue.length) show(queue.shift());
+      if (queue.length && now >= due) {
+        show(queue.shift());
+        due = now + spacing;
+      }
       if (queue.length) { waiting = true; requestAnimationFrame(frame); }
     };
-    new MutationObserver(() => {
-      const steps = Array.from(bars.querySelectorAll(".nt-step"));
-      if (!steps.length) { run = null; queue = []; return; }
-      if (steps[0].dataset.run !== run) { run = steps[0].dataset.run; shown = queued = 0; queue = []; }
-      for (const el of steps) {
-        const step = +el.dataset.step;
-        if (step > queued) { queue.push(step); queued = step; }
+    const changed = () => {
+      const found = roots.map((root) => Array.from(root.querySelectorAll(".nt-step")));
+      const first = found[0][0] || found[1][0];
+      if (!first) { run = null; queue = []; copies.clear(); current = null; return; }
+      if (first.dataset.run !== run) {
+        run = first.dataset.run; queue = []; copies.clear(); queued = 0; current = null;
+        arrived = null;
       }
-      show(shown || queue.shift() || +steps[steps.length - 1].dataset.step);
+      found.forEach((items, i) => items.forEach((el) => {
+        const step = +el.dataset.step;
+        if (el.dataset.run !== run || step <= queued) return;
+        const copy = copies.get(step) || [null, null];
+        if (copy[i] === null) copy[i] = el.cloneNode(true);
+        copies.set(step, copy);
+      }));
+      // queue the steps whose bars and speed line are both here, in order (past one that
+      // never came whole, should a later one have: it cannot come any more)
+      const here = new Set(found.flat().map((el) => +el.dataset.step));
+      const whole = (step) => copies.has(step) && !copies.get(step).includes(null);
+      const before = queue.length;
+      for (;;) {
+        const next = queued + 1;
+        if (whole(next)) queue.push(next);
+        else if (here.has(next) || ![...copies.keys()].some((k) => k > next && whole(k))) break;
+        queued = next;
+      }
+      if (queue.length > before) {
+        // spread what is queued over the time the last update took to come
+        const now = performance.now();
+        spacing = arrived === null ? 0 : Math.min(now - arrived, 1000) / queue.length;
+        arrived = now;
+      }
+      if (current === null && queue.length) current = queue.shift();
+      if (current !== null) show(current);   // (again, after an update's redraw)
       if (queue.length && !waiting) { waiting = true; requestAnimationFrame(frame); }
-    }).observe(bars, { childList: true, subtree: true });
+    };
+    // (an update with as many steps as the one before changes only texts and data-step)
+    const watch = { childList: true, subtree: true, characterData: true, attributes: true,
+                    attributeFilter: ["data-step"] };
+    new MutationObserver(changed).observe(bars, watch);
+    new MutationObserver(changed).observe(speed, watch);
   };
   // (the Generate tab's elements exist once Gradio has drawn the tab)
   let painting = null;

@@ -33,14 +33,17 @@ ID = "generate"
 SHOW_TOP = 10          # next-token candidates shown as bars
 LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
 DECODING = ("greedy", "sample")
-# Every step is its own update, at most 30 a second (a faster model waits for the screen). Two
-# updates that reach the page within one animation frame would show only the second: the bars
-# and the speed line hold a generation's last steps (generate_views.LIVE_STEPS; each new one
-# is appended, and an appended string travels as its new part only), and the page paints them
-# one a frame (static/page.js, gptExplorer.paintSteps). The step table re-renders all its
-# rows, so it follows twice a second, and completely at the end.
-STREAM_INTERVAL_S = 1 / 30
-TABLE_INTERVAL_S = 0.5
+# The model is held to at most 30 steps a second (a faster one waits for the screen), and the
+# page gets an update at most twice a second, with the steps made since the one before: each
+# update costs a page tens of milliseconds whatever it holds (Gradio walks the status of every
+# component that an event has touched; bench/stream_long_tasks.py), and 30 a second left a
+# slow page no time to paint or to answer a click. Each step's bars and speed line are a
+# .nt-step, and the page shows them in turn until the next update comes (static/page.js,
+# gptExplorer.paintSteps). The step table re-renders its rows: it follows once a second, and
+# completely at the end.
+STEP_INTERVAL_S = 1 / 30
+STREAM_INTERVAL_S = 0.5
+TABLE_INTERVAL_S = 1.0
 # The C one-token step and greedy summary, where they apply (else the model's own forward).
 FAST_DECODING = dict(step=native.model_step, summarize=native.next_token_summary)
 SHOWN = ("gen_output", "bars", "history", "speed", "session")
@@ -103,8 +106,11 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
                      {}, prompt, streaming=True, keys=session.keys, run=secrets.token_hex(4))
     session.generation = gen
     started = time.perf_counter()
-    sent = table_sent = -math.inf
+    paced = sent = table_sent = -math.inf
+    fresh = True              # the next step starts a new update's steps (gen.log)
     for steps in pairs:
+        if session.generation is not gen or not gen.streaming:
+            return      # a new model or generation took its place, or Stop: not a step more
         for side, step in enumerate(steps):
             if step is not None:
                 gen.ids[side].append(step.token_id)
@@ -113,24 +119,24 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         gen.rows.insert(0, views.row(n - 1, steps))
         views.record(gen, steps, models, n / max(time.perf_counter() - started, 1e-9), new,
                      shared)
-        views.logged(gen)
-        if session.generation is not gen:      # a new model (or generation) took its place
-            return
-        wait = sent + STREAM_INTERVAL_S - time.perf_counter()
+        views.logged(gen, fresh)
+        fresh = False
+        wait = paced + STEP_INTERVAL_S - time.perf_counter()
         if wait > 0:
             time.sleep(wait)
-        sent = time.perf_counter()
+        paced = time.perf_counter()
+        if paced - sent < STREAM_INTERVAL_S:
+            continue
+        sent = paced
         with_table = sent - table_sent >= TABLE_INTERVAL_S
         table_sent = sent if with_table else table_sent
         yield {**views.shown(session, live=True, table=with_table), "session": session}
+        fresh = True
     gen.streaming = False
     if gen.rows:
-        # The final state, always complete, after the same wait as every update. It still
-        # holds the last steps: a busy page may reach it before painting them all, and paints
-        # them first. Later views (another language, say) show the last step's bars alone.
-        wait = sent + STREAM_INTERVAL_S - time.perf_counter()
-        if wait > 0:
-            time.sleep(wait)
+        # The final state, always complete. It still holds the last update's steps (or those
+        # made since): a busy page may reach it before painting them all, and paints them
+        # first. Later views (another language, say) show the last step's bars alone.
         final = views.shown(session)
         gen.log = ((), ())
         yield {**final, "session": session}
@@ -298,7 +304,7 @@ def create(page):
 def wire(page):
     page.on("mode.change", sampling_controls, ["mode"], api_visibility="private")
     sampling = ["mode", "temperature", "top_k", "sampling_seed"]
-    # A stream mostly waits for the screen (STREAM_INTERVAL_S), and one decoded for another
+    # A stream mostly waits for the screen (STEP_INTERVAL_S), and one decoded for another
     # session costs nothing more: many may stream at once.
     decoding = dict(concurrency_limit=16, concurrency_id="generate", show_progress="hidden")
     generating = page.on("gen_btn.click", generate,

@@ -14,9 +14,6 @@ from ..plots.generation import next_token_bars_html, parted_texts_html, steps_ta
 from ..plots.labels import visible_token
 from ..shared import NAMES
 
-# The bars and the speed line of a streamed step are appended to the run's last ones (see
-# generate.STREAM_INTERVAL_S), up to this many; then a new stretch starts.
-LIVE_STEPS = 16
 HEADERS = {1: (("gen.step", "step"), ("gen.token", "token"), ("gen.probability", "probability"),
                ("gen.rank", "rank"), ("gen.entropy", "entropy (bits)"), ("gen.ms", "ms")),
            2: (("gen.step", "step"), ("gen.token_a", "A: token"),
@@ -129,12 +126,11 @@ def _step(tag, run, step, html) -> str:
     return f'<{tag} class="nt-step" data-run="{run}" data-step="{step}">{html}</{tag}>'
 
 
-def logged(gen):
-    """This step's bars and speed line after the run's last ones (see LIVE_STEPS)."""
+def logged(gen, fresh=False):
+    """This step's bars and speed line after the update's others (``fresh``: the first step of
+    an update; see generate.STREAM_INTERVAL_S)."""
     n = gen.speed["n"]
-    bars, speed = gen.log
-    if len(bars) >= LIVE_STEPS:  # a new stretch, overlapping the last one's end
-        bars, speed = bars[-4:], speed[-4:]
+    bars, speed = ((), ()) if fresh else gen.log
     gen.log = ([*bars, _step("div", gen.run, n, next_token_bars_html(gen.bars))],
                [*speed, _step("span", gen.run, n, speed_text(gen.speed))])
 
