@@ -39,20 +39,25 @@ def _picked(side: int, layer: int, head: int) -> str:
 def named_choices(scores: list, names, n_layers: int, n_heads: int, layer, head) -> dict:
     """The radio of named heads: each model's heads with a best score of ``CLEAR_JOB`` or more
     that model A's pickers can show; the head shown selected when it is one of them."""
-    choices = []
+    choices, beyond = [], 0
     for side, found in enumerate(scores):
-        prefix = f"{names[side]}: " if names else ""
+        prefix = f"{names[side]} — " if names else ""
         for l, h, job, score in found.named():
             if l < n_layers and h < n_heads:
                 text = t("heads.named", "layer {layer}, head {head}: {job}, {score:.2f}",
                          layer=l, head=h, job=t(*JOBS[job]), score=score)
                 choices.append((prefix + text, _picked(side, l, h)))
+            else:
+                beyond += 1          # B's, in a layer or head that A's pickers lack
     values = [v for _, v in choices]
     shown = next((v for v in values if head != "mean"
                   and v.split(":")[1:] == [str(layer), str(head)]), None)
     info = (t("heads.click", "Click a head to show it.") if choices else
             t("heads.none", "No head has a clear job here (every score below {at:.1f}).",
               at=CLEAR_JOB))
+    if beyond:
+        info += " " + t("heads.beyond", "{n} more of B's, in layers or heads A lacks: see the "
+                                        "table.", n=beyond)
     return gr.update(choices=choices, value=shown, info=info)
 
 
