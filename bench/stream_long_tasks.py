@@ -95,8 +95,8 @@ LONG_TASKS = """() => {
 }"""
 STOP_RECORDING = """() => { const m = window.__m; m.on = false; m.observer.disconnect();
   m.mutations.disconnect();
-  return {long: m.long, dom: m.dom, frame: m.frame, stoppedAt: m.stoppedAt, typed: m.typed,
-          origin: performance.timeOrigin}; }"""
+  return {long: m.long, dom: m.dom, frame: m.frame, stoppedAt: m.stoppedAt, typed: m.typed};
+}"""
 
 
 def tab(page, name):
@@ -134,6 +134,19 @@ def final_shown(page, n, timeout_ms):
                   && (!window.__m || !window.__m.on
                       || window.__m.frame.some((r) => r[0] === {n}))""",
         timeout=timeout_ms, polling=250)
+
+
+def page_clock_offset(page, tries=5):
+    """time.perf_counter() (ms) minus the page's performance.now() at the same moment, from
+    the quickest of a few round trips (the page is idle by now)."""
+    best = None
+    for _ in range(tries):
+        before = time.perf_counter() * 1000
+        now = page.evaluate("() => performance.now()")
+        after = time.perf_counter() * 1000
+        if best is None or after - before < best[0]:
+            best = (after - before, (before + after) / 2 - now)
+    return best[1]
 
 
 def this_run(records, before):
@@ -305,25 +318,27 @@ def measure(args):
                 timeout=120_000, polling=50)
             keys = []   # a student types into the prompt mid-stream (it changes nothing now)
             for key in "abc":
-                keys.append(time.time() * 1000)
+                keys.append(time.perf_counter() * 1000)
                 page.locator("#gen_prompt textarea").press(key)
             pressed = page.evaluate("() => { window.__m.armed = true; return "
                                     "window.__m.frame[window.__m.frame.length - 1][0]; }")
-            clicked = time.time() * 1000
+            clicked = time.perf_counter() * 1000
             page.locator("#stop_btn").click()
             page.wait_for_function("() => window.__m.stoppedAt !== null", timeout=120_000,
                                    polling=250)
             page.wait_for_timeout(500)
             stop = page.evaluate(STOP_RECORDING)
+            # this process's clock on the page's (both monotonic; the wall clocks may drift)
+            offset = page_clock_offset(page)
+            keys, clicked = [k - offset for k in keys], clicked - offset
             last = int(re.search(r"(\d+) tokens ·", page.locator("#speed").inner_text())[1])
-            latency = stop["origin"] + stop["stoppedAt"] - clicked
+            latency = stop["stoppedAt"] - clicked
             # the steps painted before the stopped state, from the first to the last of them
             painted_stop = steps_seen([r for r in this_run(stop["frame"], args.tokens)
                                        if r[1] < stop["stoppedAt"]])
             missing_stop = gaps(painted_stop, max(painted_stop, default=0))
-            typing = max(stop["origin"] + t - k for k, t in zip(keys, stop["typed"]))
-            at = clicked - stop["origin"]   # the click, on the page's clock
-            advanced = max([t - at for _, t in stop["frame"] if t < stop["stoppedAt"]],
+            typing = max(t - k for k, t in zip(keys, stop["typed"]))
+            advanced = max([t - clicked for _, t in stop["frame"] if t < stop["stoppedAt"]],
                            default=0.0)
             if args.details:
                 print_long_tasks(stop["long"], stop["dom"], "Stop run")

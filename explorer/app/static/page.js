@@ -101,7 +101,7 @@
   ex.paintSteps = (bars, speed) => {
     const roots = [bars, speed];
     let run = null, copies = new Map(), queue = [], queued = 0, current = null;
-    let arrived = null, spacing = 0, due = 0, waiting = false;
+    let arrived = null, spacing = 0, due = 0, waiting = false, halted = null;
     const show = (step) => {
       roots.forEach((root, i) => {
         const items = root.querySelectorAll(".nt-step"), last = items[items.length - 1];
@@ -140,7 +140,7 @@
       const here = new Set(found.flat().map((el) => +el.dataset.step));
       const whole = (step) => copies.has(step) && !copies.get(step).includes(null);
       const before = queue.length;
-      for (;;) {
+      while (run !== halted) {
         const next = queued + 1;
         if (whole(next)) queue.push(next);
         else if (here.has(next) || ![...copies.keys()].some((k) => k > next && whole(k))) break;
@@ -156,6 +156,12 @@
       if (current !== null) show(current);   // (again, after an update's redraw)
       if (queue.length && !waiting) { waiting = true; requestAnimationFrame(frame); }
     };
+    // Stop pressed: the steps still queued are not shown, nor are later ones of the run (the
+    // server's last view, as far as it got, follows).
+    document.addEventListener("click", (event) => {
+      const target = event.target;
+      if (target && target.closest && target.closest("#stop_btn")) { halted = run; queue = []; }
+    }, true);
     // (an update with as many steps as the one before changes only texts and data-step)
     const watch = { childList: true, subtree: true, characterData: true, attributes: true,
                     attributeFilter: ["data-step"] };
