@@ -3,8 +3,12 @@ every step once the stream ends, and a click right after another event's answer 
 
 The page tests open a fresh page each (their own session: no leftovers of an earlier run),
 build the default preset (a teaching-size model) and generate N tokens, with the server sending
-every step. A tap installed before the page's scripts re-times Gradio's stream as a slow model
-or a bursty network would, and notes which steps it released and when. A recorder samples the
+every step. A "slow model" is paced on the server (a step every STEP_MS). A tap installed
+before the page's scripts re-times Gradio's stream as a bursty network would, and notes which
+steps it released and when. (An earlier tap spaced the messages out in the page itself: the
+backlog it built held Gradio's "close_stream" back behind the steps, while the answers to new
+requests came at once, so a click made in that gap joined a stream that the server had already
+closed and was never answered: a race of the test's own making.) A recorder samples the
 page in every animation frame: Gradio changes the page in tasks and microtasks, never inside a
 frame callback, so what a frame callback reads is what that frame paints.
 
@@ -23,31 +27,31 @@ pytestmark = pytest.mark.browser
 
 N = 24   # tokens per generation
 LONG = 400   # tokens of a generation that is stopped long before its end
-SPACING_MS = 40   # a "slow model": one message every 40 ms, more than two frames apart
+STEP_MS = 40   # a "slow model": one step every 40 ms, more than two frames apart
 WAIT_MS = 30_000  # for each page step (expect's own default is 5 s): the machine may be busy
 
 
 @pytest.fixture
 def every_step_sent(monkeypatch):
     """The server sends every step (it normally sends at most one per STREAM_INTERVAL_S), so a
-    test can ask for each step on screen."""
-    from explorer.app.tabs import generate   # where generate() reads it
+    test can ask for each step on screen; returns a function that slows the model down."""
+    from explorer.app.tabs import generate   # where generate() reads them
 
     monkeypatch.setattr(generate, "STREAM_INTERVAL_S", 0)
+    return lambda step_ms: monkeypatch.setattr(generate, "STEP_INTERVAL_S", step_ms / 1000)
 
 
 # ---------------------------------------------------------------------------------------------
 # The tap: wraps the page's fetch before the page's scripts run, and hands Gradio's queue
 # stream on as `config` says:
 #   release "as-is": each network chunk as it comes; "burst": everything at once when the
-#   stream ends (cut into `piece`-byte chunks if set); "spaced": one message every `spacing` ms.
+#   stream ends (cut into `piece`-byte chunks if set).
 # window.__tap.sent: [step index, time released]; .done: the time the last bytes went; .open: the
 # streams it holds; .ended: the streams it has seen end (the tests wait for .open === 0).
 TAP = """(config) => {
   window.__tap = {sent: [], done: null, open: 0, ended: 0};
   const original = window.fetch.bind(window);
   const encoder = new TextEncoder(), decoder = new TextDecoder();
-  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
   window.fetch = async (input, init) => {
     const response = await original(input, init);
     const url = typeof input === "string" ? input : String((input && input.url) || input);
@@ -63,24 +67,16 @@ TAP = """(config) => {
         const piece = config.piece || bytes.length || 1;
         for (let i = 0; i < bytes.length; i += piece) out.enqueue(bytes.subarray(i, i + piece));
       };
-      let text = "", held = "";
+      let held = "";
       try {
         for (;;) {
           const {done, value} = await reader.read();
           if (done) break;
           const chunk = decoder.decode(value, {stream: true});
-          if (config.release === "as-is") { release(chunk); continue; }
-          text += chunk;
-          let end;
-          while ((end = text.indexOf("\\n\\n")) >= 0) {
-            const message = text.slice(0, end + 2);
-            text = text.slice(end + 2);
-            if (config.release === "burst") { held += message; continue; }
-            await sleep(config.spacing);
-            release(message);
-          }
+          if (config.release === "as-is") release(chunk);
+          else held += chunk;   // "burst"
         }
-        release(held + text);
+        release(held);
         out.close();
       } catch (error) {   // Gradio aborted the stream (after "close_stream"), or cancelled ours
         try { out.error(error); } catch (e) { /* cancelled */ }
@@ -118,11 +114,14 @@ RECORDER = """() => {
 
 @pytest.fixture
 def open_app(browser, app_url, every_step_sent):
-    """A factory: a fresh page with the tap set as given, with the default preset built and
-    the Generate tab open; returns the page and its uncaught errors."""
+    """A factory: a fresh page with the tap set as given (and the model slowed to a step every
+    ``step_ms``, if given), with the default preset built and the Generate tab open; returns
+    the page and its uncaught errors."""
     contexts = []
 
-    def open_(**tap):
+    def open_(step_ms=None, **tap):
+        if step_ms is not None:
+            every_step_sent(step_ms)
         context = browser.new_context()
         contexts.append(context)
         context.set_default_timeout(WAIT_MS)
@@ -171,7 +170,7 @@ def painted_while_streaming(got):
 
 
 def test_the_page_paints_the_steps_as_they_stream_in(open_app):
-    page, errors = open_app(release="spaced", spacing=SPACING_MS)
+    page, errors = open_app(release="as-is", step_ms=STEP_MS)
     got = generate(page)
     assert {n for n, _ in got["tap"]["sent"]} == set(range(1, N + 1))  # every step was sent
     live = painted_while_streaming(got)
@@ -207,7 +206,7 @@ def test_every_streamed_step_is_painted_in_order_when_the_updates_come_at_once(o
 def test_stop_ends_a_stream_and_shows_it_as_far_as_it_went(open_app):
     """Stop in the middle of a long stream: the speed line, the bars and the step table show
     the generation as far as it went, and nothing is painted after that."""
-    page, errors = open_app(release="spaced", spacing=SPACING_MS)
+    page, errors = open_app(release="as-is", step_ms=STEP_MS)
     set_slider(page, "max_new", LONG)
     settle(page)
     page.evaluate(RECORDER)
