@@ -67,3 +67,28 @@ def largest_importance_batch(cfg, n_tokens: int, max_bytes: float, most: int) ->
     """The most copies (up to ``most``) of ``n_tokens`` whose map fits (0 if not one)."""
     return next((b for b in range(most, 0, -1)
                  if importance_peak_bytes(cfg, n_tokens, b) <= max_bytes), 0)
+
+
+def attribution_peak_bytes(cfg, n_tokens: int) -> int:
+    """Memory the estimate of which parts matter (``explorer.probes.attribution.estimate``)
+    needs at its peak, beyond the model: one forward pass that autograd keeps for its backward
+    pass, every block's activations at once (about 16 arrays of (T, emb_dim) and 3 of (T,
+    hidden), and, on the book's explicit path, three of the (heads, T, T) scores), the same
+    again for their gradients (the probe points' and the pass's own), and the output head's
+    logits and their softmax for ``SCORE_ROWS`` positions at a time."""
+    per_block = (4 * n_tokens * (16 * cfg.emb_dim + 3 * cfg.ff_hidden_dim)
+                 + 12 * cfg.n_heads * n_tokens ** 2)
+    head = 8 * min(n_tokens - 1, SCORE_ROWS) * cfg.vocab_size
+    return 2 * cfg.n_layers * per_block + head
+
+
+def longest_attribution(cfg, max_bytes: float) -> int:
+    """The most tokens whose estimate fits in ``max_bytes``."""
+    low, high = 0, cfg.context_length
+    while low < high:                       # attribution_peak_bytes grows with n: bisect
+        middle = (low + high + 1) // 2
+        if attribution_peak_bytes(cfg, middle) <= max_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return low
