@@ -24,7 +24,16 @@ def points_per_curve(page):
         "traces => traces.map(t => t.querySelectorAll('path.point').length)")
 
 
-def test_two_variants_train_and_their_curves_grow(page, shots):
+@pytest.fixture
+def figures_often(monkeypatch):
+    """The figures with every update (a live page gets them every FIGURE_SECONDS; this job
+    ends within a few seconds): the test watches them grow."""
+    from explorer.app.tabs import train as train_tab
+
+    monkeypatch.setattr(train_tab, "FIGURE_SECONDS", 0.0)
+
+
+def test_two_variants_train_and_their_curves_grow(page, shots, figures_often):
     page.set_viewport_size({"width": 1280, "height": 720})
     tab(page, TAB_TRAIN)
     variants = page.locator("#train_variants")

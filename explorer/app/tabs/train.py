@@ -6,6 +6,7 @@ The training itself runs in the server's one ``TrainingLab`` (a worker thread pe
 per session, at most N at once); the page only streams ``job.view()`` while the job runs."""
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -40,7 +41,11 @@ DATA_CHOICES = {"the default story": ("train.data_default", "the default story")
                 "pasted text": ("train.data_pasted", "pasted text"),
                 "an uploaded .txt": ("train.data_upload", "an uploaded .txt")}
 PRESET_CHOICES = [name for name in PRESETS if name.startswith("teach-")]
-POLL_SECONDS = 1.0      # how often the live view is sent while a job trains
+POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
+# ... and the figures, the table and the samples at most this often: redrawing the two figures
+# is most of what a live update costs the page (bench/stream_long_tasks.py --train), and once a
+# second left a slow page no time to answer a click.
+FIGURE_SECONDS = 5.0
 _BOOK = TrainingSettings()
 LIVE = ("train_progress", "train_loss_plot", "train_table", "train_grad_plot", "train_samples",
         "train_choice")
@@ -143,19 +148,28 @@ def job_view(job, owner) -> tuple:
     return view, ""
 
 
-def _watch(job, owner):
-    """Yield the live view while ``job`` trains and this session watches it: once when
-    anything changed (the page's language or mode too), at most every POLL_SECONDS; the last
-    yield is the view after the worker ended (stopped, finished...) or the session stopped
-    watching (others may watch on)."""
-    last = None
+def _watch(job, owner, clock=time.monotonic):
+    """Yield the live view while ``job`` trains and this session watches it, when anything
+    changed, at most every POLL_SECONDS: the progress line alone, and the whole view when the
+    status, the sharing line, the language or the mode changed, and otherwise at most every
+    FIGURE_SECONDS. The last yield is the whole view after the worker ended (stopped,
+    finished...) or the session stopped watching (others may watch on)."""
+    last = whole = None
+    drawn_at = -math.inf
     while True:
         running = job.running and shared.LAB.watching(owner, job)
         with prefs.using(prefs.latest(owner)):     # (each step runs in a context of its own)
             view, sharing = job_view(job, owner)
-            seen = (view.status, view.step, tuple(len(r.eval_steps) for r in view.runs),
-                    tuple(r.sample_step for r in view.runs), sharing, prefs.current())
-            update = live_of(job, seen, view, sharing) if seen != last else None
+            said = (view.status, sharing, prefs.current())
+            seen = (*said, view.step, tuple(len(r.eval_steps) for r in view.runs),
+                    tuple(r.sample_step for r in view.runs))
+            update = None
+            if seen != last:
+                if (not running or whole is None or said != whole[:3]
+                        or clock() - drawn_at >= FIGURE_SECONDS):
+                    update, whole, drawn_at = live_of(job, seen, view, sharing), seen, clock()
+                else:
+                    update = {"train_progress": progress_markdown(view) + sharing}
         if update is not None:
             last = seen
             yield update
