@@ -7,11 +7,19 @@ forward passes' worth), and its peak memory against ``importance_peak_bytes``.
 
 ``--lab-table``: a teach-deep model trained briefly in the lab (``TrainingJob`` on the default
 story) and the loss change when each block's att, ff, norm1, norm2 and shortcut are knocked out,
-on a window of the story's validation text.
+on a window of the story's validation text; then the estimate (attribution patching,
+``explorer.probes.attribution``) against that exact map: rank correlation, top-10 overlap, and
+where it fails. ``--copying``: the same agreement on a small model trained on the copying task
+(``explorer.book.copying``), whose induction heads make large, nonlinear changes.
+
+The estimate (issue 35): every cell from one forward and one backward pass must cost at most 4
+forward passes' worth; the estimate plus exact values of its top 10 cells at most 20.
 
     python bench/interventions.py                 # ~2 min on a quiet 2-core machine
     python bench/interventions.py --quick         # one map
     python bench/interventions.py --lab-table     # + the lab table (~2 min more)
+    python bench/interventions.py --copying       # + the copying-task model (~1 min)
+    python bench/interventions.py --skip-map      # the estimate's figures only
 """
 from __future__ import annotations
 
@@ -25,13 +33,15 @@ import torch
 
 from explorer.book.config import GPT_CONFIG_124M, GPTConfig
 from explorer.book.probe_points import editing
-from explorer.probes.budget import importance_peak_bytes
+from explorer.probes.attribution import TOP, agreement, estimate, exact_cells
+from explorer.probes.budget import attribution_peak_bytes, importance_peak_bytes
 from explorer.probes.knockouts import PARTS, _clean_run, _scores, importance
 from explorer.probes.intervening import Editor
 from explorer.probes.interventions import Intervention
 from explorer.runtime.build import build_model
 
 TARGET = 20.0          # forward passes' worth
+ESTIMATE_TARGET = 4.0  # the estimate of every cell, forward passes' worth
 N_TOKENS = 64
 
 
@@ -77,6 +87,127 @@ def breakdown(model, ids):
     return seconds, per_layer
 
 
+def estimate_against_exact(model, ids, name):
+    """The estimate of every cell against the exact map of ``ids``: agreement over all the
+    estimated cells, heads alone, and each part; the cells it misses most; the shortcuts'
+    first-order estimate (which the map does not use) against their exact values."""
+    est = estimate(model, ids, exact_only=())          # every part estimated, to measure
+    exact = importance(model, ids)
+    print(f"\nThe estimate against the exact map: {name}, {len(ids)} tokens, own loss "
+          f"{exact.clean_loss:.3f} nats; estimate {est.seconds:.2f} s, exact map "
+          f"{exact.seconds:.1f} s; noise floor {est.floor:.1e} nats")
+    cells = [(f"head {l}.{h}", est.head_estimate[l, h], exact.head_loss[l, h])
+             for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+    for i, part in enumerate(PARTS):
+        cells += [(f"{part} {l}", est.part_estimate[l, i], exact.part_loss[l, i])
+                  for l in range(model.cfg.n_layers) if exact.part_loss[l, i] == exact.part_loss[l, i]]
+    used = [c for c in cells if not c[0].startswith("shortcut")]
+    rows = []
+    for label, chosen in (("heads and parts (the map's estimated cells)", used),
+                          ("heads", [c for c in used if c[0].startswith("head")]),
+                          *((p, [c for c in cells if c[0].startswith(p + " ")])
+                            for p in PARTS)):
+        if len(chosen) < 3:
+            continue
+        a = agreement([c[1] for c in chosen], [c[2] for c in chosen], top=TOP)
+        err = max(abs(c[1] - c[2]) for c in chosen)
+        rows.append([label, str(a.cells), f"{a.spearman:+.3f}", f"{a.pearson:+.3f}",
+                     f"{a.top_overlap}/{a.top}", f"{err:.3g}"])
+    print_table(rows, ["cells", "n", "Spearman", "Pearson", "top-10 overlap",
+                       "largest |est - exact|"])
+    worst = sorted(used, key=lambda c: -abs(c[1] - c[2]))[:6]
+    print("estimated cells it misses most (estimate / exact): " + "; ".join(
+        f"{label} {e:+.4f} / {x:+.4f}" for label, e, x in worst))
+    shortcut = [c for c in cells if c[0].startswith("shortcut")]
+    if shortcut:
+        print("shortcut removal, first order / exact (not used: exact only): " + "; ".join(
+            f"{label.split()[1]} {e:+.3f} / {x:+.3f}" for label, e, x in shortcut))
+
+
+def copying_agreement(steps: int = 400):
+    """A 2-block model trained on the copying task with the book's loss (AdamW), then the
+    estimate against the exact map on one held-out copying sequence."""
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader
+
+    from explorer.book.copying import IGNORE_INDEX, CopyingDataset, copying_sequences
+    from explorer.book.model import GPTModel
+    n_words, max_len = 64, 24
+    cfg = GPTConfig.from_dict({"vocab_size": n_words, "context_length": 2 * max_len,
+                               "emb_dim": 64, "n_heads": 4, "n_layers": 2, "drop_rate": 0.0,
+                               "qkv_bias": False})
+    torch.manual_seed(0)
+    model = GPTModel(cfg)
+    data = CopyingDataset(copying_sequences(4000, n_words, 8, max_len, 2 * max_len, seed=1),
+                          2 * max_len)
+    loader = DataLoader(data, batch_size=32, shuffle=True,
+                        generator=torch.Generator().manual_seed(0))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    started, step = time.perf_counter(), 0
+    while step < steps:
+        for inputs, targets in loader:
+            loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(),
+                                   ignore_index=IGNORE_INDEX)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+            if step >= steps:
+                break
+    model.eval().requires_grad_(False)
+    ids = copying_sequences(1, n_words, max_len, max_len, 2 * max_len, seed=99)[0]
+    print(f"\nCopying task: 2 blocks x 4 heads, 64 words, {steps} steps (batch 32) in "
+          f"{time.perf_counter() - started:.0f} s, last batch loss {loss.item():.3f}")
+    estimate_against_exact(model, ids, f"one held-out copying sequence ({max_len} words twice)")
+
+
+def estimate_cost(model, ids, forward, repeats):
+    """The estimate of every cell, and the estimate plus its top 10 made exact, in forward
+    passes' worth (paired medians against ``forward``, interleaved)."""
+    def estimate_only():
+        estimate(model, ids)
+
+    def estimate_and_top():
+        result = estimate(model, ids)
+        exact_cells(model, result, result.order()[:TOP])
+
+    def estimate_top_and_exact_only():
+        result = estimate(model, ids)
+        exact_cells(model, result, result.order()[:TOP + model.cfg.n_layers])
+
+    per_round = 5
+
+    def forwards():
+        for _ in range(per_round):
+            forward()
+    with OthersCPU() as others:
+        times = interleaved({"forward x5": forwards, "estimate": estimate_only,
+                             "estimate + top 10": estimate_and_top,
+                             "+ the 12 shortcuts": estimate_top_and_exact_only}, repeats)
+    times["forward"] = [t / per_round for t in times.pop("forward x5")]
+    ratios = paired_ratios(times, "forward")
+    print(f"\nThe estimate (attribution patching), gpt2-small (random, fused), T = {len(ids)}, "
+          f"{repeats} round(s); other processes used {others.share or 0:.0%} of the CPU")
+    print_table([["plain forward", f"{median(times['forward']) * 1e3:.0f} ms", "1.0", ""],
+                 ["estimate of every cell (forward + backward)",
+                  f"{median(times['estimate']):.2f} s", f"{ratios['estimate']:.2f}",
+                  f"<= {ESTIMATE_TARGET:.0f}: {verdict(ratios['estimate'] <= ESTIMATE_TARGET)}"],
+                 ["estimate + its top 10 exact", f"{median(times['estimate + top 10']):.2f} s",
+                  f"{ratios['estimate + top 10']:.2f}",
+                  f"<= {TARGET:.0f}: {verdict(ratios['estimate + top 10'] <= TARGET)}"],
+                 ["... + the 12 exact-only shortcuts",
+                  f"{median(times['+ the 12 shortcuts']):.2f} s",
+                  f"{ratios['+ the 12 shortcuts']:.2f}", ""]],
+                ["", "median", "forward passes' worth", "target"])
+    result = estimate(model, ids)
+    order = result.order()[:TOP]
+    print("the top 10 by estimate, by block: " + ", ".join(f"{w} {l}.{c}" for w, l, c in order))
+    with PeakRSS() as peak:
+        estimate(model, ids)
+    print(f"peak RSS increase during the estimate {mb(peak.increase)}; "
+          f"attribution_peak_bytes {mb(attribution_peak_bytes(model.cfg, len(ids)))}")
+
+
 def lab_table(steps: int, preset: str):
     from explorer.book.config import get_preset
     from explorer.book.tokenizer import get_tokenizer
@@ -115,6 +246,7 @@ def lab_table(steps: int, preset: str):
         print("mean p(next) change, lowest..highest over the blocks: " + "; ".join(
             f"{p} {result.part_prob[:, i].min():+.4f}..{result.part_prob[:, i].max():+.4f}"
             for i, p in enumerate(PARTS)))
+        estimate_against_exact(model, ids, f"{preset}, {name} text")
 
 
 def main():
@@ -125,6 +257,8 @@ def main():
     parser.add_argument("--lab-table", action="store_true")
     parser.add_argument("--lab-steps", type=int, default=300)
     parser.add_argument("--lab-preset", default="teach-deep")
+    parser.add_argument("--copying", action="store_true")
+    parser.add_argument("--skip-map", action="store_true", help="the estimate's figures only")
     args = parser.parse_args()
     repeats = args.repeats or (1 if args.quick else 3)
     if args.max_load is not None:
@@ -142,6 +276,15 @@ def main():
 
     def head_map():
         importance(model, ids, parts=False)
+
+    estimate_cost(model, ids, forward, repeats)
+    estimate_against_exact(model, ids, "gpt2-small, random weights")
+    if args.skip_map:
+        if args.lab_table:
+            lab_table(args.lab_steps, args.lab_preset)
+        if args.copying:
+            copying_agreement()
+        return
 
     # A plain forward is ~1/100 of the map: several of them per round, their median per pass.
     per_round = 5
@@ -180,6 +323,8 @@ def main():
 
     if args.lab_table:
         lab_table(args.lab_steps, args.lab_preset)
+    if args.copying:
+        copying_agreement()
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ EXACT_ONLY = ("shortcut",)     # parts whose first-order estimate fails (measure
 # The noise floor: changes smaller than this many float steps (ulps) of the loss, times
 # sqrt(T) (a mean over T - 1 positions rounds T times), are rounding, not the part.
 NOISE_ULPS = 4
+TOP = 10                       # the cells that count: the estimate's top 10 are made exact first
 
 
 def exact_only_parts(cfg) -> tuple[str, ...]:
@@ -135,13 +136,16 @@ class Attribution:
         which, layer, col = cell
         return float((self.head_loss if which == "head" else self.part_loss)[layer, col])
 
-    def order(self) -> list[Cell]:
+    def order(self, first: int = TOP) -> list[Cell]:
         """The cells not yet exact, in the order they are worth computing exactly: the
-        exact-only ones (no estimate: large changes, measured) first, then by the size of the
-        estimate, largest first."""
+        ``first`` largest estimates (by size: a part the model is better without counts too),
+        then the exact-only cells (no estimate: large changes, measured), then the other
+        estimates, largest first."""
         left = [c for c in self.cells() if not self.is_exact(c)]
-        return sorted(left, key=lambda c: (not math.isnan(self.estimate_of(c)),
-                                           -abs(np.nan_to_num(self.estimate_of(c)))))
+        estimated = sorted((c for c in left if not math.isnan(self.estimate_of(c))),
+                           key=lambda c: -abs(self.estimate_of(c)))
+        exact_only = [c for c in left if math.isnan(self.estimate_of(c))]
+        return estimated[:first] + exact_only + estimated[first:]
 
     def intervention(self, cell: Cell) -> Intervention:
         which, layer, col = cell
