@@ -160,6 +160,7 @@ def samples_markdown(view) -> str:
 STATUS_WORDS = {"ready": ("training.ready", "Ready"), "running": ("training.running", "Training"),
                 "stopped": ("training.stopped", "Stopped"),
                 "finished": ("training.finished", "Finished"),
+                "replaying": ("training.replaying", "Replay of the recorded run"),
                 "cancelled": ("training.cancelled", "Cancelled"),
                 "failed": ("training.failed", "Failed")}
 

@@ -17,6 +17,7 @@ import gradio as gr
 from ...book.config import PRESETS
 from ...book.errors import ExplorerError, Message, Text
 from ...runtime.export import export_model
+from ...runtime.replay import replay_steps, view_at
 from ...runtime.sources import WeightsSource
 from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAULT_EVAL_ITER,
                                        DEFAULT_LR, DEFAULT_PRESET, DEFAULT_STEPS,
@@ -46,6 +47,10 @@ POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
 # is most of what a live update costs the page (bench/stream_long_tasks.py --train), and once a
 # second left a slow page no time to answer a click.
 FIGURE_SECONDS = 5.0
+# Replay: the whole replay's length (seconds, by the speed chosen), one frame every
+# REPLAY_FRAME_SECONDS (each frame redraws the figures).
+REPLAY_SPEEDS = {"10 s": 10, "30 s": 30, "60 s": 60}
+REPLAY_FRAME_SECONDS = 2.0
 _BOOK = TrainingSettings()
 LIVE = ("train_progress", "train_loss_plot", "train_table", "train_grad_plot", "train_samples",
         "train_choice")
@@ -148,7 +153,7 @@ def job_view(job, owner) -> tuple:
     return view, ""
 
 
-def _watch(job, owner, clock=time.monotonic):
+def _watch(job, owner, clock=time.monotonic, note=""):
     """Yield the live view while ``job`` trains and this session watches it, when anything
     changed, at most every POLL_SECONDS: the progress line alone, and the whole view when the
     status, the sharing line, the language or the mode changed, and otherwise at most every
@@ -160,6 +165,7 @@ def _watch(job, owner, clock=time.monotonic):
         running = job.running and shared.LAB.watching(owner, job)
         with prefs.using(prefs.latest(owner)):     # (each step runs in a context of its own)
             view, sharing = job_view(job, owner)
+            sharing += note
             said = (view.status, sharing, prefs.current())
             seen = (*said, view.step, tuple(len(r.eval_steps) for r in view.runs),
                     tuple(r.sample_step for r in view.runs))
@@ -195,7 +201,10 @@ def train_start(data, text, upload, variants, preset, steps, batch_size, context
                            eval_iter)
     shared.LAB.check(owner, chosen, settings)     # the limits, before the text is read
     job = shared.LAB.start(owner, chosen, corpus_of(data, text, upload), settings)
-    yield from _watch(job, owner)
+    note = (" " + t("train.from_cache", "This job had finished already (the shared cache): "
+                                        "its curves are shown whole. **Replay** draws them "
+                                        "again, step by step.") if job.done else "")
+    yield from _watch(job, owner, note=note)
 
 
 @handler(outputs=("train_batch", "train_lr", "train_warmup", "train_eval_freq",
@@ -235,6 +244,32 @@ def train_view(request: gr.Request):
     owner = _owner(request)
     job = shared.LAB.job(owner)
     return live(None) if job is None else live(*job_view(job, owner))
+
+
+@handler(outputs=LIVE)
+def train_replay(speed, request: gr.Request = None):
+    """/train_replay (streams): this session's finished job drawn again from step 0, as it
+    was recorded, over the chosen time ("10 s", "30 s" or "60 s")."""
+    owner = _owner(request)
+    seconds = REPLAY_SPEEDS[as_choice(speed, Message("field.replay_speed", "replay speed"),
+                                      REPLAY_SPEEDS)]
+    job = shared.LAB.job(owner)
+    if job is None or not job.done:
+        raise ExplorerError("train.replay_unfinished", "Replay draws a finished job again: "
+                                                       "press Train and let it finish first "
+                                                       "(a job another session finished "
+                                                       "counts too).")
+    whole = job.view()
+    frames = replay_steps(whole.step, max(1, round(seconds / REPLAY_FRAME_SECONDS)))
+    for i, step in enumerate(frames):
+        last = step == whole.step
+        with prefs.using(prefs.latest(owner)):     # (each step runs in a context of its own)
+            view = view_at(whole, step)
+            frame = live_of(job, ("replay", step, prefs.current()),
+                            view if last else replace(view, status="replaying"), "")
+        yield frame
+        if not last:
+            time.sleep(REPLAY_FRAME_SECONDS)
 
 
 def _trained(choice, owner):
@@ -363,6 +398,12 @@ def create(page):
             page.add(gr.File(label=label("train.upload", "a .txt file"), file_types=[".txt"],
                              type="filepath", height=120, scale=1, elem_id="train_upload"))
     page.add(gr.Markdown(progress_markdown(None), elem_id="train_progress"))
+    with gr.Row(equal_height=True, elem_id="train_replay_row"):
+        page.add(gr.Button(label("train.replay", "Replay a finished job"), min_width=90,
+                           scale=0, elem_id="train_replay_btn"))
+        page.add(gr.Radio(list(REPLAY_SPEEDS), value="30 s", scale=0, min_width=240,
+                          label=label("train.replay_speed", "replay in"), container=False,
+                          elem_id="train_replay_speed"))
     with gr.Row(elem_id="train_plots"):
         page.add(gr.Plot(loss_figure(None), show_label=False, label=label("train.loss", "Loss"),
                          elem_id="train_loss_plot"))
@@ -398,6 +439,8 @@ def wire(page):
             concurrency_limit=None, show_progress="minimal")
     page.on(page["train_tab"].select, train_view, [], api_name="train_view",
             show_progress="hidden")
+    page.on("train_replay_btn.click", train_replay, ["train_replay_speed"],
+            api_name="train_replay", concurrency_limit=None, show_progress="minimal")
     exported = page.on("train_export_btn.click", train_export, ["train_choice"],
                        api_name="train_export")
     page.then(exported, files_shown, [], api_visibility="private", show_progress="hidden")
