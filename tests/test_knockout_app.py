@@ -71,10 +71,15 @@ def test_generation_of_b_is_the_intervened_generation(session):
     assert session.generation.ids[1][start:] == knocked
 
 
+def drawn(session, everywhere=True):
+    """The map's last update (the stream's end): exact everywhere by default."""
+    from explorer.app.tabs import knockout
+    return list(knockout.parts_map(PROMPT, "loss", everywhere, session))[-1]
+
+
 def test_the_map_and_a_click_on_one_of_its_cells(session):
     from explorer.app.tabs import knockout
-    out = knockout.parts_map("the prompt", PROMPT, "loss", session,
-                             progress=lambda *a, **k: None)
+    out = drawn(session)
     numbers = out["knock_numbers"]
     cfg = PRESETS["teach-tiny"]
     assert np.shape(numbers["head_loss"]) == (cfg.n_layers, cfg.n_heads)
@@ -143,15 +148,14 @@ def test_the_map_is_forgotten_when_model_a_changes_and_kept_when_b_does(session)
     from explorer.app.plots.knockout import knockout_map_html
     from explorer.app.session import Made, Model
     from explorer.app.tabs import knockout
-    out = knockout.parts_map("the prompt", PROMPT, "loss", session,
-                             progress=lambda *a, **k: None)
+    out = drawn(session)
     knockout.intervene("zero trf_blocks[0].att head 1", session)
     kept = knockout._new_model(session)["knock_map"]
     assert 'data-knock="zero trf_blocks[0].att head 1" class="walk-current"' in kept
     assert kept.replace(' class="walk-current"', "") == out["knock_map"]
     for changed in (ModelKey(PRESETS["teach-tiny"], 7, "cpu", "float32"),
                     ModelKey(PRESETS["teach-tiny"].replace(n_heads=2), 123, "cpu", "float32")):
-        knockout.parts_map("the prompt", PROMPT, "loss", session, progress=lambda *a, **k: None)
+        drawn(session, everywhere=False)
         session.with_models((Model(changed, Made("built", "teach-tiny")),))
         assert knockout._new_model(session)["knock_map"] == knockout_map_html(None)
         assert "knockout" not in session.shown

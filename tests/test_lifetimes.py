@@ -161,18 +161,15 @@ def test_the_map_of_a_session_that_left_stops_at_the_next_batch():
     from explorer.runtime.sources import ModelKey
     session = Session(models=(Model(ModelKey(PRESETS["teach-tiny"], 123, "cpu", "float32"),
                                     Made("built", "teach-tiny")),))
-    calls = []
-
-    def progress(fraction, desc=None):
-        calls.append(fraction)
-        if fraction > 0:
-            knockout.release("the leaver")       # the page closes while the map is made
-
-    with pytest.raises(Exception, match="stopped after"):
-        knockout.parts_map("the prompt", "Every effort moves you", "loss", session,
-                           progress=progress, request=SimpleNamespace(session_hash="the leaver"))
-    assert calls[-1] < 0.5 and "the leaver" not in knockout._LEFT
-    assert "knockout" not in session.shown
+    stream = knockout.parts_map("Every effort moves you", "loss", True, session,
+                                request=SimpleNamespace(session_hash="the leaver"))
+    first = next(stream)                          # the estimate, drawn
+    assert first["knock_numbers"]["exact_cells"] == 0
+    knockout.release("the leaver")                # the page closes while the map is made
+    assert list(stream) == [], "no more exact cells for nobody"
+    result = session.shown["knockout"][0]
+    assert result.n_exact <= 1 < len(result.cells())
+    assert "the leaver" not in knockout._LEFT
 
 
 def test_a_training_stream_follows_the_pages_language_switched_mid_stream(app_url, lab):

@@ -87,8 +87,9 @@ def test_a_click_on_the_map_makes_that_knock_out_model_b(page, shots):
     draw_map(page)
     captions = page.locator("#knock_map caption")
     expect(captions).to_have_text([HEADS_CAPTION, PARTS_CAPTION])
-    expect(page.locator("#knock_map p").first).to_contain_text(
+    expect(page.locator("#knock_map p").filter(has_text="tokens ·").first).to_contain_text(
         "4 tokens · the model's own loss")
+    expect(page.locator("#knock_map .knock-measured")).to_contain_text(DEFAULT_PROMPT)
     cell = page.locator(f'#knock_map td[data-knock="{HEAD_CELL}"]')
     cell.click()
     expect(page.locator("#knock_spec textarea, #knock_spec input")).to_have_value(

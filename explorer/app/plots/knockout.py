@@ -1,41 +1,53 @@
-"""The map of which parts matter (``explorer.probes.Importance``) as plain HTML: a layers x heads
-grid and a table of each block's parts, every cell coloured by how much knocking that part out
-hurts (vermillion: the loss rises, or the probability of the actual next tokens falls; blue:
-the opposite). A cell carries its intervention (``data-knock``): a click applies it
-(``tabs/knockout.py``)."""
+"""The map of which parts matter (``explorer.probes.attribution.Attribution``) as plain HTML: a
+layers x heads grid and a table of each block's parts, every cell coloured by how much knocking
+that part out hurts (vermillion: the loss rises, or the probability of the actual next tokens
+falls; blue: the opposite). Estimated cells read "≈"; exact ones plain. One colour scale for
+the whole map (both tables), shown in its key with numbers; a change below the noise floor
+(float rounding relative to the loss) is left uncoloured. A cell carries its intervention
+(``data-knock``): a click applies it (``tabs/knockout.py``)."""
 from __future__ import annotations
 
 import html
 import math
 
+import numpy as np
+
+from ...probes.attribution import noise_floor
 from ..i18n import t
 
 HURT, HELP, NEUTRAL = (213, 94, 0), (0, 114, 178), (255, 255, 255)   # Okabe-Ito, white
+BLANK = "#f0f0f0"          # no such part, or no value yet
+GAMMA = 0.5                # colour share = (|change| / scale) ** GAMMA: small changes still show
 METRICS = {"loss": ("knock.metric_loss", "change in loss (nats)"),
            "probability": ("knock.metric_prob", "change in the probability of the next token")}
 PART_NAMES = {"att": "att", "ff": "ff", "norm1": "norm1", "norm2": "norm2",
               "shortcut": "shortcut"}
-# (its look: static/page.css, #knock_map)
+# The map's own look beside static/page.css: B's cell alone has an outline (a solid one); the
+# pointer and the keyboard's focus shade a cell; a queued click is striped.
+STYLE = ("<style>#knock_map table td[data-knock]:hover,#knock_map table td[data-knock]:focus"
+         "{outline:none!important;box-shadow:inset 0 0 0 2px #444}"
+         "#knock_map table td.walk-current,#knock_map table td.walk-current:hover"
+         "{outline:4px solid #e69f00!important;outline-offset:-2px}"
+         "#knock_map table td{white-space:nowrap}"
+         "#knock_map table td.knock-queued{background-image:repeating-linear-gradient(45deg,"
+         "transparent 0 4px,rgba(0,0,0,.28) 4px 6px)}"
+         "#knock_map td.estimated{font-style:italic}"
+         "#knock_map .knock-scale span{display:inline-block;min-width:4.2em;text-align:center;"
+         "padding:1px 3px;border:1px solid #d0d0d0}"
+         "#knock_map .knock-queue:empty{display:none}"
+         "#knock_map .knock-queue{font-weight:600}</style>")
 
 
-def _colour(harm: float, scale: float) -> str:
-    if not math.isfinite(harm) or scale <= 0:
-        return "#f0f0f0"
-    share = min(1.0, abs(harm) / scale) ** 0.7
-    end = HURT if harm > 0 else HELP
+def colour(change: float, scale: float, floor: float) -> str:
+    """The background of a cell whose change hurts by ``change`` (positive: the model gets
+    worse without the part), on the map's scale; white below the noise floor."""
+    if not math.isfinite(change):
+        return BLANK
+    if scale <= 0 or abs(change) <= floor:
+        return _hex(NEUTRAL)
+    share = min(1.0, abs(change) / scale) ** GAMMA
+    end = HURT if change > 0 else HELP
     return _hex(tuple(round(n + (e - n) * share) for n, e in zip(NEUTRAL, end)))
-
-
-def _cell(value: float, harm: float, scale: float, spec: str, title: str, current) -> str:
-    if not math.isfinite(value):
-        return '<td style="background:#f0f0f0">–</td>'
-    ink = "#ffffff" if scale > 0 and abs(harm) / scale > 0.6 else "#222222"
-    shown = _number(value)
-    title = f"{title} · {value:+.6g}"
-    marked = ' class="walk-current"' if spec == current else ""
-    return (f'<td data-knock="{html.escape(spec)}"{marked} tabindex="0" '
-            f'title="{html.escape(title)}" '
-            f'style="background:{_colour(harm, scale)};color:{ink}">{shown}</td>')
 
 
 def _number(value: float) -> str:
@@ -43,66 +55,150 @@ def _number(value: float) -> str:
     scientific notation, so that a coloured cell never reads 0."""
     if value == 0:
         return "0"
-    return f"{value:+.3f}" if abs(value) >= 5e-4 else f"{value:+.1e}"
+    if abs(value) >= 5e-4:
+        return f"{value:+.3f}"
+    mantissa, exponent = f"{value:+.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"                  # +4.2e-4: narrow columns
 
 
-def _scale(grid) -> float:
-    """Each table its own colour scale: a shortcut's cost would pale every head."""
-    if grid is None:
-        return 0.0
-    finite = [abs(v) for v in grid.ravel() if math.isfinite(v)]
-    return max(finite, default=0.0)
+def map_values(result, metric: str):
+    """(heads, parts, head estimated?, part estimated?, floor, scale) of ``metric``: each
+    cell's value (exact where known, else the estimate; the probability has no estimate:
+    NaN until exact), whether it is an estimate, the noise floor, and the one colour scale of
+    the map: the largest change above the floor in either table."""
+    if metric == "loss":
+        heads, parts = result.head_shown, result.part_shown
+        floor = result.floor
+    else:
+        heads, parts = result.head_prob, result.part_prob
+        floor = noise_floor(result.clean_prob, len(result.token_ids), _dtype(result))
+    head_est, part_est = ~result.head_exact, ~result.part_exact
+    finite = [abs(v) for grid in (heads, parts) for v in np.ravel(grid) if math.isfinite(v)]
+    scale = max(finite, default=0.0)
+    return heads, parts, head_est, part_est, floor, (scale if scale > floor else 0.0)
 
 
-def knockout_map_html(importance, metric: str = "loss", current: str | None = None) -> str:
-    """Both tables of ``importance`` in ``metric`` ("loss" or "probability"); the cell of the
-    knock-out ``current`` (model B's, in the string form) outlined."""
-    if importance is None:
-        return ('<p class="hint">' + t("knock.map_hint", "Press <b>Which parts matter</b>: "
-                                       "every head and every part of every block is knocked "
-                                       "out in turn, and the map shows what that costs. Click "
-                                       "a cell to knock that part out as model B.") + "</p>")
-    heads = importance.head_loss if metric == "loss" else importance.head_prob
-    parts = importance.part_loss if metric == "loss" else importance.part_prob
+def _dtype(result):
+    import torch
+    return getattr(torch, result.dtype, torch.float32)
+
+
+def _cell(value, estimated, sign, scale, floor, spec, title, current, missing=""):
+    if not spec:
+        return f'<td style="background:{BLANK}">–</td>'
+    marked = ' class="walk-current"' if spec == current else ""
+    classes = "estimated" if estimated else ""
+    if not math.isfinite(value):
+        shown, background = "…", BLANK
+        title = f"{title} · {missing}"
+    else:
+        shown = ("≈" if estimated else "") + _number(value)
+        background = colour(sign * value, scale, floor)
+        title = f"{title} · {'≈ ' if estimated else ''}{value:+.6g}"
+    ink = ("#ffffff" if math.isfinite(value) and scale > 0 and abs(value) > floor
+           and (abs(value) / scale) ** GAMMA > 0.6 else "#222222")
+    if marked and classes:
+        marked = f' class="walk-current {classes}"'
+    elif classes:
+        marked = f' class="{classes}"'
+    return (f'<td data-knock="{html.escape(spec)}"{marked} tabindex="0" '
+            f'title="{html.escape(title)}" '
+            f'style="background:{background};color:{ink}">{shown}</td>')
+
+
+def scale_key(scale: float, floor: float, sign: float) -> str:
+    """The colour key with its numbers: the map's scale from the largest change that helps to
+    the largest that hurts, and the floor below which a cell stays white."""
+    if scale <= 0:
+        return ('<p class="knock-scale">' + t("knock.scale_flat", "Every change is below the "
+                                              "noise floor ({floor}): nothing is coloured.",
+                                              floor=_number(floor).lstrip("+")) + "</p>")
+    stops = [-scale, -scale / 4, -scale / 16, 0.0, scale / 16, scale / 4, scale]
+    swatches = "".join(
+        f'<span style="background:{colour(sign * v, scale, floor)};color:'
+        f'{"#ffffff" if abs(v) / scale > 0.3 else "#222222"}">{_number(v)}</span>'
+        for v in stops)
+    return ('<p class="knock-scale">' + t("knock.scale", "One colour scale for both tables: "
+                                          "{swatches} · white: below the noise floor {floor} "
+                                          "(float rounding of the loss)", swatches=swatches,
+                                          floor=_number(floor).lstrip("+")) + "</p>")
+
+
+def knockout_map_html(result, metric: str = "loss", current: str | None = None,
+                      status: str = "", applied: int = 0) -> str:
+    """Both tables of ``result`` (an ``Attribution``) in ``metric`` ("loss" or
+    "probability"), with ``status`` (the refinement's progress line, in the page's language)
+    above them; the cell of the knock-out ``current`` (model B's, in the string form)
+    outlined. ``applied``: the number of the page's last click on a cell that the server has
+    applied (the page's script lists the clicks after it as queued)."""
+    queued = html.escape(t("knock.queued", "Queued, each in turn as B: {specs}",
+                           specs="{specs}"))
+    queue = (f'<div data-applied="{int(applied)}"><p class="knock-queue" aria-live="polite" '
+             f'data-queued="{queued}"></p></div>')
+    if result is None:
+        return STYLE + ('<p class="hint">' + t(
+            "knock.map_hint", "Press <b>Which parts matter</b>: every head and every part of "
+            "every block is estimated at once, then the largest are knocked out exactly. Click "
+            "a cell to knock that part out as model B.") + "</p>" + queue)
+    heads, parts, head_est, part_est, floor, scale = map_values(result, metric)
     sign = 1.0 if metric == "loss" else -1.0          # what hurts: more loss, less probability
+    missing = (t("knock.exact_only", "exact only: not computed yet") if metric == "loss" else
+               t("knock.no_prob_estimate", "the probability is not estimated: known once "
+                                           "the cell is exact"))
     clean = (t("knock.clean_loss", "the model's own loss {loss:.3f} nats",
-               loss=importance.clean_loss) if metric == "loss" else
+               loss=result.clean_loss) if metric == "loss" else
              t("knock.clean_prob", "the model's own probability of the next token {p}",
-               p=f"{importance.clean_prob:.3g}"))
+               p=f"{result.clean_prob:.3g}"))
+    from ...book.tokenizer import get_tokenizer
+    text = get_tokenizer().decode(result.token_ids)
+    text = text if len(text) <= 160 else text[:80] + " … " + text[-60:]
+    measured = t("knock.measured", "Measured on: {words}",
+                 words=f"<q>{html.escape(text)}</q>")
     summary = t("knock.summary", "{n} tokens · {clean} · each cell: {what} when that part is "
-                                 "knocked out · {seconds:.1f} s", n=len(importance.token_ids),
-                clean=clean, what=t(*METRICS[metric]), seconds=importance.seconds)
+                                 "knocked out · ≈ estimated (one backward pass, {seconds:.1f} "
+                                 "s), plain: exact", n=len(result.token_ids), clean=clean,
+                what=t(*METRICS[metric]), seconds=result.seconds)
     key = t("knock.key", "{hurt} the part matters (knocked out, the model gets worse) · {help} "
                          "the model gets better without it · <b>click a cell</b> to knock that "
-                         "part out as model B", hurt=f'<span style="background:{_hex(HURT)}">'
-                         "</span>", help=f'<span style="background:{_hex(HELP)}"></span>')
-    out = [f"<p>{summary}</p>", f'<p class="key">{key}</p>', '<div class="knock-tables">']
+                         "part out as model B (its cell is outlined)",
+            hurt=f'<span style="background:{_hex(HURT)}"></span>',
+            help=f'<span style="background:{_hex(HELP)}"></span>')
+    out = [STYLE, f'<p class="knock-measured">{measured}</p>',
+           f'<p class="knock-status">{status}</p>' if status else "",
+           f"<p>{summary}</p>", f'<p class="key">{key}</p>', scale_key(scale, floor, sign)]
+    agreement = result.agreement() if result.n_exact == len(result.cells()) else None
+    if agreement is not None:
+        out.append('<p class="knock-agreement">' + t(
+            "knock.agreement", "Exact everywhere. The estimate against it, over {n} cells: "
+            "rank correlation (Spearman) {rho:+.3f}; {top} of the exact top 10 (by size) were "
+            "in the estimate's top 10.", n=agreement.cells, rho=agreement.spearman,
+            top=agreement.top_overlap) + "</p>")
+    out.append(queue + '<div class="knock-tables">')
     click = t("knock.click", "click: knock it out as B")
-    if heads is not None:
-        rows = [f"<tr><th>{html.escape(t('knock.block', 'block'))}</th>"
-                + "".join(f"<th>{t('knock.head', 'head {h}', h=h)}</th>"
-                          for h in range(heads.shape[1])) + "</tr>"]
-        for layer, label in enumerate(importance.layer_labels):
-            cells = "".join(_cell(v, sign * v, _scale(heads),
-                                  str(importance.head_intervention(layer, h)),
-                                  f"{label}.att head {h} · {click}", current)
-                            for h, v in enumerate(heads[layer]))
-            rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
-        caption = t("knock.heads_caption", "Each head zeroed on its own")
-        out.append(f"<table><caption>{caption}</caption>{''.join(rows)}</table>")
-    if parts is not None:
-        rows = [f"<tr><th>{html.escape(t('knock.block', 'block'))}</th>"
-                + "".join(f"<th>{PART_NAMES[p]}</th>" for p in importance.parts) + "</tr>"]
-        for layer, label in enumerate(importance.layer_labels):
-            cells = "".join(
-                _cell(v, sign * v, _scale(parts), str(importance.part_intervention(layer, p))
-                      if math.isfinite(v) else "", f"{label}.{p} · {click}", current)
-                for p, v in zip(importance.parts, parts[layer]))
-            rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
-        caption = t("knock.parts_caption", "Each part of a block knocked out on its own (att, "
-                                           "ff skipped; norm1, norm2 the identity; both "
-                                           "shortcuts removed)")
-        out.append(f"<table><caption>{caption}</caption>{''.join(rows)}</table>")
+    rows = [f"<tr><th>{html.escape(t('knock.block', 'block'))}</th>"
+            + "".join(f"<th>{t('knock.head', 'head {h}', h=h)}</th>"
+                      for h in range(heads.shape[1])) + "</tr>"]
+    for layer, label in enumerate(result.layer_labels):
+        cells = "".join(_cell(v, bool(head_est[layer, h]), sign, scale, floor,
+                              str(result.head_intervention(layer, h)),
+                              f"{label}.att head {h} · {click}", current, missing)
+                        for h, v in enumerate(heads[layer]))
+        rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
+    caption = t("knock.heads_caption", "Each head zeroed on its own")
+    out.append(f"<table><caption>{caption}</caption>{''.join(rows)}</table>")
+    rows = [f"<tr><th>{html.escape(t('knock.block', 'block'))}</th>"
+            + "".join(f"<th>{PART_NAMES[p]}</th>" for p in result.parts) + "</tr>"]
+    for layer, label in enumerate(result.layer_labels):
+        cells = "".join(
+            _cell(v, bool(part_est[layer, i]), sign, scale, floor,
+                  str(result.part_intervention(layer, p)) if result.has_part[layer, i] else "",
+                  f"{label}.{p} · {click}", current, missing)
+            for i, (p, v) in enumerate(zip(result.parts, parts[layer])))
+        rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
+    caption = t("knock.parts_caption", "Each part of a block knocked out on its own (att, "
+                                       "ff skipped; norm1, norm2 the identity; both "
+                                       "shortcuts removed)")
+    out.append(f"<table><caption>{caption}</caption>{''.join(rows)}</table>")
     return "".join(out) + "</div>"
 
 

@@ -9,18 +9,21 @@ prompt or the training story, and shows what each costs; a click on a cell makes
 knock-out model B (``explorer.probes.importance``)."""
 from __future__ import annotations
 
+import math
 import threading
+import time
 from dataclasses import replace
 
 import gradio as gr
 
 from ...book.errors import ExplorerError, Message
 from ...book.tokenizer import get_tokenizer
-from ...probes import Interventions, importance
+from ...probes import Interventions
+from ...probes.attribution import TOP, estimate, exact_cells
 from ...probes.interventions import (KINDS, KINDS_BY_NAME, MAX_INTERVENTION_CHARS,
                                      MODEL_PARTS, Intervention, split_checked)
 from ...runtime.training_setup import default_corpus
-from .. import gpu, refresh
+from .. import gpu, gradio_private, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import (TRACE_MEMORY_SHARE, as_choice, as_flag, as_int, prompt_ids,
@@ -28,7 +31,7 @@ from ..inputs import (TRACE_MEMORY_SHARE, as_choice, as_flag, as_int, prompt_ids
 from ..pickers import fitted_layer, layer_slider
 from ..plots.knockout import METRICS, knockout_map_html
 from ..session import Made, Model
-from ..shared import CACHE, check_model, model_a, session_of
+from ..shared import CACHE, DEFAULT_PROMPT, check_model, model_a, session_of
 
 TITLE = ("tab.knockout", "7 · Knock out")
 ID = "knockout"
@@ -102,7 +105,14 @@ def intervene(spec, session):
 
 @handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
 def cell_clicked(session, evt: gr.EventData):
-    """A cell of the map was clicked: its knock-out (the event's value) becomes model B."""
+    """A cell of the map was clicked: its knock-out (the event's value) becomes model B. The
+    page numbers its clicks (``click``): the map says the last one applied, and the page
+    shows those still queued."""
+    data = gradio_private.event_data(evt) if evt is not None else None
+    click = data.get("click") if isinstance(data, dict) else None
+    if isinstance(click, int) and not isinstance(click, bool):
+        session = session_of(session)
+        session.shown["knock_click"] = click     # (applied or refused: no longer queued)
     return intervene.__wrapped__(selected(evt, Message("field.knock_map", "the knock-out map")),
                                  session)
 
@@ -134,17 +144,27 @@ def _map_seconds(arguments) -> float:
     return gpu.MAX_SECONDS
 
 
-def _text_ids(text, prompt, model):
+def story_text(model) -> str:
+    """The training story's first ``STORY_TOKENS`` tokens (fewer for a short context), as text
+    for the box above the map."""
+    ids = get_tokenizer().encode(default_corpus().text[:4 * STORY_TOKENS * 8])
+    return get_tokenizer().decode(ids[:min(STORY_TOKENS, model.cfg.context_length)])
+
+
+@handler(outputs=("knock_prompt",))
+def text_chosen(text, prompt, session):
+    """The text radio fills the box above the map: the Inside tab's prompt, or the story."""
+    session = session_of(session)
     text = as_choice(text, Message("field.knock_text", "text"), TEXTS)
     if text == "the prompt":
-        return prompt_ids(prompt, model)
-    ids = get_tokenizer().encode(default_corpus().text[:4 * STORY_TOKENS * 8])
-    return ids[:min(STORY_TOKENS, model.cfg.context_length)]
+        return {"knock_prompt": prompt}
+    return {"knock_prompt": story_text(model_a(session))}
 
 
 # The sessions whose map is being made -> set when the session leaves: its map then stops at
 # the next batch (it would hold a worker, and the next session's map, for nobody).
 _LEFT: dict[str, threading.Event] = {}
+UPDATE_S = 0.25            # the stream sends the map at most this often (and at its end)
 
 
 def release(session_hash) -> None:
@@ -154,41 +174,124 @@ def release(session_hash) -> None:
         left.set()
 
 
+def _status(state: str, result, **fields) -> tuple:
+    """The progress line's state, kept with the map so that it is said in the page's language
+    when drawn."""
+    return (state, {"exact": result.n_exact, "cells": len(result.cells()), **fields})
+
+
+def status_text(status) -> str:
+    if not status:
+        return ""
+    state, f = status
+    if state == "estimating":
+        return t("knock.estimating", "Estimating every cell from one backward pass …")
+    if state == "refining":
+        return t("knock.refining", "Computing exact values, largest estimate first: {exact} "
+                                   "of {cells} cells exact …", **f)
+    if state == "top_done":
+        return t("knock.top_done", "The estimate's top {top} and the cells it cannot estimate "
+                                   "are exact ({exact} of {cells} cells, {seconds:.1f} s). For "
+                                   "the rest, tick <b>exact everywhere</b> and press the button "
+                                   "again.", **f)
+    if state == "stopped":
+        return t("knock.stopped", "Stopped: {exact} of {cells} cells exact; the others are "
+                                  "estimates (≈).", **f)
+    return t("knock.all_exact", "Every cell exact ({seconds:.1f} s for the exact values).", **f)
+
+
+def _chunks(result, everywhere: bool):
+    """The cells to make exact, in the order they come: the estimate's top ``TOP`` and the
+    exact-only cells one at a time (each turns exact as it comes); then, for exact everywhere,
+    the rest one batch per block and table (as the exact map batches them)."""
+    order = result.order()
+    first = TOP + sum(1 for c in order if math.isnan(result.estimate_of(c)))
+    for cell in order[:first]:
+        yield [cell]
+    if not everywhere:
+        return
+    groups: dict[tuple, list] = {}
+    for cell in order[first:]:
+        groups.setdefault(cell[:2], []).append(cell)
+    yield from groups.values()                   # (in the order of their largest estimate)
+
+
 @handler(outputs=("knock_map", "knock_numbers", "session"))
 @gpu.gpu_work(duration=_map_seconds)
-def parts_map(text, prompt, metric, session, progress=gr.Progress(),
-              request: gr.Request = None):
-    """/knockout_map: every head and every part of every block of model A knocked out in turn,
-    for ``text`` ("the prompt" or "the training story"): the change in loss and in the
-    probability of the actual next tokens (``metric`` chooses which the map colours)."""
+def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
+    """/knockout_map: every head and every part of every block of model A, for the text
+    ``prompt``: first estimated at once (one forward and one backward pass), drawn; then
+    exact values, largest estimate first, each cell turning exact as it comes: the estimate's
+    top 10 and the cells it cannot estimate, or with ``everywhere`` every cell (the exact map).
+    ``metric`` chooses what the map colours. A stream: each update is the map so far."""
     session = session_of(session)
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
+    everywhere = as_flag(everywhere, Message("field.knock_everywhere", "exact everywhere"))
     model = model_a(session)
-    ids = _text_ids(text, prompt, model)[-model.cfg.context_length:]
-    progress(0, desc=t("knock.progress", "Knocking out every part"))
+    ids = prompt_ids(prompt, model)[-model.cfg.context_length:]
+    key = session.models[0].key.weights_key
     owner = getattr(request, "session_hash", None) or object()   # none: an in-process call
     left = _LEFT.setdefault(owner, threading.Event())
+    budget = CACHE.budget_bytes * TRACE_MEMORY_SHARE
     try:
-        result = importance(model, ids, max_bytes=CACHE.budget_bytes * TRACE_MEMORY_SHARE,
-                            progress=lambda done, total: progress(done / total, desc=t(
-                                "knock.progress", "Knocking out every part")),
-                            stop=left.is_set)
+        shown = session.shown.get("knockout")
+        if shown is not None and shown[2] == key and shown[0].token_ids == ids:
+            result = shown[0]                    # the same map: go on where it stopped
+        else:
+            result = estimate(model, ids, max_bytes=budget)
+        session.shown["knockout"] = (result, metric, key, _status("refining", result))
+        yield _update(session, result)
+        sent = time.perf_counter()
+        for chunk in _chunks(result, everywhere):
+            if left.is_set() or not _going_on(session, result):
+                return             # the page left, Stop was pressed, or another map began
+            exact_cells(model, result, chunk, max_bytes=budget)
+            if not _going_on(session, result):
+                return             # (the cell stays exact: the next redraw shows it)
+            session.shown["knockout"] = (result, metric, key, _status("refining", result))
+            if time.perf_counter() - sent >= UPDATE_S:
+                sent = time.perf_counter()
+                yield _update(session, result)
+        done = ("all_exact" if result.n_exact == len(result.cells()) else "top_done")
+        session.shown["knockout"] = (result, metric, key, _status(
+            done, result, top=TOP, seconds=result.exact_seconds))
+        yield _update(session, result)
     finally:
         _LEFT.pop(owner, None)
-    session.shown["knockout"] = (result, metric, session.models[0].key.weights_key)
+
+
+def _going_on(session, result) -> bool:
+    shown = session.shown.get("knockout")
+    return shown is not None and shown[0] is result and shown[3][0] != "stopped"
+
+
+def _update(session, result) -> dict:
     return {"knock_map": map_html(session), "knock_numbers": numbers(result),
             "session": session}
 
 
+@handler(outputs=("knock_map",))
+def stopped(session):
+    """Stop: the map keeps the cells made exact so far; the stream makes no more."""
+    session = session_of(session)
+    shown = session.shown.get("knockout")
+    if shown is not None and shown[3] and shown[3][0] == "refining":
+        session.shown["knockout"] = (*shown[:3], _status("stopped", shown[0]))
+    return {"knock_map": map_html(session)}
+
+
 def numbers(result) -> dict:
-    """The map as plain numbers (for the API)."""
+    """The map as plain numbers (for the API): exact values (None where not computed), the
+    estimates (None where there is none), and which cells are exact."""
     def grid(a):
         return None if a is None else [[None if v != v else float(v) for v in row] for row in a]
     return {"token_ids": list(result.token_ids), "clean_loss": result.clean_loss,
             "clean_prob": result.clean_prob, "layers": list(result.layer_labels),
             "parts": list(result.parts), "head_loss": grid(result.head_loss),
             "head_prob": grid(result.head_prob), "part_loss": grid(result.part_loss),
-            "part_prob": grid(result.part_prob)}
+            "part_prob": grid(result.part_prob), "head_estimate": grid(result.head_estimate),
+            "part_estimate": grid(result.part_estimate), "noise_floor": result.floor,
+            "exact_cells": result.n_exact, "cells": len(result.cells())}
 
 
 def b_interventions(session) -> str:
@@ -200,21 +303,25 @@ def b_interventions(session) -> str:
 def map_html(session) -> str:
     """Model A's map, if there is one, with model B's knock-out outlined."""
     shown = shown_map(session)
+    applied = session.shown.get("knock_click", 0)
     if shown is None:
-        return knockout_map_html(None)
-    return knockout_map_html(*shown, current=b_interventions(session) or None)
+        return knockout_map_html(None, applied=applied)
+    result, metric, status = shown
+    return knockout_map_html(result, metric, current=b_interventions(session) or None,
+                             status=status_text(status), applied=applied)
 
 
 def shown_map(session):
-    """(the map, its metric) if the map was made for the session's model A (a new B keeps
-    it: B is A knocked out, or a pinned model); None, and forgotten, for another A."""
+    """(the map, its metric, its progress) if the map was made for the session's model A (a
+    new B keeps it: B is A knocked out, or a pinned model); None, and forgotten, for another
+    A."""
     shown = session.shown.get("knockout")
     if shown is None:
         return None
     if not session.models or session.models[0].key.weights_key != shown[2]:
         session.shown.pop("knockout")
         return None
-    return shown[:2]
+    return shown[0], shown[1], shown[3]
 
 
 @handler(outputs=("knock_map",))
@@ -224,7 +331,8 @@ def metric_changed(metric, session):
     if shown is None:
         return {}
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
-    session.shown["knockout"] = (shown[0], metric, session.models[0].key.weights_key)
+    stored = session.shown["knockout"]
+    session.shown["knockout"] = (stored[0], metric, *stored[2:])
     return {"knock_map": map_html(session)}
 
 
@@ -247,21 +355,78 @@ def _redraw(session) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-KNOCK_JS = ("(function start(tries) { if (window.gptExplorer && gptExplorer.knock) "
-            "gptExplorer.knock(element, trigger); else if (tries > 0) "
-            "setTimeout(() => start(tries - 1), 50); })(200);")
+# A click (or Enter / Space) on a cell: the select event, numbered; every click is sent (the
+# event queues them) and its cell striped and listed in the queue line until the server says it
+# was applied (``data-applied`` on the map: the last click's number) or a minute passes (a
+# refused click has its message). The outline is the server's: B's cell only.
+KNOCK_JS = """
+const pending = [];                       // [number, spec, when] of clicks not yet applied
+let sent = 0;
+const paint = () => {
+  const root = element.querySelector('[data-applied]');
+  const applied = root ? Number(root.getAttribute('data-applied')) : 0;
+  const now = Date.now();
+  while (pending.length && (pending[0][0] <= applied || now - pending[0][2] > 60000)) {
+    pending.shift();
+  }
+  element.querySelectorAll('td.knock-queued').forEach((e) => {
+    if (!pending.some((p) => p[1] === e.getAttribute('data-knock'))) {
+      e.classList.remove('knock-queued');
+    }
+  });
+  for (const [, spec] of pending) {
+    for (const cell of element.querySelectorAll('td[data-knock]')) {
+      if (cell.getAttribute('data-knock') === spec && !cell.classList.contains('knock-queued')) {
+        cell.classList.add('knock-queued');
+      }
+    }
+  }
+  const line = element.querySelector('.knock-queue');
+  if (line) {
+    const text = pending.length ? (line.getAttribute('data-queued') || '{specs}')
+      .replace('{specs}', pending.map((p) => p[1]).join(' → ')) : '';
+    if (line.textContent !== text) line.textContent = text;
+  }
+};
+const choose = (target) => {
+  const cell = target && target.closest ? target.closest('td[data-knock]') : null;
+  if (!cell || !element.contains(cell)) return false;
+  sent += 1;
+  const spec = cell.getAttribute('data-knock');
+  pending.push([sent, spec, Date.now()]);
+  paint();
+  const all = Array.from(element.querySelectorAll('td[data-knock]'));
+  trigger('select', {value: spec, index: all.indexOf(cell), selected: true, click: sent});
+  return true;
+};
+element.addEventListener('click', (event) => { choose(event.target); });
+element.addEventListener('keydown', (event) => {
+  if ((event.key === 'Enter' || event.key === ' ') && choose(event.target)) {
+    event.preventDefault();   // Space would scroll the page
+  }
+});
+new MutationObserver(paint).observe(element, {childList: true, subtree: true});
+"""
 
 
 def create(page):
     page.add(gr.Markdown(note(session_of(None)), elem_id="knock_note"))
-    # The map first (what a lecturer shows), then the builder of an intervention.
+    # The map first (what a lecturer shows), the text it measures above it, then the builder
+    # of an intervention.
     with gr.Row():
         page.add(gr.Radio([(t(*v), k) for k, v in TEXTS.items()], value="the prompt",
                           label=label("knock.text", "text"), elem_id="knock_text"))
         page.add(gr.Radio([(t(*v), k) for k, v in METRICS.items()], value="loss",
                           label=label("knock.metric", "the map shows"), elem_id="knock_metric"))
+        page.add(gr.Checkbox(False, label=label("knock.everywhere", "exact everywhere"),
+                             min_width=120, elem_id="knock_everywhere"))
         page.add(gr.Button(label("knock.map", "Which parts matter"), variant="primary",
                            scale=0, min_width=160, elem_id="knock_map_btn"))
+        page.add(gr.Button(label("knock.stop", "Stop"), variant="stop", scale=0,
+                           min_width=70, elem_id="knock_stop_btn"))
+    page.add(gr.Textbox(DEFAULT_PROMPT, label=label("knock.prompt", "the text the map "
+                                                                    "measures (edit it here)"),
+                        lines=1, max_lines=3, elem_id="knock_prompt"))
     page.add(gr.HTML(knockout_map_html(None), elem_id="knock_map", js_on_load=KNOCK_JS))
     page.add(gr.JSON(visible=False, elem_id="knock_numbers"))
     with gr.Row():
@@ -295,8 +460,9 @@ def wire(page):
     # B changed: the Inside tab traces the prompt again for both, and the attention follows.
     for event in (page.on("knock_btn.click", intervene, ["knock_spec", "session"],
                           api_name="intervene", **queue),
+                  # every click is queued (none dropped while one is being applied)
                   page.on("knock_map.select", cell_clicked, ["session"],
-                          api_visibility="private", **queue)):
+                          api_visibility="private", trigger_mode="multiple", **queue)):
         traced = page.then(event, inside.run_trace, ["trace_prompt", "session",
                                                       *trace_choices],
                            api_visibility="private", show_progress="hidden")
@@ -307,8 +473,15 @@ def wire(page):
     page.on("knock_add_btn.click", add_part, ["knock_spec", "knock_kind", "knock_layer",
                                               "knock_every", "knock_heads", "session"],
             api_visibility="private", show_progress="hidden")
-    page.on("knock_map_btn.click", parts_map, ["knock_text", "trace_prompt", "knock_metric",
-                                               "session"], api_name="knockout_map",
-            concurrency_limit=1, concurrency_id="knockout", show_progress="full")
+    mapping = page.on(["knock_map_btn.click", "knock_prompt.submit"], parts_map,
+                      ["knock_prompt", "knock_metric", "knock_everywhere", "session"],
+                      api_name="knockout_map", concurrency_limit=1, concurrency_id="knockout",
+                      show_progress="hidden")      # (its own progress line: the map stays)
+    stop = page["knock_stop_btn"].click(None, None, None, cancels=[mapping],
+                                        api_visibility="private")
+    page.then(stop, stopped, ["session"], success=False, api_visibility="private")
+    page.then(mapping, stopped, ["session"], on="failure", api_visibility="private")
+    page.on("knock_text.change", text_chosen, ["knock_text", "trace_prompt", "session"],
+            api_visibility="private", show_progress="hidden")
     page.on("knock_metric.change", metric_changed, ["knock_metric", "session"],
             api_visibility="private", show_progress="hidden")
