@@ -77,3 +77,61 @@ def test_only_bs_cell_is_outlined_and_the_text_measured_is_shown():
     assert 'data-knock="zero trf_blocks[1].att head 1" class="walk-current estimated"' in page
     assert 'data-applied="3"' in page           # the page's clicks up to 3 were applied
     assert "Measured on: <q>The capital was</q>" in page
+
+
+# ---------------------------------------------------------------------------------------------
+# The tab's stream (handlers, no browser)
+def _session():
+    from explorer.app import shared
+    from explorer.app.session import Made, Model, Session
+    from explorer.book.config import PRESETS
+    from explorer.runtime.sources import ModelKey
+    shared.RESULTS.clear()
+    key = ModelKey(PRESETS["teach-tiny"], 123, "cpu", "float32")
+    return Session(models=(Model(key, Made("built", "teach-tiny")),))
+
+
+def test_the_stream_draws_the_estimate_first_then_exact_cells_and_stop_keeps_them():
+    from explorer.app.tabs import knockout
+    session = _session()
+    stream = knockout.parts_map("Every effort moves you forward", "loss", True, session)
+    first = next(stream)["knock_numbers"]
+    assert first["exact_cells"] == 0 and first["cells"] == 18
+    knockout.UPDATE_S, kept = 0.0, knockout.UPDATE_S       # every cell its own update
+    try:
+        second = next(stream)["knock_numbers"]
+        assert second["exact_cells"] == 1
+        stopped = knockout.stopped(session)["knock_map"]
+        assert "Stopped: 1 of 18 cells exact" in stopped
+        assert list(stream) == [], "no cell after Stop"
+    finally:
+        knockout.UPDATE_S = kept
+    result = session.shown["knockout"][0]
+    assert result.n_exact == 1 and stopped.count('class="estimated"') == 17   # the rest
+    # pressed again: it goes on from there, and ends exact everywhere
+    last = list(knockout.parts_map("Every effort moves you forward", "loss", True,
+                                   session))[-1]
+    assert session.shown["knockout"][0] is result and last["knock_numbers"]["exact_cells"] == 18
+    assert "Spearman" in last["knock_map"]
+
+
+def test_exact_everywhere_is_the_exact_map():
+    from explorer.app import shared
+    from explorer.app.tabs import knockout
+    from explorer.book.tokenizer import get_tokenizer
+    from explorer.probes.knockouts import importance
+    session = _session()
+    numbers = list(knockout.parts_map("Every effort moves you forward", "loss", True,
+                                      session))[-1]["knock_numbers"]
+    exact = importance(shared.models_of(session)[0],
+                       get_tokenizer().encode("Every effort moves you forward"))
+    np.testing.assert_allclose(np.array(numbers["head_loss"], float), exact.head_loss,
+                               rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.array(numbers["part_loss"], float), exact.part_loss,
+                               rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.array(numbers["head_prob"], float), exact.head_prob,
+                               rtol=0, atol=1e-7)
+    # without it: the top 10 and the exact-only shortcuts, the rest estimates
+    numbers = list(knockout.parts_map("Every effort moves", "loss", False,
+                                      session))[-1]["knock_numbers"]
+    assert numbers["exact_cells"] == 10 + 2
