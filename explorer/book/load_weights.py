@@ -89,40 +89,51 @@ def is_gpt2_buffer(name: str) -> bool:
     return name.endswith((".attn.bias", ".attn.masked_bias"))
 
 
+# One tensor's name in GPT-2 and in the book: (GPT-2's, the book's, transposed). GPT-2's Conv1D
+# keeps a weight as (in, out), the book's nn.Linear as (out, in). Queries, keys and values are
+# one tensor in GPT-2 (attn.c_attn, side by side) and three in the book (QKV).
+MODEL_NAMES = (("wte.weight", "tok_emb.weight", False), ("wpe.weight", "pos_emb.weight", False),
+               ("ln_f.weight", "final_norm.scale", False),
+               ("ln_f.bias", "final_norm.shift", False))
+BLOCK_NAMES = (("attn.c_proj.weight", "att.out_proj.weight", True),
+               ("attn.c_proj.bias", "att.out_proj.bias", False),
+               ("mlp.c_fc.weight", "ff.layers.0.weight", True),
+               ("mlp.c_fc.bias", "ff.layers.0.bias", False),
+               ("mlp.c_proj.weight", "ff.layers.2.weight", True),
+               ("mlp.c_proj.bias", "ff.layers.2.bias", False),
+               ("ln_1.weight", "norm1.scale", False), ("ln_1.bias", "norm1.shift", False),
+               ("ln_2.weight", "norm2.scale", False), ("ln_2.bias", "norm2.shift", False))
+QKV = ("W_query", "W_key", "W_value")
+
+
+def _named(cfg, gpt2_prefix=""):
+    """Every (GPT-2 name, book name, transposed) of a model of ``cfg`` but its QKV and head."""
+    yield from ((gpt2_prefix + g, b, tr) for g, b, tr in MODEL_NAMES)
+    for block in range(cfg.n_layers):
+        yield from ((f"{gpt2_prefix}h.{block}.{g}", f"trf_blocks.{block}.{b}", tr)
+                    for g, b, tr in BLOCK_NAMES)
+
+
 def gpt2_to_book(params: dict, cfg) -> dict[str, torch.Tensor]:
     """GPT-2's tensors (names without the ``transformer.`` prefix) -> the book's state_dict.
     The shapes must have been checked (``describe_differences``)."""
     cfg = GPTConfig.from_dict(cfg)
-    out = {"tok_emb.weight": params["wte.weight"], "pos_emb.weight": params["wpe.weight"]}
+    out = {book: params[gpt2].T if transposed else params[gpt2]
+           for gpt2, book, transposed in _named(cfg)}
     for b in range(cfg.n_layers):
-        p, book = f"h.{b}.", f"trf_blocks.{b}."
+        p, book = f"h.{b}.", f"trf_blocks.{b}.att."
         # c_attn holds queries, keys and values side by side: (emb_dim, 3 * emb_dim)
-        q_w, k_w, v_w = torch.chunk(params[p + "attn.c_attn.weight"], 3, dim=-1)
-        q_b, k_b, v_b = torch.chunk(params[p + "attn.c_attn.bias"], 3, dim=-1)
-        out.update({
-            book + "att.W_query.weight": q_w.T, book + "att.W_query.bias": q_b,
-            book + "att.W_key.weight": k_w.T, book + "att.W_key.bias": k_b,
-            book + "att.W_value.weight": v_w.T, book + "att.W_value.bias": v_b,
-            book + "att.out_proj.weight": params[p + "attn.c_proj.weight"].T,
-            book + "att.out_proj.bias": params[p + "attn.c_proj.bias"],
-            book + "ff.layers.0.weight": params[p + "mlp.c_fc.weight"].T,
-            book + "ff.layers.0.bias": params[p + "mlp.c_fc.bias"],
-            book + "ff.layers.2.weight": params[p + "mlp.c_proj.weight"].T,
-            book + "ff.layers.2.bias": params[p + "mlp.c_proj.bias"],
-            book + "norm1.scale": params[p + "ln_1.weight"],
-            book + "norm1.shift": params[p + "ln_1.bias"],
-            book + "norm2.scale": params[p + "ln_2.weight"],
-            book + "norm2.shift": params[p + "ln_2.bias"]})
-        if not cfg.qkv_bias:   # exported from a model without them: zeros, checked on import
-            for name in ("W_query", "W_key", "W_value"):
-                bias = out.pop(book + f"att.{name}.bias")
-                if bias.count_nonzero():
-                    raise ExplorerError("gpt2.qkv_bias_not_zero", "The config says "
-                                        "qkv_bias=False, but block {block}'s {name} bias in the "
-                                        "file is not zero. Set qkv_bias to true in config.json.",
-                                        block=b, name=name)
-    out.update({"final_norm.scale": params["ln_f.weight"],
-                "final_norm.shift": params["ln_f.bias"]})
+        weights = torch.chunk(params[p + "attn.c_attn.weight"], 3, dim=-1)
+        biases = torch.chunk(params[p + "attn.c_attn.bias"], 3, dim=-1)
+        for name, weight, bias in zip(QKV, weights, biases):
+            out[book + f"{name}.weight"] = weight.T
+            if cfg.qkv_bias:
+                out[book + f"{name}.bias"] = bias
+            elif bias.count_nonzero():   # exported from a model without them: zeros
+                raise ExplorerError("gpt2.qkv_bias_not_zero", "The config says "
+                                    "qkv_bias=False, but block {block}'s {name} bias in the "
+                                    "file is not zero. Set qkv_bias to true in config.json.",
+                                    block=b, name=name)
     if not cfg.tie_weights:
         out["out_head.weight"] = params["lm_head.weight"]
     return out
@@ -137,31 +148,14 @@ def book_to_gpt2(state_dict: dict, cfg) -> dict[str, torch.Tensor]:
                             "(norm_placement='pre', shortcut on, pos_encoding='learned') can be "
                             "saved in Hugging Face's GPT-2 layout.")
     sd = state_dict
-    out = {"transformer.wte.weight": sd["tok_emb.weight"],
-           "transformer.wpe.weight": sd["pos_emb.weight"]}
+    out = {gpt2: sd[book].T if transposed else sd[book]
+           for gpt2, book, transposed in _named(cfg, "transformer.")}
     for b in range(cfg.n_layers):
-        p, book = f"transformer.h.{b}.", f"trf_blocks.{b}."
-
-        def bias(name):
-            key = book + f"att.{name}.bias"
-            return sd[key] if key in sd else torch.zeros(cfg.emb_dim)
-
-        out.update({
-            p + "attn.c_attn.weight": torch.cat([sd[book + "att.W_query.weight"].T,
-                                                 sd[book + "att.W_key.weight"].T,
-                                                 sd[book + "att.W_value.weight"].T], dim=-1),
-            p + "attn.c_attn.bias": torch.cat([bias("W_query"), bias("W_key"),
-                                               bias("W_value")]),
-            p + "attn.c_proj.weight": sd[book + "att.out_proj.weight"].T,
-            p + "attn.c_proj.bias": sd[book + "att.out_proj.bias"],
-            p + "mlp.c_fc.weight": sd[book + "ff.layers.0.weight"].T,
-            p + "mlp.c_fc.bias": sd[book + "ff.layers.0.bias"],
-            p + "mlp.c_proj.weight": sd[book + "ff.layers.2.weight"].T,
-            p + "mlp.c_proj.bias": sd[book + "ff.layers.2.bias"],
-            p + "ln_1.weight": sd[book + "norm1.scale"], p + "ln_1.bias": sd[book + "norm1.shift"],
-            p + "ln_2.weight": sd[book + "norm2.scale"], p + "ln_2.bias": sd[book + "norm2.shift"]})
-    out.update({"transformer.ln_f.weight": sd["final_norm.scale"],
-                "transformer.ln_f.bias": sd["final_norm.shift"]})
+        p, book = f"transformer.h.{b}.", f"trf_blocks.{b}.att."
+        out[p + "attn.c_attn.weight"] = torch.cat([sd[book + f"{n}.weight"].T for n in QKV],
+                                                  dim=-1)
+        out[p + "attn.c_attn.bias"] = torch.cat([sd.get(book + f"{n}.bias",
+                                                        torch.zeros(cfg.emb_dim)) for n in QKV])
     if not cfg.tie_weights:
         out["lm_head.weight"] = sd["out_head.weight"]
     return {name: t.detach().contiguous() for name, t in out.items()}

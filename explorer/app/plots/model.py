@@ -10,29 +10,12 @@ import plotly.graph_objects as go
 
 from ...book.config import GPTConfig, ParameterCount
 from ...book.curves import ACTIVATION_LABELS
+from ...book.knobs import BY_FIELD
 from ...probes.compare import compare_configs
 from ..i18n import say, t
 from .labels import human_count, percent
 from .style import FONT_SIZE, MODEL_COLORS, PLOT_MIN, finish, models, scaled
 from .walk import stage_attrs
-
-# The parts of the diagram each config field shapes (outlined where two models differ).
-PARTS_OF_FIELD = {
-    "vocab_size": {"tok_emb", "out_head"},
-    "context_length": {"pos_emb"},
-    "emb_dim": set(),   # every part's width: outlining them all would point at nothing
-    "n_heads": {"att"},
-    "n_layers": {"trf_blocks"},
-    "drop_rate": {"drop_emb", "drop_shortcut"},
-    "qkv_bias": {"att"},
-    "norm_placement": {"norm1", "norm2", "final_norm", "trf_blocks"},
-    "shortcut": {"add", "trf_blocks"},
-    "activation": {"ff"},
-    "ff_expansion": {"ff"},
-    "tie_weights": {"out_head"},
-    "pos_encoding": {"pos_emb", "att"},
-}
-
 
 # The parameter breakdown's components (``ParameterCount.breakdown``) and the LayerNorm
 # placements, as the page names them.
@@ -112,7 +95,7 @@ def differing_parts(cfg_a, cfg_b) -> frozenset:
     """The parts of the diagram that differ between the two configs."""
     parts = set()
     for field, _, _ in compare_configs(cfg_a, cfg_b).differences:
-        parts |= PARTS_OF_FIELD.get(field, set())
+        parts |= BY_FIELD[field].parts if field in BY_FIELD else set()   # the knob's outline
     return frozenset(parts)
 
 

@@ -32,7 +32,7 @@ from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import as_choice, as_flag, as_int
 from ..plots.labels import percent
-from ..plots.model import architecture_html, parameter_figure
+from ..plots.model import COMPONENTS, architecture_html, parameter_figure
 from ..session import Made, Model
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, WEIGHTS_NOTES, model_a,
                       server_paths_allowed, session_of, status_line)
@@ -94,12 +94,7 @@ def knob_widget(knob, value):
 
 # ---------------------------------------------------------------------------------------------
 # The model's views: diagram, parameters, memory (one model, or two side by side)
-PARTS = {"token embedding": ("params.tok_emb", "token embedding"),
-         "position embedding": ("params.pos_emb", "position embedding"),
-         "attention": ("params.attention", "attention"),
-         "feed-forward": ("params.ff", "feed-forward"),
-         "layer norms": ("params.norms", "layer norms"),
-         "output head": ("params.out_head", "output head")}
+
 
 
 def parameter_table(counts_seq, names=None) -> dict:
@@ -112,7 +107,7 @@ def parameter_table(counts_seq, names=None) -> dict:
                   for c, p in zip(counts_seq, parts)]
         cells = [(t("params.tied", "0 (tied †)") if part == "output head"
                   and c.output_head_tied else f"{v:,}") for c, v in zip(counts_seq, values)]
-        name = t("params.total", "total") if part == "total" else t(*PARTS[part])
+        name = t("params.total", "total") if part == "total" else t(*COMPONENTS[part])
         if len(values) == 1:
             share = "100 %" if part == "total" else percent(values[0] / counts_seq[0].total)
             rows.append([name, *cells, share])
