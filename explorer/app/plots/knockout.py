@@ -30,7 +30,7 @@ STYLE = ("<style>#knock_map table td[data-knock]:hover,#knock_map table td[data-
          "{outline:4px solid #e69f00!important;outline-offset:-2px}"
          "#knock_map table td{white-space:nowrap}"
          "#knock_map table td.knock-queued{background-image:repeating-linear-gradient(45deg,"
-         "transparent 0 4px,rgba(0,0,0,.28) 4px 6px)}"
+         "transparent 0 4px,rgba(0,0,0,.28) 4px 6px)!important}"
          "#knock_map td.estimated{font-style:italic}"
          "#knock_map .knock-scale span{display:inline-block;min-width:4.2em;text-align:center;"
          "padding:1px 3px;border:1px solid #d0d0d0}"
