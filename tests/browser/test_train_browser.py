@@ -67,6 +67,31 @@ def test_two_variants_train_and_their_curves_grow(page, shots, figures_often):
     shot(page, shots, "7_train_finished_1280x720")
 
 
+def test_replay_draws_the_finished_job_again_and_ends_on_it(page, shots, monkeypatch):
+    """Issue 34, part 3: Replay draws the finished job's curves again from its first steps,
+    then ends on the whole run."""
+    from explorer.app.tabs import train as train_tab
+
+    monkeypatch.setattr(train_tab, "REPLAY_FRAME_SECONDS", 0.5)   # 10 s: 20 frames, 30 steps
+    tab(page, TAB_TRAIN)
+    finished = points_per_curve(page)
+    page.locator("#train_replay_speed").get_by_label("10 s", exact=True).check()
+    page.locator("#train_replay_btn").click()
+    progress = page.locator("#train_progress")
+    expect(progress).to_contain_text("Replay of the recorded run")
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('#train_loss_plot g.scatterlayer g.trace')]
+                 .some(x => x.querySelectorAll('path.point').length >= 1)""")
+    during = points_per_curve(page)
+    shot(page, shots, "7b_train_replay_1280x720")
+    expect(progress).to_contain_text(f"Finished — step {STEPS} of {STEPS}", timeout=60_000)
+    assert sum(during) < sum(finished), (during, finished)
+    page.wait_for_function(
+        f"""() => [...document.querySelectorAll('#train_loss_plot g.scatterlayer g.trace')]
+                 .map(x => x.querySelectorAll('path.point').length).join() == "{','.join(map(str, finished))}" """)
+    expect(page.locator("[data-testid=toast-body]")).to_have_count(0)
+
+
 def test_a_trained_variant_becomes_the_sessions_model(page, shots):
     tab(page, TAB_TRAIN)
     choose(page, "train_choice", "pre-LN (book)")

@@ -399,9 +399,9 @@ def create(page):
                              type="filepath", height=120, scale=1, elem_id="train_upload"))
     page.add(gr.Markdown(progress_markdown(None), elem_id="train_progress"))
     with gr.Row(equal_height=True, elem_id="train_replay_row"):
-        page.add(gr.Button(label("train.replay", "Replay a finished job"), min_width=90,
+        page.add(gr.Button(label("train.replay", "Replay a finished job"), min_width=260,
                            scale=0, elem_id="train_replay_btn"))
-        page.add(gr.Radio(list(REPLAY_SPEEDS), value="30 s", scale=0, min_width=240,
+        page.add(gr.Radio(list(REPLAY_SPEEDS), value="30 s", scale=1, min_width=300,
                           label=label("train.replay_speed", "replay in"), container=False,
                           elem_id="train_replay_speed"))
     with gr.Row(elem_id="train_plots"):
