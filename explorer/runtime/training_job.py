@@ -35,6 +35,7 @@ from ..book.tokenizer import get_tokenizer
 from ..book.training import (TRAIN_RATIO, calc_loss_batch, check_training_text,
                              create_dataloader_v1, split_text)
 from .build import resolve_device
+from .copying import CopyingTask, greedy_copy, measure
 from .training_run import VariantRun, block_grad_norms, first_batches, greedy_sample, mean_loss
 from .training_setup import (Corpus, TrainingSettings, as_count, check_variants,
                              default_settings, job_bytes, job_configs, window_of)
@@ -50,8 +51,9 @@ _STATUS_WORDS = {"finished": Message("job.status.finished", "finished"),
 def job_key(variants, corpus: Corpus, settings: TrainingSettings) -> tuple:
     """What makes two jobs the same job: the variants (names and configs), the text and the
     settings (the seed among them)."""
-    digest = hashlib.sha256(corpus.text.encode("utf-8", errors="surrogatepass")).hexdigest()
-    return (tuple((v.label, v.config) for v in variants), str(corpus.name), digest, settings)
+    data = corpus if isinstance(corpus, CopyingTask) else hashlib.sha256(
+        corpus.text.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return (tuple((v.label, v.config) for v in variants), str(corpus.name), data, settings)
 
 
 @contextmanager
@@ -72,32 +74,29 @@ class TrainingJob:
     caller's thread; ``start`` / ``stop`` / ``resume`` / ``cancel`` run it in a worker thread.
     ``view()`` is the plain data the page shows, safe to call at any time."""
 
-    def __init__(self, variants, corpus: Corpus, settings: TrainingSettings | None = None,
-                 device: str = "cpu"):
+    def __init__(self, variants, corpus: Corpus | CopyingTask,
+                 settings: TrainingSettings | None = None, device: str = "cpu"):
         settings = settings or default_settings()
         if not isinstance(settings, TrainingSettings):
             raise TypeError("settings must be a TrainingSettings.")
-        if not isinstance(corpus, Corpus):
-            raise TypeError("corpus must be a Corpus: default_corpus(), corpus_from_text() or "
-                             "corpus_from_file().")
-        variants = check_variants(variants)
+        if not isinstance(corpus, (Corpus, CopyingTask)):
+            raise TypeError("corpus must be a Corpus (default_corpus(), corpus_from_text() or "
+                             "corpus_from_file()) or a CopyingTask.")
+        copying = isinstance(corpus, CopyingTask)
+        variants = check_variants(variants, corpus.vocab_size)
         self.device = resolve_device(device) if isinstance(device, str) else torch.device(device)
         self.settings, self.corpus, self.variants = settings, corpus, variants
         self.key = job_key(variants, corpus, settings)   # a value: caches key by it, not the job
         self.window = window_of(variants, settings)
         configs = job_configs(variants, settings)
         tokenizer = self.tokenizer = get_tokenizer()
-        self.batches_per_epoch, _ = check_training_text(
-            corpus.text, self.window, self.window, settings.batch_size, TRAIN_RATIO, tokenizer)
-        train_data, val_data = split_text(corpus.text, TRAIN_RATIO)
-        # The book's loaders (section 5.1.3): stride = max_length, shuffled training batches.
-        self.train_loader = create_dataloader_v1(
-            train_data, batch_size=settings.batch_size, max_length=self.window,
-            stride=self.window, drop_last=True, shuffle=True, num_workers=0, tokenizer=tokenizer)
-        self.val_loader = create_dataloader_v1(
-            val_data, batch_size=settings.batch_size, max_length=self.window,
-            stride=self.window, drop_last=False, shuffle=False, num_workers=0,
-            tokenizer=tokenizer)
+        self.copying = corpus if copying else None
+        self.caption = corpus.caption(self.window, configs[0]) if copying else ""
+        if copying:
+            self.train_loader, self.val_loader = corpus.loaders(self.window, settings.batch_size)
+            self.batches_per_epoch = len(self.train_loader)
+        else:
+            self._text_loaders(corpus, settings, tokenizer)
         self.runs = [VariantRun(v, c, settings, self.device) for v, c in zip(variants, configs)]
         self.grad_every = max(1, math.ceil(settings.steps / GRAD_NORM_POINTS))
 
@@ -111,6 +110,19 @@ class TrainingJob:
         self._step_lock = threading.Lock()   # one step at a time; models whole between steps
         self._stop = threading.Event()
         self._thread = None
+
+    def _text_loaders(self, corpus, settings, tokenizer):
+        self.batches_per_epoch, _ = check_training_text(
+            corpus.text, self.window, self.window, settings.batch_size, TRAIN_RATIO, tokenizer)
+        train_data, val_data = split_text(corpus.text, TRAIN_RATIO)
+        # The book's loaders (section 5.1.3): stride = max_length, shuffled training batches.
+        self.train_loader = create_dataloader_v1(
+            train_data, batch_size=settings.batch_size, max_length=self.window,
+            stride=self.window, drop_last=True, shuffle=True, num_workers=0, tokenizer=tokenizer)
+        self.val_loader = create_dataloader_v1(
+            val_data, batch_size=settings.batch_size, max_length=self.window,
+            stride=self.window, drop_last=False, shuffle=False, num_workers=0,
+            tokenizer=tokenizer)
 
     # -- the loop ----------------------------------------------------------------------------
     @property
@@ -227,6 +239,8 @@ class TrainingJob:
             with torch.no_grad():
                 train_loss = mean_loss(train_batches, run.model, self.device)
                 val_loss = mean_loss(val_batches, run.model, self.device)
+                measured = measure(run.model, val_batches, self.device) if self.copying \
+                    else None
             run.model.train()
             with self._view_lock:
                 if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
@@ -240,11 +254,14 @@ class TrainingJob:
                 run.eval_tokens.append(run.tokens_seen)
                 run.train_losses.append(train_loss)
                 run.val_losses.append(val_loss)
+                if measured is not None:
+                    run.record_copying(*measured)
 
     def _samples(self):
         for run in self._live_runs():
-            text = greedy_sample(run.model, self.tokenizer, self.settings.start_context,
-                                 self.settings.sample_tokens)
+            text = greedy_copy(run.model, self.copying, self.tokenizer) if self.copying else \
+                greedy_sample(run.model, self.tokenizer, self.settings.start_context,
+                              self.settings.sample_tokens)
             with self._view_lock:
                 run.sample, run.sample_step = text, self.global_step
 
@@ -378,7 +395,8 @@ class TrainingJob:
                 total_steps=self.settings.steps, tokens_seen=self.steps_done * per_step,
                 total_tokens=self.settings.steps * per_step, epoch=self.epoch,
                 batches_per_epoch=self.batches_per_epoch, corpus=self.corpus.name,
-                seconds=self.seconds, runs=[r.view() for r in self.runs])
+                seconds=self.seconds, runs=[r.view() for r in self.runs],
+                caption=self.caption)
 
     def weights_source(self, index: int = 0) -> Text:
         steps = self._run(index).steps

@@ -59,7 +59,7 @@ class TrainingLab:
         """Raise the error that ``start`` would raise for these limits, allocating nothing
         (without the text, a job that another session already trains is not known: the
         limit of jobs at once is then left to ``start``)."""
-        variants = check_variants(variants)
+        variants = check_variants(variants, None if corpus is None else corpus.vocab_size)
         with self._lock:
             if corpus is not None and self._shared(job_key(variants, corpus, settings)):
                 return
@@ -129,7 +129,7 @@ class TrainingLab:
         return None
 
     # -- sessions and their jobs -------------------------------------------------------------
-    def start(self, session_id: str, variants, corpus: Corpus,
+    def start(self, session_id: str, variants, corpus,
               settings: TrainingSettings | None = None, run: bool = True) -> TrainingJob:
         """This session's job: the same job as another session's if it asks for the same
         (joined, and resumed if it had stopped), else a new one (replacing the session's
@@ -139,7 +139,7 @@ class TrainingLab:
         settings = settings or default_settings()
         if not isinstance(settings, TrainingSettings):
             raise TypeError("settings must be a TrainingSettings.")
-        variants = check_variants(variants)
+        variants = check_variants(variants, getattr(corpus, "vocab_size", None))
         key = job_key(variants, corpus, settings)
         while True:
             with self._lock:

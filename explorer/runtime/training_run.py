@@ -41,6 +41,8 @@ class VariantRun:
         self.eval_steps, self.eval_tokens, self.train_losses, self.val_losses = [], [], [], []
         self.grad_steps, self.grad_norms = [], []
         self.sample, self.sample_step = "", None
+        self.first_half_loss, self.repeated_half_loss = [], []
+        self.best_prev_token, self.best_induction = [], []
         self.batches = None    # this epoch's iterator over the training loader
 
     def view(self) -> RunView:
@@ -54,7 +56,16 @@ class VariantRun:
             eval_tokens=list(self.eval_tokens), train_losses=list(self.train_losses),
             val_losses=list(self.val_losses), grad_steps=list(self.grad_steps),
             grad_norms=[list(r) for r in self.grad_norms], sample=self.sample,
-            sample_step=self.sample_step)
+            sample_step=self.sample_step, first_half_loss=list(self.first_half_loss),
+            repeated_half_loss=list(self.repeated_half_loss),
+            best_prev_token=list(self.best_prev_token), best_induction=list(self.best_induction))
+
+    def record_copying(self, first_half, repeated_half, prev_token, induction) -> None:
+        """The copying task's measurements at an evaluation (``copying.measure``)."""
+        self.first_half_loss.append(first_half)
+        self.repeated_half_loss.append(repeated_half)
+        self.best_prev_token.append(prev_token)
+        self.best_induction.append(induction)
 
 
 def adamw(model, settings):
@@ -107,7 +118,8 @@ def mean_loss(batches, model, device):
     ``calc_loss_batch``, the same numbers within float rounding. Faster: ``GPTModel.forward``
     runs in two parts, its blocks once for all batches stacked, then its final norm and output
     head (with the loss) ``EVAL_HEAD_POSITIONS`` positions at a time. Call it under
-    ``torch.no_grad()``."""
+    ``torch.no_grad()``. Targets of -100 (padding: ``explorer.book.copying``) count for nothing,
+    as in ``calc_loss_batch``."""
     if not batches:
         return float("nan")
     n = EVAL_HEAD_POSITIONS
@@ -117,5 +129,7 @@ def mean_loss(batches, model, device):
     losses = torch.cat([F.cross_entropy(model.out_head(hidden[i:i + n]), targets[i:i + n],
                                         reduction="none")
                         for i in range(0, len(targets), n)])              # (positions,)
-    per_batch = [part.mean() for part in losses.split([y.numel() for _, y in batches])]
+    sizes = [y.numel() for _, y in batches]
+    counted = (targets != -100).split(sizes)      # cross_entropy's ignore_index
+    per_batch = [part.sum() / kept.sum() for part, kept in zip(losses.split(sizes), counted)]
     return sum(torch.stack(per_batch).tolist()) / len(batches)

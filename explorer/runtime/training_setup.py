@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 from ..book.config import GPTConfig, count_parameters, get_preset
@@ -38,6 +39,8 @@ VARIANT_CHOICES: dict[str, dict] = {
     "expansion 8": {"ff_expansion": 8},
     "tied weights": {"tie_weights": True},
     "RoPE": {"pos_encoding": "rope"},
+    "1 block": {"n_layers": 1},      # the copying task's lesson: no induction head in one block
+    "2 blocks": {"n_layers": 2},
 }
 # Their names on a page (the keys above are the API's values).
 VARIANT_LABELS = {
@@ -52,6 +55,8 @@ VARIANT_LABELS = {
     "expansion 8": Text("variant.expansion_8", "expansion 8"),
     "tied weights": Text("variant.tied", "tied weights"),
     "RoPE": Text("variant.rope", "RoPE"),
+    "1 block": Text("variant.one_block", "1 block"),
+    "2 blocks": Text("variant.two_blocks", "2 blocks"),
 }
 DEFAULT_PRESET = "teach-deep"   # 12 blocks: the shortcut lesson of section 4.4 shows best
 DEFAULT_VARIANTS = ("pre-LN (book)", "post-LN", "no shortcut")
@@ -80,6 +85,7 @@ class Corpus:
 
     name: str
     text: str
+    vocab_size: ClassVar[int] = N_VOCAB     # a text's tokens are any of GPT-2's
 
 
 def default_corpus() -> Corpus:
@@ -243,7 +249,9 @@ def book_settings(**changes) -> TrainingSettings:
                                **changes})
 
 
-def check_variants(variants) -> list[Variant]:
+def check_variants(variants, vocab_size: int | None = N_VOCAB) -> list[Variant]:
+    """The variants as the lab takes them; each must read the data's token ids, below
+    ``vocab_size`` (GPT-2's for a text; the copying task's words; None: not checked yet)."""
     variants = list(variants)
     if not 1 <= len(variants) <= MAX_VARIANTS:
         raise ExplorerError("variants.how_many", "Choose one to {most} variants to train side by "
@@ -254,7 +262,13 @@ def check_variants(variants) -> list[Variant]:
             raise TypeError("Each variant must be a Variant(label, config); make_variants() "
                              "builds them from names.")
         config = GPTConfig.from_dict(v.config)
-        if config.vocab_size < N_VOCAB:
+        if vocab_size is not None and vocab_size != N_VOCAB and config.vocab_size < vocab_size:
+            raise ExplorerError("variants.vocab_below_task", "Variant '{variant}' has "
+                                "vocab_size {vocab_size}, but the copying task's words are "
+                                "token ids up to {last}: use vocab_size {need} or more.",
+                                variant=v.label, vocab_size=config.vocab_size,
+                                last=vocab_size - 1, need=vocab_size)
+        if vocab_size == N_VOCAB and config.vocab_size < N_VOCAB:
             raise ExplorerError("variants.vocab_too_small", "Variant '{variant}' has vocab_size "
                                 "{vocab_size}, but the lab trains on GPT-2 tokens (ids up to "
                                 "{last}): use vocab_size {n_vocab}.", variant=v.label,

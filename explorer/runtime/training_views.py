@@ -29,6 +29,11 @@ class RunView:
     grad_norms: list[list[float]]    # [recorded step][block]: L2 norm of the block's gradient
     sample: str                      # the latest greedy sample from the start context
     sample_step: int | None
+    # The copying task's measurements, one per evaluation (at eval_steps); empty for a text.
+    first_half_loss: list[float] = field(default_factory=list)     # nats, validation data
+    repeated_half_loss: list[float] = field(default_factory=list)  # nats, validation data
+    best_prev_token: list[float] = field(default_factory=list)     # best head's score, 0 to 1
+    best_induction: list[float] = field(default_factory=list)      # best head's score, 0 to 1
 
 
 @dataclass
@@ -44,6 +49,7 @@ class JobView:
     corpus: str
     seconds: float         # time spent training so far
     runs: list[RunView] = field(default_factory=list)
+    caption: str = ""      # what the data is, when it is not a text (the copying task)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from ...book.config import PRESETS
 from ...book.errors import ExplorerError, Message, Text
 from ...runtime.export import export_model
 from ...runtime.replay import replay_steps, view_at
+from ...runtime.copying import COPYING_MODEL, COPYING_VARIANTS, CopyingTask, copying_settings
 from ...runtime.sources import WeightsSource
 from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAULT_EVAL_ITER,
                                        DEFAULT_LR, DEFAULT_PRESET, DEFAULT_STEPS,
@@ -38,9 +39,11 @@ from ..shared import CACHE, session_of
 
 TITLE = ("tab.train", "6 · Train")
 ID = "train"
+COPYING = "copying task (induction heads)"     # its own model, variants and settings
 DATA_CHOICES = {"the default story": ("train.data_default", "the default story"),
                 "pasted text": ("train.data_pasted", "pasted text"),
-                "an uploaded .txt": ("train.data_upload", "an uploaded .txt")}
+                "an uploaded .txt": ("train.data_upload", "an uploaded .txt"),
+                COPYING: ("train.data_copying", "copying task (induction heads)")}
 PRESET_CHOICES = [name for name in PRESETS if name.startswith("teach-")]
 POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
 # ... and the figures, the table and the samples at most this often: redrawing the two figures
@@ -69,6 +72,8 @@ def corpus_of(data, text, upload):
         return default_corpus()
     if data == "pasted text":
         return corpus_from_text(text)
+    if data == COPYING:
+        return CopyingTask()
     if text is not None and not isinstance(text, str):
         raise ExplorerError("train.text_not_text", "The pasted text must be text.")
     if upload is None or upload == "":
@@ -100,13 +105,34 @@ def settings_of(steps, batch_size, context_length, lr, warmup_steps, eval_freq=N
                                                 Message("field.warmup", "warm-up steps")))
 
 
-def variants_of(variants, preset):
+def variants_of(variants, preset, data=None):
+    """The chosen variants, on the chosen preset; for the copying task, on the task's own
+    model (its vocab_size is the task's words), whatever the preset."""
     variants = as_choices(variants, Message("field.variants", "variants"), VARIANT_CHOICES)
     if not 2 <= len(variants) <= MAX_VARIANTS:
         raise ExplorerError("train.variant_count", "Choose two to {most} variants to compare "
                             "(got {n}).", most=MAX_VARIANTS, n=len(variants))
+    if data == COPYING:
+        return make_variants(variants, COPYING_MODEL)
     return make_variants(variants, as_choice(preset, Message("field.model", "model"),
                                              PRESET_CHOICES))
+
+
+@handler(outputs=("train_variants", "train_steps", "train_batch", "train_context", "train_lr",
+                  "train_warmup", "train_eval_freq", "train_eval_iter"))
+def data_chosen(data, variants):
+    """The copying task brings its own comparison and settings (1 block vs 2 blocks); leaving
+    it brings the default comparison's back. Other changes of data leave the form as it is."""
+    if data == COPYING:
+        chosen, settings = list(COPYING_VARIANTS), copying_settings()
+    elif list(variants or ()) == list(COPYING_VARIANTS):
+        chosen, settings = list(DEFAULT_VARIANTS), default_settings()
+    else:
+        return {}
+    return {"train_variants": chosen, "train_steps": settings.steps,
+            "train_batch": settings.batch_size, "train_context": settings.context_length,
+            "train_lr": settings.lr, "train_warmup": settings.warmup_steps,
+            "train_eval_freq": settings.eval_freq, "train_eval_iter": settings.eval_iter}
 
 
 
@@ -196,7 +222,7 @@ def train_start(data, text, upload, variants, preset, steps, batch_size, context
     """/train_start (streams): start this session's job (replacing a stopped or finished one;
     the same job as another session's when it asks for the same) and stream its view."""
     owner = _owner(request)
-    chosen = variants_of(variants, preset)
+    chosen = variants_of(variants, preset, data)
     settings = settings_of(steps, batch_size, context_length, lr, warmup_steps, eval_freq,
                            eval_iter)
     shared.LAB.check(owner, chosen, settings)     # the limits, before the text is read
@@ -430,6 +456,8 @@ def wire(page):
                 "train_eval_freq", "train_eval_iter"]
     page.on("train_book_btn.click", the_books_settings, [], api_visibility="private",
             show_progress="hidden")
+    page.on("train_data.input", data_chosen, ["train_data", "train_variants"],
+            api_visibility="private", show_progress="hidden")
     # The streams only watch (the lab limits how many jobs train): no queue limit of their own.
     page.on("train_btn.click", train_start, settings, api_name="train_start",
             concurrency_limit=None, show_progress="minimal")

@@ -1,0 +1,174 @@
+"""The copying task (issue 34, part 2): its data is what it says, its half losses are the losses
+they claim, a job records them with the head scores at each evaluation, and the Train tab's
+data choice trains it through /train_start."""
+import math
+
+import pytest
+import torch
+from local_client import local_client
+
+from explorer.app import shared
+from explorer.app.server import create_demo
+from explorer.app.tabs import train as train_tab
+from explorer.book.copying import (IGNORE_INDEX, CopyingDataset, copying_sequences,
+                                   half_losses, half_masks)
+from explorer.book.errors import ExplorerError
+from explorer.book.training import calc_loss_batch
+from explorer.runtime.copying import (COPYING_MODEL, COPYING_VARIANTS, CopyingTask,
+                                      copying_settings)
+from explorer.runtime.training_job import TrainingJob
+from explorer.runtime.training_lab import TrainingLab
+from explorer.runtime.training_run import first_batches, mean_loss
+from explorer.runtime.training_setup import Variant, make_variants
+
+
+def test_each_sequence_is_distinct_words_then_their_repetition_of_varying_length():
+    sequences = copying_sequences(500, n_words=32, min_len=2, max_len=8, length=19, seed=3)
+    lengths, starts = set(), set()
+    for seq in sequences:
+        assert len(seq) <= 19 and all(0 <= i < 32 for i in seq)
+        # the words occurring twice are the repeated ones: the last L words repeat the L before
+        twice = [i for i in set(seq) if seq.count(i) == 2]
+        n = len(twice)
+        assert 2 <= n <= 8 and all(seq.count(i) <= 2 for i in seq)
+        assert seq[-n:] == seq[-2 * n:-n]
+        assert len(set(seq[:-n])) == len(seq) - n           # distinct before the repetition
+        lengths.add(n)
+        starts.add(len(seq) - 2 * n)                        # words before the sequence
+    assert lengths == set(range(2, 9))                      # every length, not one
+    assert starts == set(range(0, 19 - 2 * 2 + 1))          # it starts anywhere it fits
+
+
+def test_the_same_seed_gives_the_same_sequences_and_another_seed_others():
+    a = copying_sequences(50, 32, 2, 8, 19, seed=1)
+    assert a == copying_sequences(50, 32, 2, 8, 19, seed=1)
+    assert a != copying_sequences(50, 32, 2, 8, 19, seed=2)
+
+
+def test_a_sequence_longer_than_its_window_is_refused():
+    with pytest.raises(ValueError):
+        copying_sequences(1, 32, 2, 10, 19, seed=0)
+
+
+def test_the_dataset_shifts_by_one_and_pads_with_ignored_targets():
+    data = CopyingDataset([[7, 1, 2, 1, 2]], max_length=6)
+    x, y = data[0]
+    assert x.tolist() == [7, 1, 2, 1, 0, 0]
+    assert y.tolist() == [1, 2, 1, 2, IGNORE_INDEX, IGNORE_INDEX]
+
+
+def test_half_losses_are_the_mean_losses_of_their_positions_on_a_hand_made_batch():
+    # prefix 9, words 3 4 5, then 3 4 5 again; and words 6 7, then 6 7 (padded)
+    x, y = zip(*CopyingDataset([[9, 3, 4, 5, 3, 4, 5], [6, 7, 6, 7]], max_length=6))
+    inputs, targets = torch.stack(x), torch.stack(y)
+    first, repeated = half_masks(inputs, targets)
+    assert first.tolist() == [[True, True, True, True, False, False],
+                              [True, True, False, False, False, False]]
+    assert repeated.tolist() == [[False, False, False, False, True, True],
+                                 [False, False, True, False, False, False]]
+    logits = torch.randn(2, 6, 10, generator=torch.Generator().manual_seed(0))
+    each = -torch.log_softmax(logits, -1)
+    loss = [[each[b, t, targets[b, t]].item() if targets[b, t] >= 0 else None for t in range(6)]
+            for b in range(2)]
+    by_hand_first = [loss[0][0], loss[0][1], loss[0][2], loss[0][3], loss[1][0], loss[1][1]]
+    by_hand_repeated = [loss[0][4], loss[0][5], loss[1][2]]
+    got_first, got_repeated = half_losses(logits, inputs, targets)
+    assert got_first == pytest.approx(sum(by_hand_first) / 6, abs=1e-6)
+    assert got_repeated == pytest.approx(sum(by_hand_repeated) / 3, abs=1e-6)
+
+
+def test_the_labs_mean_loss_counts_no_padded_target_as_the_books_loss_does():
+    task = CopyingTask(train_sequences=64, val_sequences=16)
+    _, val = task.loaders(window=18, batch_size=8)
+    batches = first_batches(val, 2)
+    model = make_model()
+    with torch.no_grad():
+        book = sum(calc_loss_batch(x, y, model, "cpu").item() for x, y in batches) / 2
+        assert mean_loss(batches, model, "cpu") == pytest.approx(book, abs=1e-5)
+
+
+def make_model(n_layers=2):
+    from explorer.book.model import GPTModel
+    torch.manual_seed(0)
+    return GPTModel(COPYING_MODEL.replace(n_layers=n_layers)).eval()
+
+
+def small_job(steps=4):
+    task = CopyingTask(train_sequences=256, val_sequences=32)
+    settings = copying_settings(steps=steps, batch_size=8, eval_freq=2, eval_iter=2)
+    return TrainingJob(make_variants(COPYING_VARIANTS, COPYING_MODEL), task, settings)
+
+
+def test_a_copying_job_records_both_half_losses_and_the_best_head_scores_at_each_evaluation():
+    job = small_job().advance(4)
+    view = job.view()
+    assert "vocab_size 32" in view.caption and "context 18" in view.caption
+    for index, run in enumerate(view.runs):
+        n = len(run.eval_steps)
+        assert run.eval_steps == [0, 2, 3]
+        assert len(run.first_half_loss) == len(run.repeated_half_loss) == n
+        assert len(run.best_prev_token) == len(run.best_induction) == n
+        assert all(0 <= s <= 1 for s in run.best_prev_token + run.best_induction)
+        assert all(abs(v - math.log(32)) < 1 for v in run.first_half_loss)   # near chance
+        # the last record is the losses of the model as it ended, on the validation batches
+        model = job.trained_model(index).model
+        x, y = zip(*first_batches(job.val_loader, 2))
+        inputs, targets = torch.cat(x), torch.cat(y)
+        with torch.no_grad():
+            first, repeated = half_losses(model(inputs), inputs, targets)
+        assert run.first_half_loss[-1] == pytest.approx(first, abs=1e-5)
+        assert run.repeated_half_loss[-1] == pytest.approx(repeated, abs=1e-5)
+    assert view.runs[0].sample and " | " in view.runs[0].sample
+
+
+def test_a_text_job_records_no_copying_measurements():
+    from explorer.runtime.training_setup import default_corpus, default_settings
+    job = TrainingJob(make_variants(["pre-LN (book)"], "teach-tiny"), default_corpus(),
+                      default_settings(steps=1, context_length=16, batch_size=2)).advance(1)
+    run = job.view().runs[0]
+    assert run.eval_steps == [0] and run.first_half_loss == run.best_induction == []
+    assert job.view().caption == ""
+
+
+def test_a_variant_whose_vocabulary_cannot_read_the_tasks_words_is_refused():
+    narrow = Variant("narrow", COPYING_MODEL.replace(vocab_size=16))
+    with pytest.raises(ExplorerError, match="vocab_size 32"):
+        TrainingJob([narrow], CopyingTask(train_sequences=64, val_sequences=8),
+                    copying_settings(steps=1, batch_size=8))
+
+
+def test_choosing_the_copying_task_brings_its_own_comparison_and_settings():
+    chosen = train_tab.data_chosen(train_tab.COPYING, ["pre-LN (book)", "post-LN"])
+    assert chosen["train_variants"] == list(COPYING_VARIANTS)
+    assert chosen["train_context"] == copying_settings().context_length
+    back = train_tab.data_chosen("the default story", list(COPYING_VARIANTS))
+    assert back["train_variants"] != list(COPYING_VARIANTS)
+    assert train_tab.data_chosen("pasted text", ["pre-LN (book)", "post-LN"]) == {}
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    demo = create_demo()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
+                            server_port=None)
+    yield url
+    demo.close()
+
+
+def test_the_copying_task_trains_through_train_start(app_url, monkeypatch):
+    lab = TrainingLab(max_jobs=1)
+    monkeypatch.setattr(shared, "LAB", lab)
+    c = local_client(app_url)
+    progress, *_ = c.predict(data=train_tab.COPYING, text="", upload=None,
+                             variants=list(COPYING_VARIANTS), preset="teach-tiny", steps=3,
+                             batch_size=8, context_length=18, lr=0.003, warmup_steps=0,
+                             eval_freq=1, eval_iter=1, api_name="/train_start")
+    assert "the copying task" in progress and "Finished" in progress
+    job = lab.job(c.session_hash)
+    view = job.view()
+    assert [r.label for r in view.runs] == list(COPYING_VARIANTS)
+    assert [r.config["n_layers"] for r in view.runs] == [1, 2]
+    assert all(r.config["vocab_size"] == 32 for r in view.runs)
+    assert all(len(r.repeated_half_loss) == 3 for r in view.runs)
+    for session in list(lab._members):
+        lab.cancel(session)
