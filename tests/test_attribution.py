@@ -175,3 +175,26 @@ def test_refusals():
         estimate(model, IDS, max_bytes=1000)
     assert err.value.message.id == "attribution.too_large"
     assert math.isfinite(estimate(model, IDS, max_bytes=10 ** 9).clean_loss)
+
+
+def test_a_model_sure_of_its_next_tokens_is_saturated():
+    """A model that has learnt a text by heart (its p(next) near 1) has a loss gradient near
+    0 there: the estimate says so (``saturated``), and the map then goes exact everywhere. A
+    random model is not."""
+    from explorer.app.tabs.knockout import _chunks
+    model = tiny()
+    fresh = estimate(model, IDS)
+    assert fresh.sure_share == 0 and not fresh.saturated
+    assert sum(map(len, _chunks(fresh, False))) == 10 + model.cfg.n_layers
+    ids = torch.tensor([IDS])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(150):                       # the text by heart
+        loss = F.cross_entropy(model(ids)[0, :-1], ids[0, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    learnt = estimate(model, IDS)
+    assert learnt.clean_loss < 0.1 and learnt.sure_share > 0.9 and learnt.saturated
+    assert sum(map(len, _chunks(learnt, False))) == len(learnt.cells())    # every cell

@@ -45,6 +45,12 @@ EXACT_ONLY = ("shortcut",)     # parts whose first-order estimate fails (measure
 # sqrt(T) (a mean over T - 1 positions rounds T times), are rounding, not the part.
 NOISE_ULPS = 4
 TOP = 10                       # the cells that count: the estimate's top 10 are made exact first
+# A model sure of its next token (p > SURE) has a loss gradient near 0 there, so a knock-out
+# that breaks that certainty (an induction head on a repeated text) is estimated near 0 while
+# it costs nats: when at least SATURATED_SHARE of the positions are so sure, the estimate's
+# order is not to be trusted (measured on the copying task, bench/README.md).
+SURE = 0.9
+SATURATED_SHARE = 0.25
 
 
 def exact_only_parts(cfg) -> tuple[str, ...]:
@@ -88,6 +94,12 @@ class Attribution:
     parts: tuple[str, ...] = PARTS
     streams: list = field(default_factory=list, repr=False)   # stream entering each block
     dtype: str = "float32"
+    sure_share: float = 0.0        # share of the positions whose p(next) > SURE
+
+    @property
+    def saturated(self) -> bool:
+        """Too sure of too many next tokens for a first-order estimate (see SURE)."""
+        return self.sure_share >= SATURATED_SHARE
 
     @staticmethod
     def head_intervention(layer: int, head: int) -> Intervention:
@@ -271,7 +283,8 @@ def estimate(model, token_ids, *, max_bytes=None, exact_only=None) -> Attributio
         noise_floor(clean_loss, len(ids), dtype), time.perf_counter() - started,
         layer_labels=[f"trf_blocks[{layer}]" for layer in range(n_layers)],
         streams=[watcher.values[(layer, "resid_pre")].detach() for layer in range(n_layers)],
-        dtype=str(dtype).removeprefix("torch."))
+        dtype=str(dtype).removeprefix("torch."),
+        sure_share=float((losses < -math.log(SURE)).float().mean()))
 
 
 def _loss_and_gradient(model, normed, targets):

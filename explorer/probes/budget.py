@@ -73,13 +73,16 @@ def attribution_peak_bytes(cfg, n_tokens: int) -> int:
     """Memory the estimate of which parts matter (``explorer.probes.attribution.estimate``)
     needs at its peak, beyond the model: one forward pass that autograd keeps for its backward
     pass, every block's activations at once (about 16 arrays of (T, emb_dim) and 3 of (T,
-    hidden), and, on the book's explicit path, three of the (heads, T, T) scores), the same
-    again for their gradients (the probe points' and the pass's own), and the output head's
-    logits and their softmax for ``SCORE_ROWS`` positions at a time."""
-    per_block = (4 * n_tokens * (16 * cfg.emb_dim + 3 * cfg.ff_hidden_dim)
-                 + 12 * cfg.n_heads * n_tokens ** 2)
+    hidden); on the book's explicit path also two of the (heads, T, T) scores: the fused
+    kernel keeps none), the gradients at the 10 probe points of every block, one block's
+    backward pass in flight (three (heads, T, T) arrays), and the output head's logits and
+    their softmax for ``SCORE_ROWS`` positions at a time."""
+    kept = (4 * n_tokens * (16 * cfg.emb_dim + 3 * cfg.ff_hidden_dim)
+            + 8 * cfg.n_heads * n_tokens ** 2)
+    grads = 4 * n_tokens * 10 * cfg.emb_dim
+    in_flight = 12 * cfg.n_heads * n_tokens ** 2
     head = 8 * min(n_tokens - 1, SCORE_ROWS) * cfg.vocab_size
-    return 2 * cfg.n_layers * per_block + head
+    return cfg.n_layers * (kept + grads) + in_flight + head
 
 
 def longest_attribution(cfg, max_bytes: float) -> int:

@@ -166,6 +166,11 @@ def knockout_map_html(result, metric: str = "loss", current: str | None = None,
     out = [STYLE, f'<p class="knock-measured">{measured}</p>',
            f'<p class="knock-status">{status}</p>' if status else "",
            f"<p>{summary}</p>", f'<p class="key">{key}</p>', scale_key(scale, floor, sign)]
+    if result.saturated:
+        out.append('<p class="knock-saturated"><b>' + t(
+            "knock.saturated", "The model is sure of {share} of the next tokens (p > 0.9): "
+            "there a first-order estimate misses large changes (its gradient is near 0), so "
+            "every cell is computed exactly.", share=f"{result.sure_share:.0%}") + "</b></p>")
     agreement = result.agreement() if result.n_exact == len(result.cells()) else None
     if agreement is not None:
         out.append('<p class="knock-agreement">' + t(

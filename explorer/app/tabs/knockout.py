@@ -202,13 +202,14 @@ def status_text(status) -> str:
 
 def _chunks(result, everywhere: bool):
     """The cells to make exact, in the order they come: the estimate's top ``TOP`` and the
-    exact-only cells one at a time (each turns exact as it comes); then, for exact everywhere,
-    the rest one batch per block and table (as the exact map batches them)."""
+    exact-only cells one at a time (each turns exact as it comes); then, for exact everywhere
+    (asked for, or a model too sure of its next tokens for the estimate), the rest one batch
+    per block and table (as the exact map batches them)."""
     order = result.order()
     first = TOP + sum(1 for c in order if math.isnan(result.estimate_of(c)))
     for cell in order[:first]:
         yield [cell]
-    if not everywhere:
+    if not (everywhere or result.saturated):
         return
     groups: dict[tuple, list] = {}
     for cell in order[first:]:
