@@ -46,7 +46,7 @@ def test_the_same_seed_gives_the_same_sequences_and_another_seed_others():
 
 
 def test_a_sequence_longer_than_its_window_is_refused():
-    with pytest.raises(ValueError):
+    with pytest.raises(ExplorerError, match="max_len 10, length 19"):
         copying_sequences(1, 32, 2, 10, 19, seed=0)
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 from torch.utils.data import Dataset
 
+from .errors import ExplorerError
+
 IGNORE_INDEX = -100      # cross_entropy's ignore_index: a padded target counts for nothing
 PAD_ID = 0               # what fills a padded input (causal attention: nothing before reads it)
 
@@ -28,8 +30,11 @@ def copying_sequences(n_sequences: int, n_words: int, min_len: int, max_len: int
     anywhere in the window and only the words, not their positions, tell where its copy is.
     The same seed gives the same sequences."""
     if not 1 <= min_len <= max_len or 2 * max_len > length or length > n_words + max_len:
-        raise ValueError(f"need 1 <= min_len <= max_len, 2 max_len <= length <= n_words + "
-                         f"max_len (got {min_len}, {max_len}, {length}, {n_words})")
+        raise ExplorerError("copying.bad_lengths", "A copying sequence needs 1 <= min_len <= "
+                            "max_len, and 2 x max_len <= length <= n_words + max_len (its words "
+                            "are distinct but for the repetition); got min_len {min_len}, "
+                            "max_len {max_len}, length {length}, n_words {n_words}.",
+                            min_len=min_len, max_len=max_len, length=length, n_words=n_words)
     generator = torch.Generator().manual_seed(seed)
     sequences = []
     for _ in range(n_sequences):
@@ -51,8 +56,9 @@ class CopyingDataset(Dataset):
         for seq in sequences:
             n = len(seq) - 1
             if n > max_length:
-                raise ValueError(f"a sequence of {len(seq)} words needs a window of {n}; "
-                                 f"the window is {max_length}")
+                raise ExplorerError("copying.sequence_too_long", "A sequence of {words} words "
+                                    "needs a window of {need}; the window is {window}.",
+                                    words=len(seq), need=n, window=max_length)
             pad = max_length - n
             self.input_ids.append(torch.tensor(seq[:-1] + [PAD_ID] * pad))
             self.target_ids.append(torch.tensor(seq[1:] + [IGNORE_INDEX] * pad))
