@@ -1,11 +1,13 @@
 """The knock-out map's figure (``explorer.app.plots.knockout``) from plain data: one colour
 scale for both tables with its key and numbers, changes below the noise floor left white,
-estimated cells marked "≈", and one outline, B's."""
+estimated cells marked "≈", and one outline, B's. Then the tab's stream: the estimate first,
+exact cells after, Stop, exact everywhere, and the text measured."""
 import re
 
 import numpy as np
 
 from explorer.app.plots.knockout import NEUTRAL, colour, knockout_map_html
+from explorer.book.tokenizer import get_tokenizer
 from explorer.probes.attribution import Attribution
 from explorer.probes.knockouts import PARTS
 
@@ -135,3 +137,18 @@ def test_exact_everywhere_is_the_exact_map():
     numbers = list(knockout.parts_map("Every effort moves", "loss", False,
                                       session))[-1]["knock_numbers"]
     assert numbers["exact_cells"] == 10 + 2
+
+
+def test_the_text_radio_fills_the_box_the_map_measures():
+    from explorer.app import shared
+    from explorer.app.tabs import knockout
+    session = _session()
+    assert knockout.text_chosen("the prompt", "Hello there", session) == {
+        "knock_prompt": "Hello there"}
+    story = knockout.text_chosen("the training story", "Hello there", session)["knock_prompt"]
+    model = shared.models_of(session)[0]
+    assert len(get_tokenizer().encode(story)) == min(knockout.STORY_TOKENS,
+                                                     model.cfg.context_length)
+    last = list(knockout.parts_map(story, "loss", False, session))[-1]
+    assert last["knock_numbers"]["token_ids"] == get_tokenizer().encode(story)
+    assert "Measured on: <q>" + story[:20] in last["knock_map"].replace("&#x27;", "'")
