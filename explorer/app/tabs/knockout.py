@@ -144,11 +144,12 @@ def _map_seconds(arguments) -> float:
     return gpu.MAX_SECONDS
 
 
-def story_text(model) -> str:
+def story_text(cfg=None) -> str:
     """The training story's first ``STORY_TOKENS`` tokens (fewer for a short context), as text
     for the box above the map."""
     ids = get_tokenizer().encode(default_corpus().text[:4 * STORY_TOKENS * 8])
-    return get_tokenizer().decode(ids[:min(STORY_TOKENS, model.cfg.context_length)])
+    most = STORY_TOKENS if cfg is None else min(STORY_TOKENS, cfg.context_length)
+    return get_tokenizer().decode(ids[:most])
 
 
 @handler(outputs=("knock_prompt",))
@@ -158,7 +159,9 @@ def text_chosen(text, prompt, session):
     text = as_choice(text, Message("field.knock_text", "text"), TEXTS)
     if text == "the prompt":
         return {"knock_prompt": prompt}
-    return {"knock_prompt": story_text(model_a(session))}
+    # (the model's context from its key: nothing is built for a radio button)
+    return {"knock_prompt": story_text(session.models[0].key.config if session.models
+                                       else None)}
 
 
 # The sessions whose map is being made -> set when the session leaves: its map then stops at
