@@ -427,7 +427,7 @@ def create(page):
         page.add(gr.Button(label("knock.map", "Which parts matter"), variant="primary",
                            scale=0, min_width=160, elem_id="knock_map_btn"))
         page.add(gr.Button(label("knock.stop", "Stop"), variant="stop", scale=0,
-                           min_width=70, elem_id="knock_stop_btn"))
+                           min_width=96, elem_id="knock_stop_btn"))   # (停止 on one line)
     page.add(gr.Textbox(DEFAULT_PROMPT, label=label("knock.prompt", "the text the map "
                                                                     "measures (edit it here)"),
                         lines=1, max_lines=3, elem_id="knock_prompt"))
