@@ -30,12 +30,9 @@ from explorer.app import shared
 from explorer.app.server import create_demo
 from explorer.app.tabs.train import COPYING
 from explorer.book.copying import half_losses
-from explorer.probes.head_scores import (each_layer, induction_prompt, induction_scores,
-                                         previous_token_scores)
 from explorer.probes.intervening import intervening
 from explorer.probes.knockouts import Importance
-from explorer.probes.tracing import trace
-from explorer.runtime.copying import COPYING_VARIANTS, copying_settings
+from explorer.runtime.copying import COPYING_VARIANTS, copying_settings, head_score_maps
 from explorer.runtime.training_run import first_batches
 
 SECONDS_TARGET = 60.0
@@ -43,15 +40,6 @@ REPEATED_TARGET = 1.0        # nats
 HEAD_TARGET = 0.5
 KNOCKOUT_TARGET = 1.0        # nats more on the repeated half
 ONE_BLOCK_CEILING = 0.3
-
-
-def head_scores(model):
-    """(layers, heads) previous-token and induction scores on the standard test prompt."""
-    ids, n = induction_prompt(model.cfg.vocab_size, model.cfg.context_length)
-    traced = trace(model, ids, attention_layers="all", lens=None, top_k=1, entropy=False)
-    found = each_layer(model, traced, lambda w: (previous_token_scores(w),
-                                                 induction_scores(w, n)))
-    return np.stack([p for p, _ in found]), np.stack([i for _, i in found])
 
 
 def repeated_loss(model, batches, knocked=None) -> float:
@@ -93,7 +81,7 @@ def main():
           f"{view.seconds:.1f} s")
     for index, run in enumerate(view.runs):
         model = trained.trained_model(index).model
-        previous, induction = head_scores(model)
+        previous, induction = head_score_maps(model)
         print(f"\n{run.label}: eval steps {run.eval_steps}")
         for name in ("first_half_loss", "repeated_half_loss", "best_prev_token",
                      "best_induction"):

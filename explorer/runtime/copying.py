@@ -8,7 +8,7 @@ the models need a ``vocab_size`` of only ``n_words`` (the output head is ``emb_d
 instead of ``emb_dim x 50,257``), and the window is short. Why 1 block vs 2 blocks: an
 induction head needs a head before it that writes each token's predecessor into its position
 (a previous-token head), so one block cannot form one: its repeated half stays far above the
-two blocks' (bench/README.md, *Induction*).
+two blocks' (bench/README.md, *Induction heads on the copying task*).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from ..probes.tracing import trace
 from .training_setup import TrainingSettings
 
 # The task's default comparison and settings (how they were chosen: bench/README.md,
-# *Induction*). The context is longer than the longest sequence, so that the induction test
+# *Induction heads on the copying task*). The context is longer than the longest sequence, so that the induction test
 # prompt (``head_scores.induction_prompt``: context // 2 = 9 words, twice) is longer than any
 # copy seen in training: a head scores there only if it copies by content, not by position.
 # RoPE, because with learned positions and so short a window the models learned to copy by
@@ -107,8 +107,8 @@ class CopyingTask:
                     pos=config.pos_encoding, chance=float(np.log(self.n_words)))
 
     def sample_prompt(self) -> list[int]:
-        """The sample's start: the validation set's first sequence up to the first word of
-        its repetition (the rest is the model's to copy)."""
+        """The sample's start: ``max_len`` words fixed by the task's seed, then the first of
+        them again (the rest of the repetition is the model's to copy)."""
         words = copying_sequences(1, self.n_words, self.max_len, self.max_len,
                                   2 * self.max_len, self.seed + 1)[0]
         return words[:self.max_len + 1]
@@ -126,21 +126,27 @@ def greedy_copy(model, task: CopyingTask, tokenizer) -> str:
     return f"{tokenizer.decode(ids[:task.max_len])} | {tokenizer.decode(ids[task.max_len:] + new)}"
 
 
-def best_head_scores(model) -> tuple[float, float]:
-    """The model's best previous-token and best induction score, both on the standard
-    induction test prompt (``head_scores.induction_prompt``: random ids below the model's
-    vocab_size, here the task's words) in one traced pass."""
+def head_score_maps(model) -> tuple[np.ndarray, np.ndarray] | None:
+    """(layers, heads) previous-token and induction scores, both on the standard induction
+    test prompt (``head_scores.induction_prompt``: random ids below the model's vocab_size,
+    here the task's words), in one traced pass; None where the model is too small for it."""
     cfg = model.cfg
     prompt = induction_prompt(cfg.vocab_size, cfg.context_length)
     if prompt is None:
-        return float("nan"), float("nan")
+        return None
     ids, n = prompt
     traced = trace(model, ids, attention_layers="all", lens=None, top_k=1, entropy=False)
     found = each_layer(model, traced, lambda w: (previous_token_scores(w),
                                                  induction_scores(w, n)))
-    previous = np.stack([p for p, _ in found])
-    induction = np.stack([i for _, i in found])
-    return float(np.nanmax(previous)), float(np.nanmax(induction))
+    return np.stack([p for p, _ in found]), np.stack([i for _, i in found])
+
+
+def best_head_scores(model) -> tuple[float, float]:
+    """The model's best previous-token and best induction score (``head_score_maps``)."""
+    maps = head_score_maps(model)
+    if maps is None:
+        return float("nan"), float("nan")
+    return float(np.nanmax(maps[0])), float(np.nanmax(maps[1]))
 
 
 def measure(model, batches, device) -> tuple[float, float, float, float]:
