@@ -46,9 +46,17 @@ def _number(value, digits=3) -> str:
     return f"{value:.{digits}f}"
 
 
+def is_copying(view) -> bool:
+    """Whether the job is the copying task (its runs measure each half and the head scores)."""
+    return view is not None and any(r.repeated_half_loss for r in view.runs)
+
+
 def loss_figure(view) -> go.Figure:
     """Train (solid) and validation (dashed) loss at the book's evaluation points, against
-    steps; one colour per variant, named once in a legend to the right of the plot."""
+    steps; one colour per variant, named once in a legend to the right of the plot. The
+    copying task: the loss on each half instead (``halves_figure``)."""
+    if is_copying(view):
+        return halves_figure(view)
     if view is None or not any(r.eval_steps for r in view.runs):
         return empty_figure(t("training.loss", "Loss"),
                             t("training.curves_grow_here_while",
@@ -84,9 +92,61 @@ def loss_figure(view) -> go.Figure:
                   legend="right", wrap=HALF_WIDTH_WRAP)
 
 
+def _series_figure(view, series, title, notes, y_title, y_range=None, hline=None):
+    """Lines per variant over the evaluation points: ``series`` is ((attribute, dash, kind
+    name), ...); one colour per variant, named once in a legend right of the plot."""
+    fig = go.Figure()
+    for i, run in enumerate(view.runs):
+        name = _text(variant_name(run.label))
+        for attribute, dash, kind in series:
+            y, _ = clean(getattr(run, attribute))
+            x = run.eval_steps[:len(y)]
+            fig.add_trace(go.Scatter(
+                x=np.asarray(x, dtype=np.float32), y=y,
+                mode="lines+markers" if len(x) <= MARKER_POINTS else "lines",
+                name=name, showlegend=dash == series[0][1], legendgroup=name,
+                line=dict(color=color_of(i), width=3, dash=dash), marker=dict(size=6),
+                hovertemplate=f"{name} {kind}<br>" + t("training.step", "step")
+                + " %{x}: %{y:.3f}<extra></extra>"))
+    if hline is not None:
+        fig.add_hline(y=hline, line=dict(color="#777777", width=1.5, dash="dot"))
+    if y_range is not None:
+        fig.update_yaxes(range=y_range)
+    return finish(fig, title, 440, notes=notes, x_title=t("training.step", "step"),
+                  y_title=y_title, legend="right", wrap=HALF_WIDTH_WRAP)
+
+
+def halves_figure(view) -> go.Figure:
+    """The copying task's loss on the first half of each sequence (dotted: new random words,
+    it cannot fall much below ln of the word count) and on the repeated half (solid: it drops
+    when a head copies), on the validation sequences."""
+    return _series_figure(
+        view, (("repeated_half_loss", "solid", t("training.repeated_half", "repeated half")),
+               ("first_half_loss", "dot", t("training.first_half", "first half"))),
+        t("training.halves_title", "Loss on each half of the sequences"),
+        [t("training.halves_note", "solid: the repeated half (it drops when an induction head "
+                                   "forms) · dotted: the first half (new random words)")],
+        t("training.cross_entropy_loss", "cross-entropy loss"))
+
+
+def head_scores_figure(view) -> go.Figure:
+    """The copying task's best head scores per variant over the steps: induction (solid) and
+    previous-token (dashed), 0 to 1, with the 0.5 line of a head "with that job"."""
+    return _series_figure(
+        view, (("best_induction", "solid", t("training.induction", "induction")),
+               ("best_prev_token", "dash", t("training.prev_token", "previous token"))),
+        t("training.scores_title", "Best head scores"),
+        [t("training.scores_note", "solid: the best induction score · dashed: the best "
+                                   "previous-token score (a head above 0.5 has that job)")],
+        t("training.score", "score (0 to 1)"), y_range=[0, 1.02], hline=0.5)
+
+
 def grad_norm_figure(view) -> go.Figure:
     """Per-block L2 norm of the gradient over the steps, one heatmap per variant (log colour
-    scale shared by all: the shortcut lesson of section 4.4 during real training)."""
+    scale shared by all: the shortcut lesson of section 4.4 during real training). The copying
+    task: its best head scores instead (``head_scores_figure``)."""
+    if is_copying(view):
+        return head_scores_figure(view)
     runs = [] if view is None else [r for r in view.runs if r.grad_steps]
     if not runs:
         return empty_figure(t("training.gradient_norm_per_block", "Gradient norm per block"),
