@@ -1,6 +1,7 @@
 """The copying task (issue 34, part 2): its data is what it says, its half losses are the losses
 they claim, a job records them with the head scores at each evaluation, and the Train tab's
 data choice trains it through /train_start."""
+import json
 import math
 
 import pytest
@@ -13,9 +14,10 @@ from explorer.app.tabs import train as train_tab
 from explorer.book.copying import (IGNORE_INDEX, CopyingDataset, copying_sequences,
                                    half_losses, half_masks)
 from explorer.book.errors import ExplorerError
+from explorer.book.tokenizer import get_tokenizer
 from explorer.book.training import calc_loss_batch
-from explorer.runtime.copying import (COPYING_MODEL, COPYING_VARIANTS, CopyingTask,
-                                      copying_settings)
+from explorer.runtime.copying import (COPYING_MODEL, COPYING_VARIANTS, PROMPT_WORDS,
+                                      CopyingTask, copying_settings, repeated_text)
 from explorer.runtime.training_job import TrainingJob
 from explorer.runtime.training_lab import TrainingLab
 from explorer.runtime.training_run import first_batches, mean_loss
@@ -170,5 +172,24 @@ def test_the_copying_task_trains_through_train_start(app_url, monkeypatch):
     assert [r.config["n_layers"] for r in view.runs] == [1, 2]
     assert all(r.config["vocab_size"] == 32 for r in view.runs)
     assert all(len(r.repeated_half_loss) == 3 for r in view.runs)
+    assert "vocab_size 32" in progress                 # the page says what the task is
+    # Use this model: the prompts of tabs 2, 5 and 7 become the task's words, repeated, which
+    # the trained model reads (the default prompt's ids are beyond its 32)
+    used = c.predict("2 blocks", api_name="/train_use")
+    text = repeated_text(CopyingTask())
+    assert used[-3:] == (text, text, text)
+    traced = c.predict(text, api_name="/trace")
+    assert "Every effort" not in json.dumps(traced[-1], default=str)
     for session in list(lab._members):
         lab.cancel(session)
+
+
+def test_the_repeated_prompt_reads_back_as_the_tasks_words_twice():
+    task = CopyingTask()
+    text = repeated_text(task)
+    ids = get_tokenizer().encode(text)
+    n = len(ids) // 2
+    assert ids[:n] == ids[n:] and len(set(ids[:n])) == n == PROMPT_WORDS
+    assert all(0 <= i < task.n_words for i in ids)
+    assert repeated_text(task) == text                     # fixed by the task's seed
+    assert 2 * n <= copying_settings().context_length

@@ -114,6 +114,25 @@ class CopyingTask:
         return words[:self.max_len + 1]
 
 
+PROMPT_WORDS = 8      # the repeated prompt that "Use this model" gives the other tabs
+
+
+def repeated_text(task: CopyingTask, n: int = PROMPT_WORDS, tokenizer=None) -> str:
+    """A prompt for a model trained on the task, as text for the other tabs: ``n`` of its
+    words, then the same ``n`` again, drawn (seeded) so that the GPT-2 tokenizer reads the
+    text back as exactly those ids: side by side, two of its symbols can be one token ("!!"),
+    which the model has never seen."""
+    tokenizer = tokenizer or get_tokenizer()
+    n = max(2, min(n, task.n_words, task.max_len))
+    rng = np.random.default_rng(task.seed + 2)
+    for _ in range(10_000):
+        words = rng.permutation(task.n_words)[:n].tolist()
+        text = tokenizer.decode(words + words)
+        if tokenizer.encode(text) == words + words:
+            return text
+    raise RuntimeError("no repeated prompt reads back as the task's words")   # never seen
+
+
 def greedy_copy(model, task: CopyingTask, tokenizer) -> str:
     """The samples of the copying task: the model's greedy continuation of
     ``task.sample_prompt()`` (a copy, once an induction head has formed), as text."""

@@ -239,4 +239,6 @@ def progress_markdown(view) -> str:
              seconds=view.seconds)
     if view.message:
         line += f" {_text(say(view.message))}"
+    if view.caption:       # what the data is, when it is not a text (the copying task)
+        line += f"\n\n{_text(say(view.caption))}"
     return line

@@ -18,7 +18,8 @@ from ...book.config import PRESETS
 from ...book.errors import ExplorerError, Message, Text
 from ...runtime.export import export_model
 from ...runtime.replay import replay_steps, view_at
-from ...runtime.copying import COPYING_MODEL, COPYING_VARIANTS, CopyingTask, copying_settings
+from ...runtime.copying import (COPYING_MODEL, COPYING_VARIANTS, CopyingTask, copying_settings,
+                                 repeated_text)
 from ...runtime.sources import WeightsSource
 from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAULT_EVAL_ITER,
                                        DEFAULT_LR, DEFAULT_PRESET, DEFAULT_STEPS,
@@ -325,11 +326,16 @@ def _use_seconds(arguments) -> float:
     return gpu.MIN_SECONDS
 
 
-@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
+PROMPTS = ("trace_prompt", "gen_prompt", "knock_prompt")
+
+
+@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs, *PROMPTS))
 @gpu.gpu_work(duration=_use_seconds)
 def train_use(choice, session, request: gr.Request):
     """/train_use: the chosen trained variant becomes model A: Inside, Attention, Activations
-    and Generate then show it, and the Build tab shows its config."""
+    and Generate then show it, and the Build tab shows its config. A model of the copying task
+    reads only the task's words: the prompts of tabs 2, 5 and 7 become a repeated sequence of
+    them (the text their attention and knock-outs are about)."""
     session = session_of(session)
     owner = _owner(request)
     trained, job = _trained(choice, owner)
@@ -341,7 +347,9 @@ def train_use(choice, session, request: gr.Request):
     session.with_model_a(Model(key, Made("trained",
                                          VARIANT_LABELS.get(trained.label, trained.label),
                                          caption=caption)))
-    return {"session": session, **refresh.new_model(session)}
+    prompts = ({name: repeated_text(job.corpus) for name in PROMPTS}
+               if isinstance(job.corpus, CopyingTask) else {})
+    return {"session": session, **refresh.new_model(session), **prompts}
 
 
 @handler(outputs=("train_export_file",))
