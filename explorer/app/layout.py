@@ -94,10 +94,14 @@ def build_app() -> gr.Blocks:
 
         # The language or lecture mode changed: the page's own part first (Gradio's locale,
         # the style sheet's lecture class), then every view is drawn again.
+        # The Train tab's view is the session's training job's (the lab knows it by the
+        # session's hash, which only a request gives): drawn again as /train_view draws it.
         for toggle, js in ((lang, "(lang) => gptExplorer.setLang(lang)"),
                            (lecture, "(on) => gptExplorer.setLecture(on)")):
-            page.then(toggle.change(None, toggle, None, js=js), redrawn, ["session"],
-                      api_visibility="private", show_progress="hidden")
+            drawn = page.then(toggle.change(None, toggle, None, js=js), redrawn, ["session"],
+                              api_visibility="private", show_progress="hidden")
+            page.then(drawn, train.train_view, [], api_visibility="private",
+                      show_progress="hidden")
         # The page's first language: the link's ?lang=, else the browser's.
         demo.load(None, None, lang, js="() => gptExplorer.initialLang()")
         page.on(demo.load, build.path_box, [], api_visibility="private",

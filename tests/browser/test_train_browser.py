@@ -150,3 +150,22 @@ def test_switching_to_chinese_mid_training_redraws_the_live_view(page):
     finally:
         page.locator("#train_stop_btn").click()
         page.locator("#lang input[value=en]").check()
+
+
+def test_switching_language_after_a_job_finished_redraws_its_view(page):
+    """The finished job's progress line, figures and samples follow the language too (they
+    were redrawn only by the job's stream, which had ended)."""
+    tab(page, TAB_TRAIN)
+    choose(page, "train_preset", "teach-tiny")
+    set_number(page, "train_steps", 5)
+    set_number(page, "train_context", 16)
+    page.locator("#train_btn").click()
+    progress = page.locator("#train_progress")
+    expect(progress).to_contain_text("Finished — step 5 of 5", timeout=120_000)
+    page.locator("#lang input[value=zh]").check()
+    try:
+        expect(progress).to_contain_text("已完成")
+        expect(page.locator("#train_loss_plot")).to_contain_text("损失")
+    finally:
+        page.locator("#lang input[value=en]").check()
+    expect(progress).to_contain_text("Finished")
