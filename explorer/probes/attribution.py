@@ -36,9 +36,8 @@ from ..book.errors import ExplorerError
 from ..book.model import model_device
 from ..book.probe_points import editing, is_intervening
 from .budget import SCORE_ROWS, attribution_peak_bytes, longest_attribution
-from .knockouts import PART_KINDS, PARTS, _batch_size, _run_from, block_parts
+from .knockouts import PART_KINDS, PARTS, _batch_size, _run_from, block_parts, map_ids
 from .interventions import Intervention
-from .tracing import _check_ids
 
 EXACT_ONLY = ("shortcut",)     # parts whose first-order estimate fails (measured): exact only
 # The noise floor: changes smaller than this many float steps (ulps) of the loss, times
@@ -240,14 +239,7 @@ def estimate(model, token_ids, *, max_bytes=None, exact_only=None) -> Attributio
     parts left without an estimate (default ``exact_only_parts(cfg)``; the bench asks for
     none, to measure them)."""
     cfg = model.cfg
-    ids = _check_ids(token_ids, cfg)
-    if len(ids) < 2:
-        raise ExplorerError("importance.too_short", "Which parts matter is measured by how "
-                            "well each token predicts the next one: give at least 2 tokens.")
-    if is_intervening():
-        raise ExplorerError("importance.inside_intervention", "The map of which parts matter "
-                            "knocks out parts of the model itself: compute it outside an "
-                            "intervention.")
+    ids = map_ids(token_ids, cfg)
     if max_bytes is not None and attribution_peak_bytes(cfg, len(ids)) > max_bytes:
         raise ExplorerError("attribution.too_large", "Estimating which parts matter over {n:,} "
                             "tokens needs about {need:,.0f} MB, but it may use {allowed:,.0f} "

@@ -72,6 +72,20 @@ def block_parts(cfg) -> list[str]:
             and not (p == "shortcut" and not cfg.shortcut)]
 
 
+def map_ids(token_ids, cfg) -> list[int]:
+    """The text's ids, checked for a map of which parts matter (exact or estimated): at least
+    2 tokens (each predicts the next), and no intervention in force (the map makes its own)."""
+    ids = _check_ids(token_ids, cfg)
+    if len(ids) < 2:
+        raise ExplorerError("importance.too_short", "Which parts matter is measured by how "
+                            "well each token predicts the next one: give at least 2 tokens.")
+    if is_intervening():
+        raise ExplorerError("importance.inside_intervention", "The map of which parts matter "
+                            "knocks out parts of the model itself: compute it outside an "
+                            "intervention.")
+    return ids
+
+
 def importance(model, token_ids, *, heads=True, parts=True, batch=None, max_bytes=None,
                progress=None, stop=None) -> Importance:
     """The map of which parts matter for ``token_ids`` (see the module's docstring).
@@ -84,14 +98,7 @@ def importance(model, token_ids, *, heads=True, parts=True, batch=None, max_byte
         ExplorerError (nobody waits for it any more: its session left).
     """
     cfg = model.cfg
-    ids = _check_ids(token_ids, cfg)
-    if len(ids) < 2:
-        raise ExplorerError("importance.too_short", "Which parts matter is measured by how "
-                            "well each token predicts the next one: give at least 2 tokens.")
-    if is_intervening():
-        raise ExplorerError("importance.inside_intervention", "The map of which parts matter "
-                            "knocks out parts of the model itself: compute it outside an "
-                            "intervention.")
+    ids = map_ids(token_ids, cfg)
     kept = block_parts(cfg) if parts else []
     widest = max(cfg.n_heads if heads else 0, len(kept), 1)
     batch = _batch_size(cfg, len(ids), batch, widest, max_bytes)
