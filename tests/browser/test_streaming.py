@@ -44,12 +44,18 @@ def every_step_sent(monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # The tap: wraps the page's fetch before the page's scripts run, and hands Gradio's queue
 # stream on as `config` says:
-#   release "as-is": each network chunk as it comes; "burst": everything at once when the
-#   stream ends (cut into `piece`-byte chunks if set).
-# window.__tap.sent: [step index, time released]; .done: the time the last bytes went; .open: the
-# streams it holds; .ended: the streams it has seen end (the tests wait for .open === 0).
+#   release "as-is": each network chunk as it comes; "burst": once the test has armed it
+#   (window.__tap.armed, right before Generate), every chunk is held until its stream ends,
+#   then released at once (cut into `piece`-byte chunks if set); the page's setup before it
+#   runs as-is, so that no held stream can race its clicks.
+# window.__tap.sent: [step index, time released]; .done: the time the last bytes of an armed
+# stream went (or of any stream, unarmed); .last: when the last chunk came in; .ended: the
+# streams it has seen end. (Gradio can leave an idle stream open: two streams of one session
+# may split its messages, and the one left has nothing to close it. So "settled" means quiet
+# for a second, not "no stream open".)
 TAP = """(config) => {
-  window.__tap = {sent: [], done: null, open: 0, ended: 0};
+  window.__tap = {sent: [], done: null, open: 0, ended: 0, armed: false,
+                  last: performance.now()};
   const original = window.fetch.bind(window);
   const encoder = new TextEncoder(), decoder = new TextDecoder();
   window.fetch = async (input, init) => {
@@ -67,21 +73,23 @@ TAP = """(config) => {
         const piece = config.piece || bytes.length || 1;
         for (let i = 0; i < bytes.length; i += piece) out.enqueue(bytes.subarray(i, i + piece));
       };
-      let held = "";
+      let held = "", carried = false;   // carried: a chunk came while armed
       try {
         for (;;) {
           const {done, value} = await reader.read();
           if (done) break;
           const chunk = decoder.decode(value, {stream: true});
-          if (config.release === "as-is") release(chunk);
-          else held += chunk;   // "burst"
+          window.__tap.last = performance.now();
+          carried = carried || window.__tap.armed;
+          if (config.release === "burst" && window.__tap.armed) held += chunk;
+          else release(chunk);
         }
         release(held);
         out.close();
       } catch (error) {   // Gradio aborted the stream (after "close_stream"), or cancelled ours
         try { out.error(error); } catch (e) { /* cancelled */ }
       } finally {
-        window.__tap.done = performance.now();
+        if (carried || !window.__tap.armed) window.__tap.done = performance.now();
         window.__tap.open -= 1;
         window.__tap.ended += 1;
       }
@@ -149,14 +157,17 @@ def open_app(browser, app_url, every_step_sent):
 
 
 def settle(page, ended=0):
-    """Wait until the tap holds no stream, and has seen ``ended`` streams end (see TAP)."""
-    page.wait_for_function(f"() => window.__tap.open === 0 && window.__tap.ended >= {ended}")
+    """Wait until no stream has brought anything for a second, and the tap has seen ``ended``
+    streams end (see TAP)."""
+    page.wait_for_function("() => performance.now() - window.__tap.last > 1000 "
+                           f"&& window.__tap.ended >= {ended}")
 
 
 def generate(page):
     """Generate N tokens; returns what the tap released and what the frames painted."""
     settle(page)
     page.evaluate(RECORDER)
+    page.evaluate("() => { window.__tap.armed = true; window.__tap.done = null; }")
     page.locator("#gen_btn").click()
     page.wait_for_function(f"() => window.__painted.some((f) => f.n === {N})")
     page.wait_for_function("() => window.__tap.done !== null")
@@ -195,6 +206,8 @@ def test_every_streamed_step_is_painted_in_order_when_the_updates_come_at_once(o
     with its bars, and the page ends on the last one."""
     page, errors = open_app(release="burst", piece=5)
     got = generate(page)
+    released = [t for _, t in got["tap"]["sent"]]
+    assert max(released) - min(released) < 100, "the steps did not come at once"
     painted = [f["n"] for f in got["painted"] if f["n"]]
     assert sorted(set(painted)) == list(range(1, N + 1)), f"painted {painted}"
     assert painted == sorted(painted), f"painted out of order: {painted}"
