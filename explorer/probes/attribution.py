@@ -36,7 +36,7 @@ from ..book.errors import ExplorerError
 from ..book.model import model_device
 from ..book.probe_points import editing, is_intervening
 from .budget import SCORE_ROWS, attribution_peak_bytes, longest_attribution
-from .knockouts import PART_KINDS, PARTS, _batch_size, _run_from, block_parts, map_ids
+from .knockouts import PARTS, Importance, _batch_size, _run_from, block_parts, map_ids
 from .interventions import Intervention
 
 EXACT_ONLY = ("shortcut",)     # parts whose first-order estimate fails (measured): exact only
@@ -100,13 +100,9 @@ class Attribution:
         """Too sure of too many next tokens for a first-order estimate (see SURE)."""
         return self.sure_share >= SATURATED_SHARE
 
-    @staticmethod
-    def head_intervention(layer: int, head: int) -> Intervention:
-        return Intervention("zero_heads", layer, (head,))
-
-    @staticmethod
-    def part_intervention(layer: int, part: str) -> Intervention:
-        return Intervention(PART_KINDS[part], layer)
+    # the knock-out of one cell, as the exact map's
+    head_intervention = staticmethod(Importance.head_intervention)
+    part_intervention = staticmethod(Importance.part_intervention)
 
     # -- what the map shows ----------------------------------------------------------------
     @property
@@ -160,8 +156,8 @@ class Attribution:
 
     def intervention(self, cell: Cell) -> Intervention:
         which, layer, col = cell
-        return (Intervention("zero_heads", layer, (col,)) if which == "head"
-                else Intervention(PART_KINDS[self.parts[col]], layer))
+        return (self.head_intervention(layer, col) if which == "head"
+                else self.part_intervention(layer, self.parts[col]))
 
     @property
     def n_exact(self) -> int:

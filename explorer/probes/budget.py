@@ -25,16 +25,22 @@ def trace_peak_bytes(cfg, n_tokens: int) -> int:
             + 4 * cfg.vocab_size * min(n_tokens, HEAD_ROWS))
 
 
-def longest_trace(cfg, max_bytes: float) -> int:
-    """The most tokens whose trace fits in ``max_bytes`` (0 if not even one does)."""
+def _longest(peak_bytes, cfg, max_bytes: float) -> int:
+    """The most tokens n with ``peak_bytes(cfg, n) <= max_bytes`` (0 if not even one): the
+    peak grows with n, so bisect."""
     low, high = 0, cfg.context_length
-    while low < high:                       # trace_peak_bytes grows with n: bisect
+    while low < high:
         middle = (low + high + 1) // 2
-        if trace_peak_bytes(cfg, middle) <= max_bytes:
+        if peak_bytes(cfg, middle) <= max_bytes:
             low = middle
         else:
             high = middle - 1
     return low
+
+
+def longest_trace(cfg, max_bytes: float) -> int:
+    """The most tokens whose trace fits in ``max_bytes`` (0 if not even one does)."""
+    return _longest(trace_peak_bytes, cfg, max_bytes)
 
 
 def importance_peak_bytes(cfg, n_tokens: int, batch: int) -> int:
@@ -87,11 +93,4 @@ def attribution_peak_bytes(cfg, n_tokens: int) -> int:
 
 def longest_attribution(cfg, max_bytes: float) -> int:
     """The most tokens whose estimate fits in ``max_bytes``."""
-    low, high = 0, cfg.context_length
-    while low < high:                       # attribution_peak_bytes grows with n: bisect
-        middle = (low + high + 1) // 2
-        if attribution_peak_bytes(cfg, middle) <= max_bytes:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    return _longest(attribution_peak_bytes, cfg, max_bytes)
