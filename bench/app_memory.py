@@ -56,10 +56,12 @@ def proc_memory(pid: int) -> dict[str, int]:
     return out
 
 
-def start_app(port: int, temp_dir: str, log):
+def start_app(port: int, temp_dir: str, log, launcher=()):
+    """``launcher``: what runs app.py (``python tests/zerogpu_standin.py``: under the ZeroGPU
+    stand-in); plain ``python`` by default."""
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": temp_dir}
-    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    command = [sys.executable, *launcher, "app.py", "--port", str(port)]
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -74,7 +76,7 @@ def start_app(port: int, temp_dir: str, log):
 
 
 @contextlib.contextmanager
-def running_app(prefix: str):
+def running_app(prefix: str, launcher=()):
     """``python app.py`` (with this process's environment) on a free port, up and answering:
     yields (process, url). On the way out the server is stopped and its files removed; on an
     error the tail of its log is printed first."""
@@ -82,7 +84,7 @@ def running_app(prefix: str):
     log = open(os.path.join(temp_dir, "server.log"), "w+")
     proc = None
     try:
-        proc, url = start_app(free_port(), os.path.join(temp_dir, "gradio"), log)
+        proc, url = start_app(free_port(), os.path.join(temp_dir, "gradio"), log, launcher)
         yield proc, url
     except BaseException:
         log.seek(0)

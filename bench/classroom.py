@@ -8,6 +8,13 @@ session) and does "the walk": /build the book's GPT_CONFIG_124M with random weig
 consumed to the end). Clients are connected before the clock starts (a student's page is
 open); the walk is timed from the first call to the last update.
 
+With ``--zerogpu`` the app runs under the ZeroGPU stand-in (tests/zerogpu_standin.py: every GPU
+call in a forked process, a quota per client IP; every student here is 127.0.0.1, a class
+behind one address): the report adds the GPU seconds charged to that address. ``--spent``
+starts with its quota used up: every walk must still complete, on the CPU, saying so.
+``--large`` then builds a random gpt2-large and traces a long text, with quota left (it goes
+to the GPU) and without (done on the CPU, or refused with ZeroGPU's retry time, within 2 s).
+
 Targets (issue "A class on one Space"):
 - burst: p95 of the walk <= 4x the solo walk; 0 errors; the server's peak RSS (VmHWM) within
   the memory budget plus a margin for Python + torch + Gradio;
@@ -20,21 +27,23 @@ SSE parsing, 30 heartbeats) is part of what a class costs a 2-core machine, and 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
 import statistics
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from _common import (OthersCPU, load_average, mb, print_table, verdict,  # first: explorer
                      wait_for_quiet)
-from app_memory import proc_memory, running_app  # the app as a subprocess
+from app_memory import prompt_of, proc_memory, running_app  # the app as a subprocess
 
 from gradio_client import Client
 
-from explorer.book.config import GPT_CONFIG_124M, GPTConfig
+from explorer.book.config import GPT_CONFIG_124M, PRESETS, GPTConfig
 from explorer.book.knobs import KNOBS
 from explorer.runtime.memory import BUDGET_ENV
 from explorer.runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
@@ -45,6 +54,10 @@ TRACE_VIEW = ("norm1: before vs after LayerNorm", "resid_pre", "std")
 NEW_TOKENS = 20
 CALLS = ("build", "trace", "attention", "generate")
 RATIO_TARGET = 4.0
+GPU_SECONDS_TARGET = 10.0      # charged to a class's address for its whole walk burst
+STAND_IN = ("tests/zerogpu_standin.py",)     # runs app.py under the ZeroGPU stand-in
+CLASS_IP = "127.0.0.1"
+LARGE_TOKENS = (256, 768)      # a long trace for the GPU; one too long for the CPU's fallback
 MARGIN_MB = 1500          # Python + torch + Gradio beside the budgeted models
 REFUSED = re.compile(r"running on this server|too many|busy", re.I)
 STEP = re.compile(r"step ([\d,]+) of")
@@ -100,7 +113,9 @@ def walk(client: Client) -> dict:
     record: dict = {}
     started = time.perf_counter()
     timed(record, "build", lambda: client.predict(*build_args(), api_name="/build"))
-    timed(record, "trace", lambda: client.predict(PROMPT, 0, *TRACE_VIEW, api_name="/trace"))
+    out = timed(record, "trace", lambda: client.predict(PROMPT, 0, *TRACE_VIEW,
+                                                         api_name="/trace"))
+    record["trace note"] = str(out[1])        # the summary: where it ran, shared or not
     timed(record, "attention", lambda: client.predict(0, "mean", api_name="/attention"))
     record["text"] = timed(record, "generate", lambda: generate(client, record))
     record["walk"] = time.perf_counter() - started
@@ -204,6 +219,82 @@ def train_burst(url: str, trainers: int, within_s: float, watch_s: float | None)
         return {"updates": [], "error": message, "live": False, "first": None,
                 "first step": None, "last": None, "last step": None}
     return arriving(url, trainers, within_s, lambda c: watch_training(c, watch_s), failed)[0]
+
+
+# -------------------------------------------------------------------------------- ZeroGPU
+def ledger_of(path) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"charged": {}, "calls": []}
+
+
+def zerogpu_rows(records, ledger, spent: bool) -> list[list[str]]:
+    charged = ledger["charged"].get(CLASS_IP, 0.0) - (ledger.get("quota_s", 0) if spent else 0)
+    outcomes: dict[str, int] = {}
+    for call in ledger["calls"]:
+        outcomes[call["outcome"]] = outcomes.get(call["outcome"], 0) + 1
+    ok = [r for r in records if "error" not in r]
+    on_cpu = sum("on the CPU" in r.get("trace note", "") for r in ok)
+    shared = sum("shared cache" in r.get("trace note", "") for r in ok)
+    rows = [["GPU calls (by outcome)", ", ".join(f"{k} {v}" for k, v in outcomes.items())
+             or "none", "(info)", ""],
+            [f"GPU seconds charged to {CLASS_IP} (the class)", f"{max(charged, 0.0):.1f} s",
+             f"<= {GPU_SECONDS_TARGET:g} s", verdict(charged <= GPU_SECONDS_TARGET)],
+            ["traces from the shared cache", f"{shared} of {len(ok)}", "(as without)", ""]]
+    if spent:
+        rows.append(["walks done on the CPU, saying so", f"{on_cpu} of {len(records)}",
+                     f"{len(records)}", verdict(on_cpu == len(records))])
+    return rows
+
+
+def large_build_args() -> tuple:
+    cfg = GPTConfig.from_dict(PRESETS["gpt2-large"]).to_dict()
+    return ("gpt2-large", *(cfg[k.field] for k in KNOBS), 123, "auto", "float32", "random",
+            "small", None, None)
+
+
+def large_trace(spent: bool, memory_mb: int) -> list[list[str]]:
+    """A random gpt2-large, then a trace of LARGE_TOKENS[0] tokens (with quota left: the GPU;
+    spent: the CPU, saying so) and of LARGE_TOKENS[1] (spent: refused with the retry time)."""
+    ledger = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
+    os.environ.update(ZEROGPU_STANDIN_LEDGER=ledger,
+                      ZEROGPU_STANDIN_SPENT=f"{CLASS_IP}=120" if spent else "")
+    rows = []
+    with running_app("bench_classroom_large_", STAND_IN) as (proc, url):
+        client = connect(url)
+        started = time.perf_counter()
+        client.predict(*large_build_args(), api_name="/build")
+        print(f"  gpt2-large built in {time.perf_counter() - started:.1f} s")
+        for tokens in LARGE_TOKENS if spent else LARGE_TOKENS[:1]:
+            started = time.perf_counter()
+            try:
+                note = str(client.predict(prompt_of(tokens), 0, *TRACE_VIEW,
+                                          api_name="/trace")[1])
+            except Exception as exc:  # noqa: BLE001 - a refusal is one of the outcomes
+                note = f"refused: {exc}"
+            seconds = time.perf_counter() - started
+            where = ("GPU" if "on the GPU" in note else "refused" if note.startswith("refused")
+                     else "CPU" if "on the CPU" in note else "?")
+            said_why = "quota" in note and ("try again" in note or where == "CPU")
+            if not spent:
+                ok = where == "GPU"
+                target = "on the GPU"
+            else:
+                ok = (where == "CPU" and said_why) or (where == "refused" and said_why
+                                                       and seconds <= 2.0)
+                target = "CPU with the note, or refused with the retry time within 2 s"
+            rows.append([f"gpt2-large trace of {tokens} tokens, quota "
+                         f"{'spent' if spent else 'left'}",
+                         f"{where}, {seconds:.1f} s", target, verdict(ok)])
+            print(f"  {tokens} tokens: {where} in {seconds:.1f} s: {note[:160]}")
+        close_soon(client)
+    charged = ledger_of(ledger)["charged"].get(CLASS_IP, 0.0) - (120 if spent else 0)
+    rows.append([f"gpt2-large: GPU seconds charged (quota {'spent' if spent else 'left'})",
+                 f"{max(charged, 0):.1f} s", "(info)", ""])
+    os.unlink(ledger)
+    return rows
 
 
 # --------------------------------------------------------------------------------- memory
@@ -365,6 +456,12 @@ def parse_args():
     p.add_argument("--skip-walk", action="store_true")
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--max-load", type=float, help="wait (up to 60 s) for a lower load first")
+    p.add_argument("--zerogpu", action="store_true",
+                   help="the app under the ZeroGPU stand-in; report the GPU seconds charged")
+    p.add_argument("--spent", action="store_true",
+                   help="with --zerogpu: the class's quota is used up from the start")
+    p.add_argument("--large", action="store_true",
+                   help="with --zerogpu: then a gpt2-large trace with quota left, and spent")
     p.add_argument("--quick", action="store_true",
                    help="10 students, 3 solo walks, 3 trainers watched 8 s: checks the script")
     args = p.parse_args()
@@ -379,7 +476,12 @@ def main():
     print(f"load average (1 min) at start: {load:.2f}; {os.cpu_count()} CPUs")
     os.environ[BUDGET_ENV] = str(args.memory_mb)   # start_app passes our environment on
     rows, walk_hwm = [], None
-    with running_app("bench_classroom_") as (proc, url):
+    ledger = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
+    if args.zerogpu:
+        os.environ.update(ZEROGPU_STANDIN_LEDGER=ledger,
+                          ZEROGPU_STANDIN_SPENT=f"{CLASS_IP}=120" if args.spent else "")
+    records = []
+    with running_app("bench_classroom_", STAND_IN if args.zerogpu else ()) as (proc, url):
         time.sleep(1.0)   # let startup allocations settle
         idle = proc_memory(proc.pid)["VmRSS"]
         print(f"app up at {url} ({BUDGET_ENV}={args.memory_mb}); idle RSS {mb(idle)}")
@@ -403,6 +505,12 @@ def main():
                 rows.append(others_row("the training burst", others))
         rows += memory_rows(proc_memory(proc.pid)["VmHWM"], sampler.peak, idle, walk_hwm,
                             args.memory_mb)
+    if args.zerogpu:
+        rows += zerogpu_rows(records, ledger_of(ledger), args.spent)
+    os.unlink(ledger)
+    if args.zerogpu and args.large:
+        print("gpt2-large under the stand-in: quota left, then spent ...")
+        rows += large_trace(False, args.memory_mb) + large_trace(True, args.memory_mb)
     print()
     print_table(rows, ["figure", "measured", "target", ""])
     print(f"load average (1 min) at the end: {load_average():.2f}")

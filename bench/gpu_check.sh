@@ -6,3 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
 PYTHONUNBUFFERED=1 python3 bench/gpu_check.py "$@"
+# The rates of the placement policy's GPU row (explorer/runtime/placement.py), measured.
+PYTHONUNBUFFERED=1 python3 bench/placement_rates.py --device cuda

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.app import comparison, gpu, prefs
+from explorer.app import comparison, prefs
 from explorer.app.i18n import say
 from explorer.app.plots.generation import next_token_bars_html
 from explorer.app.session import Session
@@ -224,17 +224,6 @@ def test_bar_updates_stay_within_2_kb_per_model():
         bars = update["bars"]
         steps = max(bars.count('class="nt-step"'), 1)
         assert len(bars.encode()) <= steps * (2 * 2000 + 200)
-
-
-def test_compare_handlers_ask_zero_gpu_for_both_models():
-    a = ModelKey(PRESETS["gpt2-small"], 1, "cpu", "float32")
-    b = ModelKey(PRESETS["gpt2-medium"], 1, "cpu", "float32")
-    one = types.SimpleNamespace(keys=(a,))
-    both = types.SimpleNamespace(keys=(a, b))
-    for estimate in (gpu.forward_seconds, gpu.generate_seconds):
-        arguments = {"prompt": PROMPT, "max_new_tokens": 20}
-        assert estimate({**arguments, "session": both}) > estimate({**arguments,
-                                                                    "session": one})
 
 
 def test_unpinning_keeps_model_a_and_its_trace_and_forgets_b():

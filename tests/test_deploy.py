@@ -51,6 +51,20 @@ def test_readme_front_matter_configures_a_gradio_space_on_the_pinned_gradio():
     assert config["license"]
 
 
+def test_the_front_matter_suits_a_zero_gpu_space_and_the_readme_says_how_it_runs_there():
+    """ZeroGPU, the free route, takes Gradio Spaces only, and a hardware the block suggests
+    must be ZeroGPU; the README's Space section says what a class should know."""
+    text = (ROOT / "README.md").read_text()
+    config = front_matter(text)
+    assert config["sdk"] == "gradio"
+    assert config.get("suggested_hardware", "zero-a10g").startswith("zero")
+    section = text[text.index("## Run it on a Space"):]
+    section = section[:section.index("\n## ", 4)]
+    for said in ("ZeroGPU", "2 ZeroGPU", "CPU Basic", "paid plan", "signing in",
+                 "one Wi-Fi", "on the CPU", "on the GPU", "try again"):
+        assert said in section, said
+
+
 def test_the_space_preloads_gpt2_small_where_pretrained_source_looks_for_it():
     """The Space's build fetches GPT-2 small's weights into the hub's cache: the same repo
     and file as the app's "pretrained GPT-2", size small (format: repo, files, revision)."""

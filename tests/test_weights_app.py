@@ -301,11 +301,3 @@ def test_a_size_over_the_budget_is_refused_before_download_with_the_megabytes(cl
     with pytest.raises(Exception, match=r"needs 5,9\d\d MB .* memory budget is 300 MB"):
         client.predict(**load_args("pretrained", size="xl"))
     assert stand_in_hub.gets == [] and stand_in_hub.heads == []
-
-
-def test_zero_gpu_asks_for_the_time_the_chosen_weights_take():
-    from explorer.app import gpu
-    small = gpu.build_seconds({"weights": "pretrained", "size": "small"})
-    xl = gpu.build_seconds({"weights": "pretrained", "size": "xl"})
-    assert xl > small > gpu.STARTUP_SECONDS
-    assert gpu.build_seconds({"weights": "file"}) == gpu.DEFAULT_SECONDS

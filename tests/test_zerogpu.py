@@ -1,412 +1,294 @@
-"""ZeroGPU (explorer/app/gpu.py): on a ZeroGPU Space the GPU work runs inside ``spaces.GPU``
-calls, every yield of a generation included, with a duration that grows with the work; anywhere
-else the handlers are the plain functions and ``spaces`` is never imported.
+"""ZeroGPU (explorer/runtime/offload.py, placement.py): CPU first, a GPU call only where the
+policy says it pays, the state in the server, and the CPU taking over when a call cannot run.
 
-``spaces`` itself is not installed here: a stand-in module, put into ``sys.modules``, records what
-runs inside its decorator (the real one is a no-op unless SPACES_ZERO_GPU=true, and then needs
-the Space's GPU scheduler)."""
-import ast
-import functools
-import importlib
-import inspect
+The ZeroGPU stand-in (tests/zerogpu_standin.py) runs each call in a forked process with its
+arguments and results pickled, keeps a quota per client IP, and fails on request. Its "GPU" is
+this CPU: the tests that send work to it make the CPU's rates slow (``slow_cpu``), so that a
+teaching model's work counts as long."""
+import math
+import os
 import sys
-import types
-from pathlib import Path
+import threading
+from dataclasses import replace
+from types import SimpleNamespace
 
+import gradio as gr
+import numpy as np
 import pytest
+import torch
 
-# The app and Gradio imported first: Gradio itself looks for `spaces` when it is imported,
-# which is not ours to count.
-import explorer.app.server  # noqa: F401
-from explorer.app import gpu
-from explorer.book.config import PRESETS, count_parameters
-from explorer.runtime.sources import ModelKey
+import explorer.app.server  # noqa: F401 - the app as the server imports it
+from explorer.app import shared
+from explorer.app.pickers import HIST_PAIRS
+from explorer.app.session import Session
+from explorer.app.tabs import attention, build, generate, inside, knockout
+from explorer.book.config import PRESETS
+from explorer.book.errors import ExplorerError, Message, Text
+from explorer.probes import trace
+from explorer.runtime import offload, placement, training_chunks
+from explorer.runtime.build import resolve_device
+from explorer.runtime.placement import Rates
+from explorer.runtime.training_job import TrainingJob
+from explorer.runtime.training_setup import default_corpus, default_settings, make_variants
+from zerogpu_standin import ABORTED_MESSAGE, NO_GPU_MESSAGE, QUOTA_MESSAGE, install
 
-
-class StandInSpaces(types.ModuleType):
-    """``spaces.GPU(task, duration=...)`` as ZeroGPU calls it: the duration is asked for with
-    the call's arguments, then the task runs "on the GPU" (``inside`` is True meanwhile)."""
-
-    def __init__(self):
-        super().__init__("spaces")
-        self.inside = False
-        self.calls = []          # (task name, seconds asked for)
-
-    def GPU(self, task=None, *, duration=None, size=None):  # noqa: N802 - the real name
-        if task is None:
-            return functools.partial(self.GPU, duration=duration, size=size)
-        spaces = self
-
-        def ask(args, kwargs):
-            seconds = duration(*args, **kwargs) if callable(duration) else duration
-            spaces.calls.append((task.__name__, seconds))
-
-        if inspect.isgeneratorfunction(task):
-            @functools.wraps(task)
-            def generator_on_gpu(*args, **kwargs):
-                ask(args, kwargs)
-                steps = task(*args, **kwargs)
-                while True:
-                    spaces.inside = True
-                    try:
-                        value = next(steps)
-                    except StopIteration:
-                        return
-                    finally:
-                        spaces.inside = False
-                    yield value
-            return generator_on_gpu
-
-        @functools.wraps(task)
-        def on_gpu(*args, **kwargs):
-            ask(args, kwargs)
-            spaces.inside = True
-            try:
-                return task(*args, **kwargs)
-            finally:
-                spaces.inside = False
-        return on_gpu
+PROMPT = "Every effort moves you"
+ANONYMOUS = "-"          # the stand-in's visitor for a call made outside a Gradio request
 
 
-class ImportWatch:
-    """A finder that notes every attempt to import ``spaces`` (and finds nothing)."""
+def no_progress(*args, **kwargs):
+    return None
 
-    def __init__(self):
-        self.attempts = 0
 
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "spaces":
-            self.attempts += 1
-        return None
+def built(preset="teach-tiny") -> Session:
+    cfg = PRESETS[preset]
+    return build.build(preset, *cfg.to_dict().values(), 123, "auto", "float32",
+                       session=Session(), progress=no_progress)["session"]
+
+
+def traced(session, prompt=PROMPT) -> dict:
+    return inside.run_trace(prompt, session, 0, next(iter(HIST_PAIRS)), "ln1_out", "std")
 
 
 @pytest.fixture
 def zero_gpu(monkeypatch):
-    spaces = StandInSpaces()
-    monkeypatch.setitem(sys.modules, "spaces", spaces)
-    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    return spaces
+    """The stand-in as ``spaces``, SPACES_ZERO_GPU=true, and nothing shared yet."""
+    spaces = install(monkeypatch)
+    offload.forget_gpu()
+    shared.RESULTS.clear()
+    yield spaces
+    spaces.idle()
+    offload.forget_gpu()
+    shared.RESULTS.clear()
 
 
 @pytest.fixture
-def no_spaces_installed(monkeypatch):
-    watch = ImportWatch()
+def slow_cpu(monkeypatch):
+    """A CPU so slow on paper that a teaching model's work goes to the GPU."""
+    monkeypatch.setitem(placement.RATES, "cpu", Rates(flops_per_second=1e3, bytes_per_second=1e3,
+                                                      seconds_per_layer_step=10.0,
+                                                      call_seconds=0.0,
+                                                      weight_bytes_per_second=math.inf))
+
+
+@pytest.fixture
+def cpu_may_take_over(monkeypatch):
+    monkeypatch.setattr(offload, "CPU_FALLBACK_SECONDS", math.inf)
+
+
+def tasks(spaces):
+    return [(c.task, c.outcome) for c in spaces.calls]
+
+
+# ---------------------------------------------------------------------------------------------
+def test_a_lecture_walk_runs_on_the_cpu_and_spends_no_gpu_quota(zero_gpu):
+    session = built("teach-tiny")
+    out = traced(session)
+    assert "on the CPU" in out["trace_info"]
+    session = attention.attention_views(out["session"], 1, "mean")["session"]
+    updates = list(generate.generate(PROMPT, 20, "greedy", 1.0, 50, 123, False, session))
+    assert "on the CPU" in updates[-1]["speed"]
+    session = updates[-1]["session"]
+    generate.next_token(PROMPT, updates[-1]["gen_output"], "greedy", 1.0, 50, 123, session)
+    generate.logit_lens(PROMPT, session)
+    final = list(knockout.parts_map(knockout.story_text(), "loss", False, session))[-1]
+    assert final["knock_numbers"]["exact_cells"] > 0
+    assert zero_gpu.calls == [] and zero_gpu.charged(ANONYMOUS) == 0
+    # the lecture's default training comparison trains here too
+    job = TrainingJob(make_variants(), default_corpus(), default_settings())
+    assert job.placement.where == "cpu"
+
+
+def test_long_work_runs_in_a_gpu_call_in_another_process_and_equals_the_cpus(zero_gpu, slow_cpu):
+    session = built("teach-tiny")
+    out = traced(session)
+    assert tasks(zero_gpu) == [("_gpu_task", "ok")]
+    assert zero_gpu.calls[0].pid not in (None, os.getpid())
+    assert "on the GPU" in out["trace_info"]
+    model, _ = shared.CACHE.get(session.keys[0])
+    here = trace(model, out["session"].traces[0].token_ids)
+    there = out["session"].traces[0]
+    for point, stats in here.points.items():
+        for name, values in stats.overall.items():
+            np.testing.assert_allclose(there.points[point].overall[name], values, rtol=1e-6)
+    np.testing.assert_array_equal(there.next_ids, here.next_ids)
+    # A second session asking the same: the shared result, no second call.
+    again = traced(built("teach-tiny"))
+    assert "shared cache" in again["trace_info"] and len(zero_gpu.calls) == 1
+
+
+def test_a_generation_streams_from_one_gpu_call_step_by_step(zero_gpu, slow_cpu):
+    session = built("teach-tiny")
+    updates = list(generate.generate(PROMPT, 6, "greedy", 1.0, 50, 123, False, session))
+    assert tasks(zero_gpu) == [("_gpu_stream", "ok")]
+    assert "on the GPU" in updates[-1]["speed"]
+    model, _ = shared.CACHE.get(session.keys[0])
+    ids = list(updates[-1]["session"].generation.ids[0])
+    from explorer.book.generate import generate_steps
+    start = updates[-1]["session"].generation.start
+    expected = [s.token_id for s in generate_steps(model, ids[:start], 6)]
+    assert ids[start:] == expected
+
+
+def test_the_knock_out_map_in_gpu_calls_equals_the_cpus(zero_gpu, slow_cpu, monkeypatch):
+    session = built("teach-tiny")
+    text = knockout.story_text()
+    on_gpu = list(knockout.parts_map(text, "loss", True, session))[-1]["knock_numbers"]
+    calls = len(zero_gpu.calls)
+    assert calls >= 2 and {o for _, o in tasks(zero_gpu)} == {"ok"}
+    assert "on the GPU" in knockout.status_text(session.shown["knockout"][3])
+    monkeypatch.setenv("SPACES_ZERO_GPU", "false")
+    here = list(knockout.parts_map(text, "loss", True, built("teach-tiny")))[-1]["knock_numbers"]
+    assert len(zero_gpu.calls) == calls
+    assert on_gpu["exact_cells"] == here["exact_cells"] == on_gpu["cells"]
+    for name in ("head_loss", "part_loss", "head_estimate"):
+        np.testing.assert_allclose(np.array(on_gpu[name], dtype=float),
+                                   np.array(here[name], dtype=float), rtol=1e-5, atol=1e-6)
+
+
+def test_a_training_job_in_gpu_chunks_equals_the_same_job_on_the_cpu(zero_gpu, monkeypatch):
+    monkeypatch.setattr(training_chunks, "CHUNK_GPU_SECONDS", 1.0)
+    settings = default_settings(steps=12, eval_freq=4)
+
+    def job():
+        return TrainingJob(make_variants(["pre-LN (book)", "post-LN"], "teach-tiny"),
+                           default_corpus(), settings)
+    chunked = job()
+    chunked.placement = placement.Placement("gpu", 100.0, 3.0)   # 0.25 s a step: 4 a call
+    chunked.start()
+    assert chunked.wait(120) and chunked.status == "finished", chunked.message
+    assert tasks(zero_gpu) == [("_gpu_task", "ok")] * 3
+    monkeypatch.setenv("SPACES_ZERO_GPU", "false")
+    here = job()
+    assert here.placement.where == "cpu"
+    here.start()
+    assert here.wait(120) and here.status == "finished"
+    for a, b in zip(chunked.view().runs, here.view().runs):
+        assert (a.train_losses, a.val_losses, a.grad_norms, a.sample) == \
+            (b.train_losses, b.val_losses, b.grad_norms, b.sample)
+    for a, b in zip(chunked.runs, here.runs):
+        for (name, x), y in zip(a.model.state_dict().items(), b.model.state_dict().values()):
+            assert torch.equal(x, y), name
+    assert "on the GPU" in str(chunked.view().where)
+
+
+def test_quota_used_up_mid_lecture_the_cpu_takes_over_and_says_why(zero_gpu, slow_cpu,
+                                                                   cpu_may_take_over):
+    session = built("teach-tiny")
+    zero_gpu.spend(ANONYMOUS, zero_gpu.quota_s)
+    out = traced(session)
+    assert tasks(zero_gpu) == [("_gpu_task", "quota")]
+    info = out["trace_info"]
+    assert "ran on the CPU: this network's GPU quota is used up for now" in info
+    assert "try again in" in info
+
+
+def test_with_no_quota_left_a_job_too_long_for_the_cpu_is_refused_with_the_retry_time(
+        zero_gpu, slow_cpu):
+    session = built("teach-tiny")
+    zero_gpu.spend(ANONYMOUS, zero_gpu.quota_s)
+    with pytest.raises(gr.Error) as raised:
+        traced(session)
+    said = raised.value.message
+    assert "quota is used up" in said and "try again in" in said and "bug" not in said.lower()
+
+
+@pytest.mark.parametrize("failure, said", [
+    ("no_gpu", "ran on the CPU: no GPU was free"),
+    ("abort", "ran on the CPU: the GPU call was cut off")])
+def test_no_gpu_or_an_aborted_call_the_cpu_takes_over(zero_gpu, slow_cpu, cpu_may_take_over,
+                                                       failure, said):
+    session = built("teach-tiny")
+    zero_gpu.fail_next(failure)
+    out = traced(session)
+    assert said in out["trace_info"]
+    assert len(out["session"].traces[0].token_ids) == 4     # "Every effort moves you"
+
+
+def test_a_class_behind_one_address_shares_its_quota_and_its_results(zero_gpu, slow_cpu):
+    """Twelve students behind one address trace the same prompt at once: one GPU call, charged
+    to that address alone, and the same result for everyone."""
+    session = built("teach-tiny")
+    from gradio.context import LocalContext
+    results, errors = [], []
+
+    def student(ip):
+        LocalContext.request.set(SimpleNamespace(client=SimpleNamespace(host=ip)))
+        try:
+            results.append(traced(session)["session"].traces[0])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=student, args=("10.0.0.7",)) for _ in range(12)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == [] and len(results) == 12
+    assert tasks(zero_gpu) == [("_gpu_task", "ok")]
+    assert zero_gpu.charged("10.0.0.7") > 0 and zero_gpu.charged("10.0.0.8") == 0
+    assert all(np.array_equal(r.next_ids, results[0].next_ids) for r in results)
+
+
+def test_on_zero_gpu_auto_means_the_cpu_and_cuda_is_refused_with_a_reason(zero_gpu,
+                                                                          monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)   # as ZeroGPU patches it
+    assert resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(ExplorerError, match="ZeroGPU"):
+        resolve_device("cuda")
+
+
+def test_at_start_up_the_server_has_a_spaces_gpu_function(zero_gpu, monkeypatch):
+    decorated = []
+    monkeypatch.setattr(zero_gpu, "GPU", lambda task, **kw: decorated.append(task) or task)
+    offload.forget_gpu()
+    offload.prepare()
+    assert [t.__name__ for t in decorated] == ["_gpu_task", "_gpu_stream"]
+
+
+def test_off_zero_gpu_spaces_is_never_imported(monkeypatch):
+    class Watch:
+        attempts = 0
+
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "spaces":
+                Watch.attempts += 1
+            return None
     monkeypatch.delitem(sys.modules, "spaces", raising=False)
-    monkeypatch.setattr(sys, "meta_path", [watch, *sys.meta_path])
-    return watch
-
-
-def session_state(preset):
-    from explorer.app.session import Made, Model, Session
-    key = ModelKey(PRESETS[preset], 123, "cpu", "float32")
-    return Session(models=(Model(key, Made("built", preset)),))
-
-
-# ---------------------------------------------------------------------------------------------
-# The decorator
-def test_off_zero_gpu_the_function_itself_comes_back_and_spaces_is_never_imported(
-        monkeypatch, no_spaces_installed):
-    def work(x):
-        return x + 1
-
-    for value in (None, "", "false", "0"):
-        if value is None:
-            monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-        else:
-            monkeypatch.setenv("SPACES_ZERO_GPU", value)
-        assert gpu.gpu_work(duration=gpu.forward_seconds)(work) is work
-    assert no_spaces_installed.attempts == 0
-
-
-@pytest.mark.parametrize("value", ["true", "True", "1", "t"])
-def test_zero_gpu_is_recognised_as_spaces_itself_recognises_it(monkeypatch, value):
-    monkeypatch.setenv("SPACES_ZERO_GPU", value)
-    assert gpu.on_zero_gpu()
-
-
-def test_on_zero_gpu_a_function_runs_inside_the_gpu_decorator(zero_gpu):
-    seen = []
-
-    @gpu.gpu_work(duration=lambda arguments: 3 * arguments["n"])
-    def work(n):
-        seen.append(zero_gpu.inside)
-        return n
-
-    assert work(20) == 20
-    assert seen == [True] and not zero_gpu.inside
-    assert zero_gpu.calls == [("work", 60)]
-
-
-def test_on_zero_gpu_every_yield_of_a_generator_is_produced_inside(zero_gpu):
-    seen = []
-
-    @gpu.gpu_work(duration=lambda arguments: 30)
-    def stream(n):
-        for i in range(n):
-            seen.append(zero_gpu.inside)
-            yield i
-
-    assert inspect.isgeneratorfunction(stream)   # Gradio streams it only if it is one
-    assert list(stream(4)) == [0, 1, 2, 3]
-    assert seen == [True] * 4
-    assert zero_gpu.calls == [("stream", 30)]
-
-
-def test_asked_durations_stay_within_zero_gpus_limits(zero_gpu):
-    estimates = iter([0.2, 10 ** 9, float("nan"), "soon"])
-
-    @gpu.gpu_work(duration=lambda arguments: next(estimates))
-    def work():
-        return None
-
-    for _ in range(4):
-        work()
-    assert [s for _, s in zero_gpu.calls] == [gpu.MIN_SECONDS, gpu.MAX_SECONDS,
-                                              gpu.DEFAULT_SECONDS, gpu.DEFAULT_SECONDS]
-
-
-def test_a_request_the_estimate_cannot_read_gets_the_default_and_the_handlers_own_message(
-        zero_gpu):
-    @gpu.gpu_work(duration=gpu.forward_seconds)
-    def run_trace(prompt, state):
-        if not state:
-            raise ValueError("No model yet: build one in the Build tab first.")
-
-    with pytest.raises(ValueError, match="No model yet"):
-        run_trace("hello", None)
-    assert zero_gpu.calls == [("run_trace", gpu.DEFAULT_SECONDS)]
-
-
-def test_zero_gpu_without_the_spaces_package_runs_plainly_and_says_so(
-        monkeypatch, no_spaces_installed, caplog):
-    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-
-    def work():
-        return 1
-
-    with caplog.at_level("WARNING", logger="gpt_explorer"):
-        assert gpu.gpu_work(duration=gpu.forward_seconds)(work) is work
-    assert "spaces" in caplog.text and "pip install spaces" in caplog.text
-
-
-# ---------------------------------------------------------------------------------------------
-# The estimates
-def test_duration_grows_with_the_model_and_the_tokens_asked_for():
-    tiny = session_state("teach-tiny")
-    xl = types.SimpleNamespace(keys=(ModelKey(PRESETS["gpt2-xl"], 1, "cuda", "float32"),))
-    prompt = "Every effort moves you"
-    assert gpu.forward_seconds({"session": tiny, "prompt": prompt}) < \
-        gpu.forward_seconds({"session": xl, "prompt": prompt})
-    assert gpu.forward_seconds({"session": xl, "prompt": prompt}) < \
-        gpu.forward_seconds({"session": xl, "prompt": prompt * 40})
-    assert gpu.generate_seconds({"session": xl, "prompt": prompt, "max_new_tokens": 10}) < \
-        gpu.generate_seconds({"session": xl, "prompt": prompt, "max_new_tokens": 500})
-    assert gpu.build_seconds(PRESETS["teach-tiny"].to_dict()) < \
-        gpu.build_seconds(PRESETS["gpt2-xl"].to_dict())
-
-
-def test_a_prompt_counts_at_most_one_token_per_byte_and_at_most_the_context():
-    cfg = PRESETS["gpt2-small"]
-    state = types.SimpleNamespace(keys=(ModelKey(cfg, 1, "cuda", "float32"),))
-    parameters = count_parameters(cfg).total
-    build = gpu._build(parameters)
-    # "é" is two UTF-8 bytes: up to two tokens
-    assert gpu.forward_seconds({"session": state, "prompt": "é" * 10}) == \
-        pytest.approx(build + gpu._forward(parameters, 20))
-    assert gpu.forward_seconds({"session": state, "prompt": "x" * 50_000}) == \
-        pytest.approx(build + gpu._forward(parameters, cfg.context_length))
-    # Next token: the text shown so far, when longer than the prompt; no text: the context.
-    assert gpu.forward_seconds({"session": state, "prompt": "ab", "output": "abcdef"}) == \
-        pytest.approx(build + gpu._forward(parameters, 6))
-    assert gpu.forward_seconds({"session": state}) == \
-        pytest.approx(build + gpu._forward(parameters, cfg.context_length))
-
-
-def test_a_handler_with_star_args_names_its_arguments_through_signature(zero_gpu):
-    def build(*args, **kwargs):
-        return args
-
-    with pytest.raises(TypeError, match="signature="):
-        gpu.gpu_work(duration=gpu.build_seconds)(build)
-    named = inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-                               for name in ("n_layers", "emb_dim")])
-    on_gpu = gpu.gpu_work(duration=lambda arguments: arguments["n_layers"], signature=named)(
-        build)
-    assert on_gpu(30, 64) == (30, 64)
-    assert zero_gpu.calls == [("build", 30)]
-
-
-# ---------------------------------------------------------------------------------------------
-# The app's handlers: which does GPU work, and in which tab module it lives
-GPU_HANDLERS = {
-    "build": "explorer.app.tabs.build",
-    "run_trace": "explorer.app.tabs.inside",
-    "attention_views": "explorer.app.tabs.attention",
-    "generate": "explorer.app.tabs.generate",
-    "next_token": "explorer.app.tabs.generate",
-    "logit_lens": "explorer.app.tabs.generate",
-    "export_weights": "explorer.app.tabs.build",
-}
-TAB_MODULES = sorted(set(GPU_HANDLERS.values()))
-TABS = Path(__file__).resolve().parent.parent / "explorer" / "app" / "tabs"
-
-
-def reload_tabs():
-    """The tab modules as a server would import them now (decorators run at import)."""
-    return {name: importlib.reload(importlib.import_module(name)) for name in TAB_MODULES}
-
-
-@pytest.fixture
-def tabs_on_zero_gpu(zero_gpu, monkeypatch):
-    try:
-        yield reload_tabs()
-    finally:   # the plain handlers again, for the tests that follow
-        monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-        monkeypatch.delitem(sys.modules, "spaces", raising=False)
-        reload_tabs()
-
-
-def test_off_zero_gpu_the_handlers_are_the_plain_functions(monkeypatch, no_spaces_installed):
+    monkeypatch.setattr(sys, "meta_path", [Watch(), *sys.meta_path])
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    tabs = reload_tabs()
-    for name, module in GPU_HANDLERS.items():
-        plain = getattr(tabs[module], name).__wrapped__          # under @handler
-        assert not hasattr(plain, "__wrapped__"), f"{name} is wrapped off ZeroGPU"
-        assert plain.__module__ == module and plain.__name__ == name
-    assert no_spaces_installed.attempts == 0
+    offload.forget_gpu()
+    offload.prepare()
+    shared.RESULTS.clear()
+    out = traced(built("teach-tiny"))
+    assert "on the CPU" not in out["trace_info"]     # no GPU to call: nothing to say
+    assert Watch.attempts == 0
 
 
-def test_on_zero_gpu_every_handlers_gpu_work_runs_inside_spaces_gpu(tabs_on_zero_gpu, zero_gpu,
-                                                                    monkeypatch):
-    from explorer.app import shared
-    tabs = tabs_on_zero_gpu
-    build_tab, inside_tab = tabs["explorer.app.tabs.build"], tabs["explorer.app.tabs.inside"]
-    attention_tab, generate_tab = (tabs["explorer.app.tabs.attention"],
-                                   tabs["explorer.app.tabs.generate"])
-    ran = []   # (what ran, whether inside the GPU decorator)
-
-    def spy(what, fn):
-        def spied(*args, **kwargs):
-            ran.append((what, zero_gpu.inside))
-            return fn(*args, **kwargs)
-        return spied
-
-    def spy_steps(fn):
-        def steps(*args, **kwargs):
-            for step in fn(*args, **kwargs):
-                ran.append(("decoding step", zero_gpu.inside))
-                yield step
-        return steps
-
-    monkeypatch.setattr(shared.CACHE, "get", spy("model", shared.CACHE.get))
-    from explorer.app import results
-    shared.RESULTS.clear()          # every trace and step computed here, none from the cache
-    monkeypatch.setattr(results, "trace", spy("trace", results.trace))
-    monkeypatch.setattr(results, "generate_steps", spy_steps(results.generate_steps))
-    monkeypatch.setattr(generate_tab, "generate_steps", spy_steps(generate_tab.generate_steps))
-    # Slow builds, so that every estimate reads the session's model: teach-tiny's build alone
-    # asks for about 80 s (an estimate that could not read it would ask for the default 60 s).
-    tiny = PRESETS["teach-tiny"]
-    monkeypatch.setattr(gpu, "BUILD_PARAMETERS_PER_SECOND", count_parameters(tiny).total / 70)
-
-    for name, module in GPU_HANDLERS.items():
-        assert hasattr(getattr(tabs[module], name).__wrapped__, "__wrapped__"), name
-
-    def no_progress(*args, **kwargs):
-        return None
-
-    from explorer.app.pickers import HIST_PAIRS
-    from explorer.app.session import Session
-    # (each handler returns the session: ZeroGPU's worker changes a copy of it)
-    state = build_tab.build("teach-tiny", *tiny.to_dict().values(), 123, "cpu", "float32",
-                            session=Session(), progress=no_progress)["session"]
-    prompt = "Every effort moves you"
-    pair = next(iter(HIST_PAIRS))
-    state = inside_tab.run_trace(prompt, state, 0, pair, "ln1_out", "std")["session"]
-    state = attention_tab.attention_views(state, 1, "mean")["session"]
-    updates = list(generate_tab.generate(prompt, 6, "greedy", 1.0, 50, 123, False, state))
-    assert updates and prompt in updates[-1]["gen_output"]
-    state = updates[-1]["session"]
-    state = generate_tab.next_token(prompt, updates[-1]["gen_output"], "greedy", 1.0, 50, 123,
-                                    state)["session"]
-    generate_tab.logit_lens(prompt, state)
-    files = build_tab.export_weights(state, False)["export_files"]
-    assert sorted(Path(f).name for f in files) == ["config.json", "model.safetensors"]
-
-    assert [name for name, _ in zero_gpu.calls] == list(GPU_HANDLERS)
-    assert all(80 <= seconds <= gpu.MAX_SECONDS for _, seconds in zero_gpu.calls), zero_gpu.calls
-    assert [what for what, _ in ran].count("decoding step") == 6 + 1
-    assert {"model", "trace", "decoding step"} <= {what for what, _ in ran}
-    assert all(inside for _, inside in ran), [what for what, inside in ran if not inside]
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("message, kind", [
+    (QUOTA_MESSAGE.format(asked=60, left=12, wait="2:05:11"), "quota"),
+    (NO_GPU_MESSAGE, "no_gpu"), (ABORTED_MESSAGE, "aborted")])
+def test_zero_gpus_own_failures_are_recognised_and_others_are_raised(message, kind):
+    fits = placement.Placement("gpu", 1.0, 0.5)
+    assert offload._fallback(gr.Error(message), fits)[0] == kind
+    with pytest.raises(ZeroDivisionError):
+        offload._fallback(ZeroDivisionError("a bug"), fits)
 
 
-def test_every_handler_that_uses_a_model_is_marked_as_gpu_work():
-    """A new handler (training, say) that reaches the model, itself or through a function of
-    its module, must say so to ZeroGPU."""
-    reaches = {"models_of", "model_a", "CACHE.get", "CACHE.hold", "shared.LAB.start",
-               "shared.LAB.resume", "_trained"}       # the last three: training
-    unmarked = []
-    for path in sorted(TABS.glob("*.py")):
-        tree = ast.parse(path.read_text())
-        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-        # a handler decorated by assignment: build = handler(...)(gpu.gpu_work(...)(build))
-        wrapped = {target.id: ast.unparse(node.value) for node in tree.body
-                   if isinstance(node, ast.Assign) for target in node.targets
-                   if isinstance(target, ast.Name)}
-
-        def calls_of(node):
-            return {ast.unparse(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)}
-
-        def decorators(name):
-            return [ast.unparse(d) for d in functions[name].decorator_list] + [
-                wrapped.get(name, "")]
-
-        def on_gpu(name):
-            return any("gpu_work" in d for d in decorators(name))
-
-        def uses_model(name, seen=()):
-            """Whether ``name`` reaches a model outside a function that is GPU work itself."""
-            calls = calls_of(functions[name])
-            return bool(calls & reaches) or any(
-                uses_model(c, (*seen, name)) for c in calls
-                if c in functions and c not in seen and not on_gpu(c))
-
-        for name in functions:
-            if any("handler" in d for d in decorators(name)) and uses_model(name) \
-                    and not on_gpu(name):
-                unmarked.append(f"{path.name}:{name}")
-    assert unmarked == []
+def test_the_retry_time_comes_from_zero_gpus_message():
+    message = QUOTA_MESSAGE.format(asked=60, left=12, wait="2:05:11")
+    fits = placement.Placement("gpu", 1.0, 0.5)
+    assert offload._fallback(gr.Error(message), fits) == ("quota", "2:05:11")
+    too_long = replace(fits, cpu_seconds=offload.CPU_FALLBACK_SECONDS + 1)
+    with pytest.raises(ExplorerError, match=r"try again in 2:05:11"):
+        offload._fallback(gr.Error(message), too_long)
 
 
-def test_the_walk_asks_zero_gpu_only_when_it_must_trace(zero_gpu, monkeypatch):
-    """A click on a stage of the diagram is served from a trace when the session has one of
-    the prompt (no GPU asked for: ZeroGPU's quota is minutes a day); only a prompt not traced
-    yet is traced, inside spaces.GPU."""
-    import gradio as gr
-    from explorer.probes import trace
-    walk = importlib.reload(importlib.import_module("explorer.app.tabs.walk"))
-    ran = []   # whether each trace ran inside the GPU decorator
-
-    def spied(*args, **kwargs):
-        ran.append(zero_gpu.inside)
-        return trace(*args, **kwargs)
-
-    from explorer.app import results, shared
-    try:
-        shared.RESULTS.clear()
-        monkeypatch.setattr(results, "trace", spied)
-        state = session_state("teach-tiny")
-        prompt = "Every effort moves you"
-        card = walk.show_stage("attention", 1, prompt, state)["walk_card"]
-        assert "Masked multi-head attention" in card
-        assert ran == [True] and [name for name, _ in zero_gpu.calls] == ["_walk_trace"]
-        walk.show_stage("feed_forward", 0, prompt, state)             # the same prompt
-        select = gr.SelectData(None, {"value": "final_norm", "index": 7})
-        walk.stage_clicked(0, prompt, state, select)
-        assert ran == [True] and len(zero_gpu.calls) == 1
-        walk.show_stage("norm1", 0, "another prompt", state)           # traced again
-        assert ran == [True, True] and len(zero_gpu.calls) == 2
-    finally:
-        monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-        monkeypatch.delitem(sys.modules, "spaces", raising=False)
-        importlib.reload(walk)
+def test_messages_and_errors_pickle_whole_for_a_gpu_calls_worker():
+    import pickle
+    error = ExplorerError("x.y", "{n} of {m}", n=1, m=Message("a.b", "two"))
+    back = pickle.loads(pickle.dumps(error))
+    assert isinstance(back, ExplorerError) and back.message == error.message
+    text = Text("x.z", "{n} steps", n=3)
+    again = pickle.loads(pickle.dumps(text))
+    assert again == "3 steps" and again.message == text.message

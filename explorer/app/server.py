@@ -16,7 +16,7 @@ from ..runtime.memory import env_megabytes
 from .guard import protect_launch
 from .i18n import I18N
 from .layout import CSS, JS, build_app
-from .shared import CACHE
+from .shared import CACHE, on_a_space
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
 UPLOAD_ENV = "GPT_EXPLORER_MAX_UPLOAD_MB"
@@ -28,12 +28,6 @@ def max_upload_bytes(environ=os.environ) -> int:
     if that is smaller."""
     limit = env_megabytes(UPLOAD_ENV, environ)
     return CACHE.budget_bytes if limit is None else min(CACHE.budget_bytes, limit)
-
-
-def on_a_space(environ=os.environ) -> bool:
-    """Whether we run on a Hugging Face Space: the runtime sets ``SYSTEM=spaces`` (what Gradio
-    itself reads) and ``SPACE_ID`` (the documented variable)."""
-    return environ.get("SYSTEM") == "spaces" or bool(environ.get("SPACE_ID"))
 
 
 def default_host(environ=os.environ) -> str:

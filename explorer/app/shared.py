@@ -6,6 +6,7 @@ import os
 
 from ..book.config import PRESETS, count_parameters
 from ..book.errors import ExplorerError, Message
+from ..runtime import offload
 from ..runtime.cache import ModelCache
 from ..runtime.results import SharedResults, results_limit_bytes
 from ..runtime.training_lab import TrainingLab
@@ -23,6 +24,9 @@ CACHE = ModelCache()
 # (GPT_EXPLORER_RESULTS_MB), in the budget's room beside the models.
 RESULTS = SharedResults(results_limit_bytes(CACHE.budget_bytes), room=CACHE.room_bytes)
 CACHE.results = RESULTS
+# A GPU call's worker finds its model here (forked with the cache, or built again by key).
+offload.use_models(lambda key: CACHE.get(key)[0])
+offload.prepare()      # ZeroGPU's start-up check looks for a spaces.GPU function
 # The server's training jobs (GPT_EXPLORER_TRAIN_JOBS, GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS,
 # GPT_EXPLORER_MEMORY_MB).
 LAB = TrainingLab()
@@ -137,9 +141,14 @@ SERVER_PATH_REFUSED = Message(
     "it).")
 
 
+def on_a_space(environ=os.environ) -> bool:
+    """Whether we run on a Hugging Face Space: the runtime sets ``SYSTEM=spaces`` (what Gradio
+    itself reads) and ``SPACE_ID`` (the documented variable)."""
+    return environ.get("SYSTEM") == "spaces" or bool(environ.get("SPACE_ID"))
+
+
 def server_paths_allowed(environ=os.environ) -> bool:
     value = environ.get(SERVER_PATHS_ENV, "").strip().lower()
     if value:
         return value in ("1", "true", "yes", "on")
-    on_a_space = environ.get("SYSTEM") == "spaces" or bool(environ.get("SPACE_ID"))
-    return not on_a_space and not guard.reachable_from_outside()
+    return not on_a_space(environ) and not guard.reachable_from_outside()

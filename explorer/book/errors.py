@@ -61,6 +61,9 @@ class ExplorerError(ValueError):
         """The error that says ``message`` (one made where the problem was described)."""
         return cls(message.id, message.text, **message.fields)
 
+    def __reduce__(self):        # pickled whole (a GPU call's worker raises it here)
+        return ExplorerError.of, (self.message,)
+
 
 class Text(str):
     """A message as a ``str`` (its English) that remembers the ``Message`` it says."""
@@ -73,6 +76,9 @@ class Text(str):
         text = str.__new__(cls, str(message))
         text.message = message
         return text
+
+    def __reduce__(self):
+        return Text.of, (self.message,)
 
     def __reduce__(self):                 # copy and pickle: str's own would lose the message
         return Text.of, (self.message,)

@@ -42,7 +42,8 @@ class RandomStream:
     def active(self, device=None):
         with _SEED_LOCK:
             saved = torch.get_rng_state()
-            cuda = self.cuda_state is not None
+            cuda = (self.cuda_state is not None and device is not None
+                    and torch.device(device).type == "cuda")
             saved_cuda = torch.cuda.get_rng_state(device) if cuda else None
             torch.set_rng_state(self.state)
             if cuda:

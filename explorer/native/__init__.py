@@ -21,9 +21,9 @@ import functools
 
 from ..book.errors import Text
 from . import decode, stats
-from .library import SWITCH_ENV, switched_on
+from .library import SWITCH_ENV, cache_dir, switched_on
 
-__all__ = ["SWITCH_ENV", "available", "stats_available", "switched_on", "warm_up",
+__all__ = ["SWITCH_ENV", "cache_dir", "available", "stats_available", "switched_on", "warm_up",
            "decoding_label", "model_step", "next_token_summary", "rows_summary",
            "attention_rows", "many_point_stats", "hist_span"]
 
@@ -62,6 +62,7 @@ def _guarded(module, failed):
             except Exception as exc:
                 module._native.disable(f"{fn.__name__}: {type(exc).__name__}: {exc}")
                 return failed(*args) if callable(failed) else failed
+        call.__module__ = __name__    # pickled by name as this module's (for a GPU call)
         return call
     return wrap
 

@@ -59,6 +59,8 @@ def build_flags() -> list[str]:
 
 
 def cache_dir() -> Path:
+    """The explorer's cache folder (compiled kernels here, converted weights in the store):
+    ``$GPT_EXPLORER_CACHE``, else ``gpt-explorer`` in ``$XDG_CACHE_HOME`` or ``~/.cache``."""
     return Path(os.environ.get("GPT_EXPLORER_CACHE")
                 or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
                 / "gpt-explorer")

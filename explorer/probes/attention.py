@@ -6,7 +6,7 @@ import torch
 
 from .. import native
 from ..book.model import causal_mask
-from .statistics import HELPER
+from .statistics import helper
 
 def attention_weights(attn_scores, head_dim):
     """The book's attention weights from a block's scores ``queries @ keys.T`` (..., T, S),
@@ -35,6 +35,6 @@ def attention_in_c(attn_scores, head_dim):
     units = attn_scores.shape[0] * attn_scores.shape[1]          # (layer, head) pairs
     scores, rows = attn_scores.view(units, *attn_scores.shape[2:]), plogp.view(units, -1)
     half = units // 2
-    theirs = HELPER.submit(native.attention_rows, scores[half:], head_dim, rows[half:])
+    theirs = helper().submit(native.attention_rows, scores[half:], head_dim, rows[half:])
     mine = native.attention_rows(scores[:half], head_dim, rows[:half])
     return plogp if theirs.result() and mine else None

@@ -360,6 +360,30 @@ def exact_cells(model, result: Attribution, cells, *, batch=None, max_bytes=None
     result.exact_seconds += time.perf_counter() - started
 
 
+def estimate_sent(model, token_ids, *, max_bytes=None) -> Attribution:
+    """``estimate``, its streams on the CPU: plain data for another process (a GPU call)."""
+    result = estimate(model, token_ids, max_bytes=max_bytes)
+    result.streams = [s.cpu() for s in result.streams]
+    return result
+
+
+def exact_tables(model, result: Attribution, cells, *, max_bytes=None) -> tuple:
+    """``exact_cells`` on ``result`` (in a GPU call: the worker's copy of it), and the tables
+    that it fills, for ``take_exact``."""
+    device = model_device(model)
+    result.streams = [s.to(device) for s in result.streams]
+    exact_cells(model, result, cells, max_bytes=max_bytes)
+    result.streams = [s.cpu() for s in result.streams]
+    return (result.head_loss, result.head_prob, result.part_loss, result.part_prob,
+            result.exact_seconds)
+
+
+def take_exact(result: Attribution, tables) -> None:
+    """``exact_tables``' answer into ``result`` (the same object, when it ran here)."""
+    (result.head_loss, result.head_prob, result.part_loss, result.part_prob,
+     result.exact_seconds) = tables
+
+
 def with_exact_map(result: Attribution, exact) -> Attribution:
     """``result`` with every cell's exact value taken from ``exact`` (an ``Importance`` of the
     same text: the map exact everywhere)."""

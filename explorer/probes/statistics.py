@@ -5,6 +5,7 @@ reductions that give the same figures."""
 from __future__ import annotations
 
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -16,6 +17,21 @@ from .data import HIST_BINS, STAT_NAMES, PointStats
 # One helper thread: the statistics of a block's activations are split between it and the
 # thread running the forward pass (the kernels release the GIL), so both cores work on them.
 HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer-stats")
+
+
+def _new_helper():
+    # A forked process (a ZeroGPU call's worker) has none of its parent's threads: a pool that
+    # believes it has its thread would never run the work.
+    global HELPER
+    HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer-stats")
+
+
+os.register_at_fork(after_in_child=_new_helper)
+
+
+def helper() -> ThreadPoolExecutor:
+    """The helper thread's pool (this process's own)."""
+    return HELPER
 
 
 def cpu_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Tensor,
@@ -42,10 +58,10 @@ def cpu_stats(xs: list[torch.Tensor], per_token: torch.Tensor, hist: torch.Tenso
         side = 0 if load[0] <= load[1] else 1
         (mine, theirs)[side].append(i)
         load[side] += xs[i].numel()
-    helper = HELPER.submit(run, theirs) if theirs else None
+    helper_job = helper().submit(run, theirs) if theirs else None
     run(mine)
-    if helper is not None:
-        helper.result()
+    if helper_job is not None:
+        helper_job.result()
     stats = []
     for i, x in enumerate(xs):
         if ranges[i] is None:                     # inf or NaN somewhere: count them exactly

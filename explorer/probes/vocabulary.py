@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from .. import native
-from .statistics import HELPER
+from .statistics import helper
 
 TOPK_GROUP = 256   # consecutive vocabulary entries per group in row_topk
 HEAD_ROWS = 256    # rows per output-head product for the logit lens at many positions
@@ -61,7 +61,7 @@ def top_probs(logits, k):
     if logits.is_cpu and logits.dtype == torch.float32 and logits.is_contiguous() \
             and k <= 64 and native.available():
         half = (logits.shape[0] + 1) // 2
-        theirs = HELPER.submit(native.rows_summary, logits[half:], k)
+        theirs = helper().submit(native.rows_summary, logits[half:], k)
         mine, theirs = native.rows_summary(logits[:half], k), theirs.result()
         if mine is not None and theirs is not None:
             return torch.cat([mine[0], theirs[0]]), torch.cat([mine[1], theirs[1]])

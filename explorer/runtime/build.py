@@ -8,13 +8,17 @@ from ..book.errors import ExplorerError
 from ..book.fast import fuse
 from ..book.model import GPTModel
 from ..book.seeding import seeded
+from .placement import on_zero_gpu
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def resolve_device(device: str = "auto") -> torch.device:
+    # On ZeroGPU the models live on the CPU, and a GPU is lent per call (``offload``): CUDA
+    # cannot start in the server process there, though torch.cuda.is_available() says True.
+    zero_gpu = on_zero_gpu()
     if device == "auto":
-        if torch.cuda.is_available():
+        if torch.cuda.is_available() and not zero_gpu:
             return torch.device("cuda")
         if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
             return torch.device("mps")
@@ -22,6 +26,9 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "cpu":
         return torch.device("cpu")
     if device == "cuda":
+        if zero_gpu:
+            raise ExplorerError("device.zero_gpu", "On ZeroGPU the models stay on the CPU and "
+                                "a GPU is lent for the long jobs only: use device 'auto'.")
         if not torch.cuda.is_available():
             raise ExplorerError("device.no_cuda", "CUDA is not available on this machine; use "
                                 "device 'cpu' or 'auto'.")

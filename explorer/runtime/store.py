@@ -20,6 +20,7 @@ from ..book.errors import ExplorerError, Text
 from ..book.fast import fuse
 from ..book.load_weights import assign_weights, empty_model
 from ..book.model import GPTModel
+from ..native import cache_dir
 from .build import resolve_device, resolve_dtype
 from .checkpoints import check_shapes, inspect_file, load_into_model, sha256_file, file_stamp
 from .file_config import METADATA_KEY
@@ -39,9 +40,7 @@ def store_dir() -> Path:
     (``$GPT_EXPLORER_CACHE``, else ``~/.cache/gpt-explorer``)."""
     if os.environ.get(STORE_ENV):
         return Path(os.environ[STORE_ENV])
-    base = (os.environ.get("GPT_EXPLORER_CACHE")
-            or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpt-explorer")
-    return Path(base) / "weights"
+    return cache_dir() / "weights"
 
 
 def store_limit_bytes() -> int:

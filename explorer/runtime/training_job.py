@@ -21,10 +21,10 @@ blocks once over all its batches and the output head a slice of positions at a t
 """
 from __future__ import annotations
 
+import contextvars
 import copy
 import hashlib
 import math
-from contextlib import contextmanager
 import threading
 import time
 
@@ -36,7 +36,9 @@ from ..book.training import (TRAIN_RATIO, calc_loss_batch, check_training_text,
                              create_dataloader_v1, split_text)
 from .build import resolve_device
 from .copying import CopyingTask, greedy_copy, measure
-from .training_run import VariantRun, block_grad_norms, first_batches, greedy_sample, mean_loss
+from .training_chunks import placed, train_on_gpu
+from .training_run import (VariantRun, block_grad_norms, first_batches, greedy_sample,
+                           mean_loss, one_thread)
 from .training_setup import (Corpus, TrainingSettings, as_count, check_variants,
                              default_settings, job_bytes, job_configs, window_of)
 from .training_views import JobView, TrainedModel
@@ -54,19 +56,6 @@ def job_key(variants, corpus: Corpus, settings: TrainingSettings) -> tuple:
     data = corpus if isinstance(corpus, CopyingTask) else hashlib.sha256(
         corpus.text.encode("utf-8", errors="surrogatepass")).hexdigest()
     return (tuple((v.label, v.config) for v in variants), str(corpus.name), data, settings)
-
-
-@contextmanager
-def one_thread():
-    """A training step on one torch thread (this thread only): a teaching model's step is
-    many small operations, as fast on one core, and the other core stays free for the page
-    and the other sessions. Whichever thread trains, the numbers are the same."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 class TrainingJob:
@@ -106,10 +95,30 @@ class TrainingJob:
         self.status, self.message = "ready", ""
         self.released = False        # the models given up for another job (release_models)
         self.ended_at = None         # when it finished, for the lab's choice of what to free
+        self._new_locks()
+        # Where it trains: the CPU, or a GPU lent per call in chunks of steps (ZeroGPU).
+        self.placement = placed(configs, settings, self.window, self.device)
+        self.ran = None              # where the last steps ran (offload.Ran)
+
+    def _new_locks(self):
         self._view_lock = threading.Lock()   # records <-> view()
         self._step_lock = threading.Lock()   # one step at a time; models whole between steps
-        self._stop = threading.Event()
-        self._thread = None
+        self._stop, self._thread = threading.Event(), None
+
+    # A copy for a GPU call (training_chunks): the job's state, without its locks and thread.
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_view_lock", "_step_lock", "_stop", "_thread")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._new_locks()
+
+    def _train_steps(self, n: int) -> None:
+        for _ in range(n):
+            if self.done:
+                return
+            self._one_step()
 
     def _text_loaders(self, corpus, settings, tokenizer):
         self.batches_per_epoch, _ = check_training_text(
@@ -143,10 +152,7 @@ class TrainingJob:
         if self.status in ("cancelled", "failed"):
             raise ExplorerError("job.was_ended", "This job was {status}; start a new one.",
                                 status=_STATUS_WORDS[self.status])
-        for _ in range(n):
-            if self.done:
-                break
-            self._one_step()
+        self._train_steps(n)
         if self.done:
             self._finish()
         elif self.steps_done:
@@ -294,7 +300,9 @@ class TrainingJob:
                                     status=_STATUS_WORDS[self.status])
             self._stop.clear()
             self.status, self.message = "running", ""
-            self._thread = threading.Thread(target=self._work, daemon=True,
+            # In the context of the request that started it: a GPU call is that visitor's.
+            self._thread = threading.Thread(target=contextvars.copy_context().run,
+                                            args=(self._work,), daemon=True,
                                             name="gpt-explorer-training")
             self._thread.start()
         return self
@@ -370,7 +378,10 @@ class TrainingJob:
     def _work(self):
         try:
             while not self._stop.is_set() and not self.done:
-                self._one_step()
+                if self.placement.where == "gpu":
+                    train_on_gpu(self)
+                else:
+                    self._one_step()
             if self.done:
                 self._finish()
             else:
@@ -396,7 +407,7 @@ class TrainingJob:
                 total_tokens=self.settings.steps * per_step, epoch=self.epoch,
                 batches_per_epoch=self.batches_per_epoch, corpus=self.corpus.name,
                 seconds=self.seconds, runs=[r.view() for r in self.runs],
-                caption=self.caption)
+                caption=self.caption, where=self.ran.note() if self.ran is not None else None)
 
     def weights_source(self, index: int = 0) -> Text:
         steps = self._run(index).steps
@@ -436,3 +447,4 @@ class TrainingJob:
                                 "0 to {last} (got {index!r}).", n=len(self.runs),
                                 last=len(self.runs) - 1, index=index)
         return self.runs[index]
+

@@ -3,6 +3,8 @@ measures it: the book's ``calc_loss_loader`` and ``generate_sample``, faster, wi
 numbers."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 
@@ -45,6 +47,21 @@ class VariantRun:
         self.best_prev_token, self.best_induction = [], []
         self.batches = None    # this epoch's iterator over the training loader
 
+    def to(self, device: torch.device, seed: int) -> None:
+        """The model, AdamW's state and the random stream on ``device``."""
+        self.model.to(device)
+        # AdamW keeps its step count on the CPU unless its kernel is fused (or capturable).
+        on_device = self.optimizer.defaults.get("fused") or \
+            self.optimizer.defaults.get("capturable")
+        for state in self.optimizer.state.values():
+            for name, value in state.items():
+                if torch.is_tensor(value) and (name != "step" or on_device):
+                    state[name] = value.to(device)
+        if device.type == "cuda" and self.rng.cuda_state is None:
+            # Dropout on a GPU draws from CUDA's generator: a stream of its own, from the seed.
+            torch.cuda.manual_seed(seed)
+            self.rng.cuda_state = torch.cuda.get_rng_state(device)
+
     def view(self) -> RunView:
         return RunView(
             label=self.label, config=self.config.to_dict(), parameters=self.parameters,
@@ -66,6 +83,19 @@ class VariantRun:
         self.repeated_half_loss.append(repeated_half)
         self.best_prev_token.append(prev_token)
         self.best_induction.append(induction)
+
+
+@contextmanager
+def one_thread():
+    """A training step on one torch thread (this thread only): a teaching model's step is
+    many small operations, as fast on one core, and the other core stays free for the page
+    and the other sessions. Whichever thread trains, the numbers are the same."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def adamw(model, settings):

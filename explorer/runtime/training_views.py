@@ -50,6 +50,7 @@ class JobView:
     seconds: float         # time spent training so far
     runs: list[RunView] = field(default_factory=list)
     caption: str = ""      # what the data is, when it is not a text (the copying task)
+    where: object = None   # where the last steps ran, where a GPU could: a Message
 
 
 @dataclass

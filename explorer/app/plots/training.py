@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ...runtime.placement import gpu_kind
 from ...runtime.training_setup import VARIANT_LABELS
 from ..i18n import say, t
 from .labels import human_count
@@ -239,6 +240,8 @@ def progress_markdown(view) -> str:
              seconds=view.seconds)
     if view.message:
         line += f" {_text(say(view.message))}"
+    if view.where is not None and (gpu_kind() is not None or view.where.id != "ran.cpu"):
+        line += f" ({_text(say(view.where))})"
     if view.caption:       # what the data is, when it is not a text (the copying task)
         line += f"\n\n{_text(say(view.caption))}"
     return line

@@ -7,7 +7,7 @@ import gradio as gr
 
 from ...book.errors import ExplorerError, Message
 from ...probes import with_attention_of_layer
-from .. import comparison, gpu, head_scores as heads, refresh
+from .. import comparison, head_scores as heads, refresh
 from . import inside
 from ..exports import csv_text, show_download, write_export
 from ..handlers import handler
@@ -16,7 +16,8 @@ from ..inputs import as_int, layer_in
 from ..pickers import DEFAULT_CONFIG, fitted_head, fitted_layer, head_choices, layer_slider
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
-from ..results import run, shared_figures, shared_views
+from ...runtime.placement import Work
+from ..results import run_placed, shared_figures, shared_views
 from ..shared import NO_MODEL_NOTE, check_model, models_of, session_of, traces_of
 
 TITLE = ("tab.attention", "3 · Attention")
@@ -56,7 +57,8 @@ def views(session, layer, head) -> dict:
     layer = layer_in(traces[0].n_layers, layer, LAYER)
     head = _head(head, traces[0].config["n_heads"])
     if any(layer < tr.n_layers and layer not in tr.attention for tr in traces):
-        traces = [run(key, model, with_attention_of_layer, tr, layer)
+        traces = [run_placed(key, model, Work.forward(key.config, len(tr.token_ids)),
+                             with_attention_of_layer, tr, layer)[0]
                   if layer < tr.n_layers and layer not in tr.attention else tr
                   for key, model, tr in zip(session.keys, models_of(session), traces)]
         session.traces = tuple(traces)
@@ -71,7 +73,6 @@ def views(session, layer, head) -> dict:
 
 
 @handler(outputs=(*SHOWN, "session"))
-@gpu.gpu_work(duration=gpu.forward_seconds)
 def attention_views(session, layer, head):
     """/attention: the views of ``layer`` and ``head`` ("mean" or a number)."""
     session = session_of(session)
@@ -97,7 +98,6 @@ def show_attention(prompt, session, layer, head, inside_layer, pair, heat_point,
 
 
 @handler(outputs=(*SHOWN, "session"))
-@gpu.gpu_work(duration=gpu.forward_seconds)
 def choice_changed(session, layer, head):
     """The layer or head changed (by the user, or by a new model fitting them): redraw when
     there is a trace, and remember the choice either way."""

@@ -23,7 +23,7 @@ from ...runtime.checkpoints import file_source
 from ...runtime.export import export_model
 from ...runtime.hub import pretrained_source
 from ...runtime.memory import model_bytes
-from .. import comparison, gpu, refresh
+from .. import comparison, refresh
 from . import pin, walk
 from ..checkpoint_input import (CONFIG_SUFFIX, WEIGHTS_SUFFIXES, reporter, server_checkpoint,
                                 uploaded)
@@ -308,8 +308,7 @@ BUILD_OUTPUTS = ("session", *refresh.FIRST, "inside_layer", "att_layer", "act_la
                  "att_head", *FIELDS, *WEIGHTS_NOTES, "pair", "heat_point",
                  refresh.new_model_outputs)
 build.__signature__ = BUILD_SIGNATURE   # /build's parameters, by name (see above)
-build = handler(outputs=BUILD_OUTPUTS, name="build")(
-    gpu.gpu_work(duration=gpu.build_seconds, signature=BUILD_SIGNATURE)(build))
+build = handler(outputs=BUILD_OUTPUTS, name="build")(build)
 
 
 @handler(outputs=("status",))
@@ -319,7 +318,6 @@ def build_refused(session):
 
 
 @handler(outputs=("export_files", "export_note"))
-@gpu.gpu_work(duration=gpu.export_seconds)
 def export_weights(session, hf_layout):
     """/export_model: model A (random, trained or loaded) as model.safetensors + config.json,
     in the book's names or (GPT-2-shaped models) Hugging Face's GPT-2 layout."""

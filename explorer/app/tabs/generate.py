@@ -16,14 +16,14 @@ from ...book.errors import ExplorerError, Message
 from ...book.generate import check_generation_args, generate_steps
 from ...probes import intervened_steps
 from ...probes.compare import lockstep
-from .. import comparison, gpu, refresh
+from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, t
 from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, check_trace_size,
                       models_prompt_ids, prompt_ids)
 from ..plots.generation import steps_table_html
 from ..plots.lens import logit_lens_figure
-from ..results import generation_steps, shared_trace
+from ..results import generation_steps, next_step, shared_trace
 from ..session import Generation
 from ..shared import CACHE, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, models_of, session_of
 from . import generate_views as views
@@ -81,15 +81,15 @@ def _arguments(max_new_tokens, mode, temperature, top_k, seed):
 def _streams(keys, models, ids, n, temperature, top_k, seed, stop):
     """Each model's steps, checked and ready before the first token of any (shared with
     every session that asks for the same), and whether they all come from the shared cache."""
-    streams, shared = zip(*(generation_steps(key, m, ids, n, temperature=temperature,
-                                             top_k=top_k, seed=seed, stop_at_eot=stop,
-                                             show_top=SHOW_TOP, **FAST_DECODING)
-                            for key, m in zip(keys, models)))
-    return (lockstep(*streams) if len(streams) == 2 else ((s,) for s in streams[0])), all(shared)
+    streams, shared, where = zip(*(generation_steps(key, m, ids, n, temperature=temperature,
+                                                    top_k=top_k, seed=seed, stop_at_eot=stop,
+                                                    show_top=SHOW_TOP, **FAST_DECODING)
+                                   for key, m in zip(keys, models)))
+    pairs = lockstep(*streams) if len(streams) == 2 else ((s,) for s in streams[0])
+    return pairs, all(shared), lambda: [note for said in where for note in said()]
 
 
 @handler(outputs=SHOWN)
-@gpu.gpu_work(duration=gpu.generate_seconds)
 def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot, session):
     """/generate (streams): every model from the same prompt, step by step."""
     session = session_of(session)
@@ -100,8 +100,8 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
     for model in models:
         check_generation_args(max_new, temperature, top_k, seed, model.cfg.vocab_size)
     stop = as_flag(stop_at_eot, Message("field.stop_eot", "stop at <|endoftext|>"))
-    pairs, shared = _streams(session.keys, models, ids, max_new, temperature, top_k, seed,
-                             stop)
+    pairs, shared, where = _streams(session.keys, models, ids, max_new, temperature, top_k,
+                                    seed, stop)
     gen = Generation(prompt, len(ids), [list(ids) for _ in models], [], [None] * len(models),
                      {}, prompt, streaming=True, keys=session.keys, run=secrets.token_hex(4))
     session.generation = gen
@@ -118,7 +118,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         n = max(len(x) for x in new)
         gen.rows.insert(0, views.row(n - 1, steps))
         views.record(gen, steps, models, n / max(time.perf_counter() - started, 1e-9), new,
-                     shared)
+                     shared, where())
         views.logged(gen, fresh)
         fresh = False
         wait = paced + STEP_INTERVAL_S - time.perf_counter()
@@ -143,7 +143,6 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
 
 
 @handler(outputs=SHOWN)
-@gpu.gpu_work(duration=gpu.forward_seconds)
 def next_token(prompt, output, mode, temperature, top_k, seed, session):
     """/next_token: one more token of every model, continuing the generation the page shows
     (from the same prompt); a new prompt (or a changed text) starts anew."""
@@ -162,18 +161,20 @@ def next_token(prompt, output, mode, temperature, top_k, seed, session):
         gen = Generation(prompt, len(ids), [list(ids) for _ in models], [],
                          [None] * len(models), {}, prompt, keys=session.keys)
     _, temperature, top_k, seed = _arguments(1, mode, temperature, top_k, seed)
-    steps = []
+    steps, where = [], []
     for key, model, ids in zip(session.keys, models, gen.ids):
-        step = next(iter(intervened_steps(model, key.interventions, generate_steps(
-            model, ids, 1, temperature=temperature, top_k=top_k,
+        step, said = next_step(
+            key, model, ids, temperature=temperature, top_k=top_k,
             seed=None if seed is None else seed + len(ids),   # another draw each step, repeatable
-            show_top=SHOW_TOP, **FAST_DECODING))))
+            show_top=SHOW_TOP, **FAST_DECODING)
         ids.append(step.token_id)
         steps.append(step)
+        where += said
     new = [ids[gen.start:] for ids in gen.ids]
     n = max(len(x) for x in new)
     gen.rows.insert(0, views.row(n - 1, steps))
-    views.record(gen, steps, models, 1 / max(max(s.seconds for s in steps), 1e-9), new)
+    views.record(gen, steps, models, 1 / max(max(s.seconds for s in steps), 1e-9), new,
+                 where=where)
     gen.log = ((), ())          # one step, one update: nothing for the page to catch up on
     session.generation = gen
     return {**views.shown(session), "session": session}
@@ -201,7 +202,6 @@ def stopped(session):
 
 
 @handler(outputs=("lens_plot", "session"))
-@gpu.gpu_work(duration=gpu.forward_seconds)
 def logit_lens(prompt, session):
     """/logit_lens: final norm + output head on every block's output, at the prompt's last 32
     positions, for every model."""

@@ -69,6 +69,8 @@ def speed_text(speed) -> str:
 
 def _speed_text(speed) -> str:
     path = say(speed["path"])
+    for note in speed.get("where", ()):
+        path += " · " + say(note)
     if speed.get("shared"):
         path += t("gen.shared", " · from the shared cache: decoded once for every session "
                                 "that asks")
@@ -146,9 +148,10 @@ def shown(session, live=False, table=True) -> dict:
             "history": history_html(session, live) if table else gr.skip(), "speed": speed}
 
 
-def record(gen, steps, models, rate, new, shared=False):
+def record(gen, steps, models, rate, new, shared=False, where=()):
     """The latest step of every model into ``gen`` (``rate``: steps a second so far;
-    ``shared``: the steps come from the shared cache, decoded for another session)."""
+    ``shared``: the steps come from the shared cache, decoded for another session;
+    ``where``: notes of where they were decoded)."""
     n = max(len(x) for x in new)
     flags = parted(*new) if len(new) == 2 else []
     names = NAMES if len(new) == 2 else (None,)
@@ -160,5 +163,6 @@ def record(gen, steps, models, rate, new, shared=False):
     gen.speed = dict(n=n, rate=rate, path=native.decoding_label(last.fast_step),
                      cached=[bool(s.cached) if s is not None else True for s in steps],
                      contexts=[m.cfg.context_length for m in models],
-                     vocabs=[m.cfg.vocab_size for m in models], shared=shared)
+                     vocabs=[m.cfg.vocab_size for m in models], shared=shared,
+                     where=list(where))
     gen.text = gen.prompt + decode(new[0])

@@ -13,7 +13,7 @@ from ...book.errors import ExplorerError, Message
 from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES
-from .. import comparison, gpu, head_scores as heads, refresh
+from .. import comparison, head_scores as heads, refresh
 from ..exports import csv_text, json_default, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, say, t
@@ -140,7 +140,6 @@ def views(session, layer, pair, heat_point, heat_stat) -> dict:
 
 
 @handler(outputs=("chips", "trace_info", *VIEWS, "session"))
-@gpu.gpu_work(duration=gpu.forward_seconds)
 def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
     """/trace: every model traces the prompt, one after the other (one trace's memory at a
     time)."""

@@ -19,16 +19,19 @@ import gradio as gr
 from ...book.errors import ExplorerError, Message
 from ...book.tokenizer import get_tokenizer
 from ...probes import Interventions
-from ...probes.attribution import TOP, estimate, exact_cells
+from ...probes.attribution import TOP, estimate_sent, exact_tables, take_exact
 from ...probes.interventions import (KINDS, KINDS_BY_NAME, MAX_INTERVENTION_CHARS,
                                      MODEL_PARTS, Intervention, split_checked)
+from ...runtime import offload
+from ...runtime.placement import Work
 from ...runtime.training_setup import default_corpus
-from .. import gpu, gradio_private, refresh
+from .. import gradio_private, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import (TRACE_MEMORY_SHARE, as_choice, as_flag, as_int, prompt_ids,
                       selected)
 from ..pickers import fitted_layer, layer_slider
+from ..results import where_noted
 from ..plots.knockout import METRICS, knockout_map_html
 from ..session import Made, Model
 from ..shared import CACHE, DEFAULT_PROMPT, check_model, model_a, session_of
@@ -140,10 +143,6 @@ def add_part(spec, kind, layer, every_block, heads, session):
     return {"knock_spec": both}
 
 
-def _map_seconds(arguments) -> float:
-    return gpu.MAX_SECONDS
-
-
 def story_text(cfg=None) -> str:
     """The training story's first ``STORY_TOKENS`` tokens (fewer for a short context), as text
     for the box above the map."""
@@ -187,6 +186,10 @@ def status_text(status) -> str:
     if not status:
         return ""
     state, f = status
+    return _state_text(state, f) + "".join(f" · {say(note)}" for note in f.get("where", ()))
+
+
+def _state_text(state, f) -> str:
     if state == "estimating":
         return t("knock.estimating", "Estimating every cell from one backward pass …")
     if state == "refining":
@@ -221,7 +224,6 @@ def _chunks(result, everywhere: bool):
 
 
 @handler(outputs=("knock_map", "knock_numbers", "session"))
-@gpu.gpu_work(duration=_map_seconds)
 def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
     """/knockout_map: every head and every part of every block of model A, for the text
     ``prompt``: first estimated at once (one forward and one backward pass), drawn; then
@@ -241,24 +243,34 @@ def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
         shown = session.shown.get("knockout")
         if shown is not None and shown[2] == key and shown[0].token_ids == ids:
             result = shown[0]                    # the same map: go on where it stopped
+            where = shown[3][1].get("where", []) if shown[3] else []
         else:
-            result = estimate(model, ids, max_bytes=budget)
-        session.shown["knockout"] = (result, metric, key, _status("refining", result))
+            # about a forward and a backward pass, and the passes of the exact-only cells
+            result, ran = offload.compute(key, model, estimate_sent, (ids,),
+                                          {"max_bytes": budget},
+                                          Work.forward(model.cfg, len(ids), passes=3))
+            where = where_noted(ran)
+        session.shown["knockout"] = (result, metric, key, _status("refining", result, where=where))
         yield _update(session, result)
         sent = time.perf_counter()
         for chunk in _chunks(result, everywhere):
             if left.is_set() or not _going_on(session, result):
                 return             # the page left, Stop was pressed, or another map began
-            exact_cells(model, result, chunk, max_bytes=budget)
+            # each cell: the rest of the model from its block, at most a pass
+            tables, ran = offload.compute(key, model, exact_tables, (result, chunk),
+                                          {"max_bytes": budget},
+                                          Work.forward(model.cfg, len(ids), passes=len(chunk)))
+            take_exact(result, tables)
+            where = where_noted(ran)
             if not _going_on(session, result):
                 return             # (the cell stays exact: the next redraw shows it)
-            session.shown["knockout"] = (result, metric, key, _status("refining", result))
+            session.shown["knockout"] = (result, metric, key, _status("refining", result, where=where))
             if time.perf_counter() - sent >= UPDATE_S:
                 sent = time.perf_counter()
                 yield _update(session, result)
         done = ("all_exact" if result.n_exact == len(result.cells()) else "top_done")
         session.shown["knockout"] = (result, metric, key, _status(
-            done, result, top=TOP, seconds=result.exact_seconds))
+            done, result, top=TOP, seconds=result.exact_seconds, where=where))
         yield _update(session, result)
     finally:
         _LEFT.pop(owner, None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ...book.errors import ExplorerError
-from .. import gpu, refresh
+from .. import refresh
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..shared import CACHE, session_of
@@ -42,12 +42,7 @@ def _note(session) -> dict:
     return {"pin_note": pin_note(session)}
 
 
-def _seconds(arguments) -> float:
-    return gpu.MIN_SECONDS
-
-
 @handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
-@gpu.gpu_work(duration=_seconds)
 def pin_model(session, request: gr.Request = None):
     """Pin the session's model as B. Until another model is built, loaded or trained, A and B
     are the same model (every difference is zero)."""

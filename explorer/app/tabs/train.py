@@ -28,7 +28,7 @@ from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAU
                                        TrainingSettings, corpus_from_file, corpus_from_text,
                                        book_settings, default_corpus, default_settings,
                                        make_variants)
-from .. import comparison, gpu, prefs, refresh, shared
+from .. import comparison, prefs, refresh, shared
 from ..handlers import handler
 from ..i18n import label, t
 from ..inputs import as_choice, as_choices, as_int, as_number
@@ -211,13 +211,7 @@ def _watch(job, owner, clock=time.monotonic, note=""):
         time.sleep(POLL_SECONDS)
 
 
-def train_seconds(arguments) -> float:
-    """A training stream: as long as ZeroGPU allows (the job goes on between calls)."""
-    return gpu.MAX_SECONDS
-
-
 @handler(outputs=LIVE)
-@gpu.gpu_work(duration=train_seconds)
 def train_start(data, text, upload, variants, preset, steps, batch_size, context_length, lr,
                 warmup_steps, eval_freq=None, eval_iter=None, request: gr.Request = None):
     """/train_start (streams): start this session's job (replacing a stopped or finished one;
@@ -253,7 +247,6 @@ def train_stop(request: gr.Request):
 
 
 @handler(outputs=LIVE)
-@gpu.gpu_work(duration=train_seconds)
 def train_continue(request: gr.Request):
     """/train_continue (streams)."""
     owner = _owner(request)
@@ -322,15 +315,10 @@ def trained_caption(trained, corpus: str) -> Message:
                    steps=trained.steps, corpus=corpus, variant=variant)
 
 
-def _use_seconds(arguments) -> float:
-    return gpu.MIN_SECONDS
-
-
 PROMPTS = ("trace_prompt", "gen_prompt", "knock_prompt")
 
 
 @handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs, *PROMPTS))
-@gpu.gpu_work(duration=_use_seconds)
 def train_use(choice, session, request: gr.Request):
     """/train_use: the chosen trained variant becomes model A: Inside, Attention, Activations
     and Generate then show it, and the Build tab shows its config. A model of the copying task
@@ -353,7 +341,6 @@ def train_use(choice, session, request: gr.Request):
 
 
 @handler(outputs=("train_export_file",))
-@gpu.gpu_work(duration=_use_seconds)
 def train_export(choice, request: gr.Request):
     """/train_export: the chosen trained variant as model.safetensors + config.json (the
     weights export; ``load_file`` reads them back)."""

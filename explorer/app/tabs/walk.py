@@ -19,7 +19,7 @@ from ...book.errors import ExplorerError, Message
 from ...book.stages import STAGE_NAMES, STAGES_BY_NAME
 from ..results import shared_trace
 from ...probes.stages import stage_details
-from .. import gpu, refresh
+from .. import refresh
 from ..handlers import handler
 from ..i18n import label, t
 from ..inputs import as_choice, as_int, check_trace_size, prompt_ids, selected
@@ -39,7 +39,6 @@ WALK_JS = ("(function start(tries) { if (window.gptExplorer && gptExplorer.walk)
            "setTimeout(() => start(tries - 1), 50); })(200);")
 
 
-@gpu.gpu_work(duration=gpu.forward_seconds)
 def _walk_trace(prompt, session):
     """The prompt's trace for the walk: the statistics at every probe point, without the
     attention weights or the logit lens (what a stage shows needs neither)."""

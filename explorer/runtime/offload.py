@@ -1,0 +1,235 @@
+"""A job run where the policy says (``placement``): here on the CPU, or as one GPU call.
+
+A GPU call is a pure computation. The model's key and the inputs go in, plain data comes out
+(the probes return numpy arrays and Python numbers). Sessions, the model cache, the shared
+results and the training lab stay in this process, so whatever sessions share is shared on
+ZeroGPU too.
+
+On ZeroGPU the call is ``spaces.GPU``: it runs in a worker process forked from the server,
+with its arguments and results pickled. The worker takes the model from the cache it was
+forked with, or builds it from its key (a key is a pure description: config, seed, weights
+file), then moves it to the GPU and keeps it there for the next call.
+
+When a GPU call cannot run (the visitor's quota is used up, no GPU is free, or the call was
+cut off), the CPU does the job if its estimate is within ``CPU_FALLBACK_SECONDS``, and the
+result says why it ran there; otherwise the user is told when to try again.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, replace
+
+import torch
+
+from ..book.errors import ExplorerError, Message
+from .placement import CPU_FALLBACK_SECONDS, Placement, Work, gpu_kind, place
+
+# What ZeroGPU says when a call cannot run, by kind (its messages, as gr.Error).
+FAILURES = {
+    "quota": re.compile(r"exceeded your (?:free )?GPU quota|GPU quota exceeded", re.I),
+    "no_gpu": re.compile(r"No GPU (?:is currently |was )?available", re.I),
+    "aborted": re.compile(r"GPU task aborted", re.I),
+}
+RETRY = re.compile(r"Try again in ([\d:]+)", re.I)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """Where a job ran, for the page: "on the GPU, 0.4 s" or "on the CPU" (and why)."""
+    where: str                  # "cpu" or "gpu"
+    seconds: float
+    failure: str = ""           # why a GPU call fell back to the CPU: a key of FAILURES
+    retry: str = ""             # when ZeroGPU said to try again ("2:05:11"), if it did
+
+    def note(self) -> Message:
+        if self.where == "gpu":
+            return Message("ran.gpu", "on the GPU, {seconds:.2f} s", seconds=self.seconds)
+        if self.failure == "quota":
+            return Message("ran.cpu_quota", "ran on the CPU: this network's GPU quota is used "
+                           "up for now{retry}", retry=_retry_words(self.retry))
+        if self.failure == "no_gpu":
+            return Message("ran.cpu_no_gpu", "ran on the CPU: no GPU was free")
+        if self.failure == "aborted":
+            return Message("ran.cpu_aborted", "ran on the CPU: the GPU call was cut off")
+        return Message("ran.cpu", "on the CPU")
+
+
+def _retry_words(retry: str) -> Message | str:
+    return Message("ran.retry", " (ZeroGPU: try again in {retry})", retry=retry) if retry \
+        else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The models a call may use. The app says where they come from (its cache); a worker that
+# was forked before a model was built gets it the same way, by its key.
+_models = None            # key -> model (ModelCache.get's first value)
+_on_gpu: dict = {}        # in a worker: the last key's model on the GPU, kept for the next call
+_in_call = False          # in a worker, inside a GPU call
+
+
+def use_models(get_model) -> None:
+    """``get_model(key) -> model``: where a GPU call's worker finds the model of a key."""
+    global _models
+    _models = get_model
+
+
+def device() -> torch.device:
+    """Where the work in hand runs: the GPU inside a GPU call, else the CPU (on ZeroGPU the
+    server's torch says CUDA is there, but it cannot start there)."""
+    return torch.device("cuda") if _in_call and torch.cuda.is_available() else \
+        torch.device("cpu")
+
+
+def _worker_model(key):
+    if key not in _on_gpu:
+        _on_gpu.clear()                   # one model on the GPU at a time
+        _on_gpu[key] = _models(key).to(device())   # the worker's own copy (a forked process)
+    return _on_gpu[key]
+
+
+def _gpu_task(asked, key, fn, args, kwargs):
+    global _in_call
+    _in_call = True                       # this process is the worker: it stays so
+    model = _worker_model(key) if key is not None else None
+    return fn(*((model,) if key is not None else ()), *args, **kwargs)
+
+
+def _gpu_stream(asked, key, fn, args, kwargs):
+    global _in_call
+    _in_call = True
+    yield from fn(_worker_model(key), *args, **kwargs)
+
+
+def _asked(asked, *args, **kwargs) -> int:
+    return asked
+
+
+_calls = None
+
+
+def _gpu_calls():
+    """``spaces.GPU`` over the two tasks, made once (ZeroGPU's start-up check looks for at
+    least one ``@spaces.GPU`` function: ``prepare()`` makes them at start-up)."""
+    global _calls
+    if _calls is None:
+        import spaces
+        _calls = (spaces.GPU(_gpu_task, duration=_asked),
+                  spaces.GPU(_gpu_stream, duration=_asked))
+    return _calls
+
+
+def prepare() -> None:
+    """At start-up on ZeroGPU: the ``spaces.GPU`` functions exist before the first request."""
+    if gpu_kind() == "zerogpu":
+        _gpu_calls()
+
+
+def forget_gpu() -> None:
+    """Make the ``spaces.GPU`` functions again at the next call (a test swaps ``spaces``)."""
+    global _calls
+    _calls = None
+
+
+# ---------------------------------------------------------------------------------------------
+def compute(key, model, fn, args=(), kwargs=None, work: Work | None = None):
+    """``(fn(model, *args, **kwargs), Ran)``, computed where the policy places ``work`` (no
+    work given: here). ``fn`` and its arguments must pickle (a module-level function, plain
+    data) and it must return plain data: a GPU call sends them to another process."""
+    return _run(_placement(work), key.weights_key, model, fn, args, kwargs or {})
+
+
+def call(fn, args=(), kwargs=None, placement: Placement | None = None, *,
+         fallback_always=False):
+    """``(fn(*args, **kwargs), Ran)``: a job that carries its own state (a training job's
+    steps), run where ``placement`` says. ``fallback_always``: the CPU takes over whatever
+    its estimate (a job in the background, which can be stopped)."""
+    placement = placement or Placement("cpu", 0.0, None)
+    return _run(placement, None, None, fn, args, kwargs or {}, fallback_always)
+
+
+def _run(placement, key, model, fn, args, kwargs, fallback_always=False):
+    here = (model,) if key is not None else ()
+    failure = None
+    if placement.where == "gpu":
+        gpu_call, _ = _gpu_calls()
+        started = time.perf_counter()
+        try:
+            result = gpu_call(placement.ask_seconds, key, fn, args, kwargs)
+            return result, Ran("gpu", time.perf_counter() - started)
+        except Exception as e:  # noqa: BLE001 - only ZeroGPU's own failures fall back
+            failure = _fallback(e, placement, fallback_always)
+    started = time.perf_counter()
+    result = fn(*here, *args, **kwargs)
+    return result, _ran_here(started, failure)
+
+
+class Stream:
+    """A job that yields (a generation): iterate it; ``ran`` says where it runs. A GPU call
+    that cannot start falls back to the CPU before the first item."""
+
+    def __init__(self, key, model, fn, args=(), kwargs=None, work: Work | None = None):
+        self._job = (key, model, fn, args, kwargs or {})
+        self.placement = _placement(work)
+        self.ran = Ran(self.placement.where, 0.0)
+
+    def __iter__(self):
+        key, model, fn, args, kwargs = self._job
+        started = time.perf_counter()
+        if self.placement.where == "gpu":
+            _, gpu_stream = _gpu_calls()
+            items = iter(gpu_stream(self.placement.ask_seconds, key.weights_key, fn, args,
+                                    kwargs))
+            try:
+                first = next(items)
+            except StopIteration:
+                return
+            except Exception as e:  # noqa: BLE001 - only ZeroGPU's own failures fall back
+                failure = _fallback(e, self.placement)
+            else:
+                self.ran = Ran("gpu", time.perf_counter() - started)
+                yield first
+                for item in items:
+                    self.ran = Ran("gpu", time.perf_counter() - started)
+                    yield item
+                return
+            self.ran = _ran_here(started, failure)
+            started = time.perf_counter()
+        for item in fn(model, *args, **kwargs):
+            self.ran = replace(self.ran, seconds=time.perf_counter() - started)
+            yield item
+
+
+def _placement(work: Work | None) -> Placement:
+    if work is None:
+        return Placement("cpu", 0.0, None)
+    return place(work, gpu_kind())
+
+
+def _ran_here(started: float, failure) -> Ran:
+    kind, retry = failure or ("", "")
+    return Ran("cpu", time.perf_counter() - started, kind, retry)
+
+
+def _fallback(error: Exception, placement: Placement, always=False) -> tuple[str, str]:
+    """``(kind, retry)`` of a ZeroGPU failure the CPU can make up for; otherwise raise what
+    the user should read (the error itself, if it is not ZeroGPU's)."""
+    text = str(error)
+    kind = next((k for k, pattern in FAILURES.items() if pattern.search(text)), None)
+    if kind is None:
+        raise error
+    found = RETRY.search(text)
+    retry = found.group(1) if found else ""
+    if always or placement.cpu_seconds <= CPU_FALLBACK_SECONDS:
+        return kind, retry
+    minutes = placement.cpu_seconds / 60
+    if kind == "quota":
+        raise ExplorerError("gpu.quota_used_up", "This needs a GPU (about {minutes:.0f} min on "
+                            "the CPU), and this network's GPU quota is used up for now{retry}. "
+                            "Sign in to Hugging Face for a quota of your own, or use a smaller "
+                            "model or a shorter text.", minutes=max(1, minutes),
+                            retry=_retry_words(retry)) from None
+    raise ExplorerError("gpu.unavailable", "This needs a GPU (about {minutes:.0f} min on the "
+                        "CPU), and none could be used just now ({why}). Try again in a minute, "
+                        "or use a smaller model or a shorter text.", minutes=max(1, minutes),
+                        why=text[:200]) from None
