@@ -57,7 +57,7 @@ RATIO_TARGET = 4.0
 GPU_SECONDS_TARGET = 10.0      # charged to a class's address for its whole walk burst
 STAND_IN = ("tests/zerogpu_standin.py",)     # runs app.py under the ZeroGPU stand-in
 CLASS_IP = "127.0.0.1"
-LARGE_TOKENS = (256, 768)      # a long trace for the GPU; one too long for the CPU's fallback
+LARGE_TOKENS = (256, 1000)     # a long trace for the GPU; one too long for the CPU's fallback
 MARGIN_MB = 1500          # Python + torch + Gradio beside the budgeted models
 REFUSED = re.compile(r"running on this server|too many|busy", re.I)
 STEP = re.compile(r"step ([\d,]+) of")
@@ -507,6 +507,11 @@ def main():
                             args.memory_mb)
     if args.zerogpu:
         rows += zerogpu_rows(records, ledger_of(ledger), args.spent)
+    else:
+        ok = [r for r in records if "error" not in r]
+        rows.append(["traces from the shared cache",
+                     f"{sum('shared cache' in r.get('trace note', '') for r in ok)} of "
+                     f"{len(ok)}", "(info)", ""])
     os.unlink(ledger)
     if args.zerogpu and args.large:
         print("gpt2-large under the stand-in: quota left, then spent ...")

@@ -222,14 +222,15 @@ def _fallback(error: Exception, placement: Placement, always=False) -> tuple[str
     retry = found.group(1) if found else ""
     if always or placement.cpu_seconds <= CPU_FALLBACK_SECONDS:
         return kind, retry
-    minutes = placement.cpu_seconds / 60
+    seconds, limit = placement.cpu_seconds, CPU_FALLBACK_SECONDS
     if kind == "quota":
-        raise ExplorerError("gpu.quota_used_up", "This needs a GPU (about {minutes:.0f} min on "
-                            "the CPU), and this network's GPU quota is used up for now{retry}. "
-                            "Sign in to Hugging Face for a quota of your own, or use a smaller "
-                            "model or a shorter text.", minutes=max(1, minutes),
+        raise ExplorerError("gpu.quota_used_up", "This needs a GPU: about {seconds:,.0f} s on "
+                            "the CPU, more than the {limit:.0f} s it may take instead, and this "
+                            "network's GPU quota is used up for now{retry}. Sign in to Hugging "
+                            "Face for a quota of your own, or use a smaller model or a shorter "
+                            "text.", seconds=seconds, limit=limit,
                             retry=_retry_words(retry)) from None
-    raise ExplorerError("gpu.unavailable", "This needs a GPU (about {minutes:.0f} min on the "
-                        "CPU), and none could be used just now ({why}). Try again in a minute, "
-                        "or use a smaller model or a shorter text.", minutes=max(1, minutes),
-                        why=text[:200]) from None
+    raise ExplorerError("gpu.unavailable", "This needs a GPU: about {seconds:,.0f} s on the CPU, "
+                        "more than the {limit:.0f} s it may take instead, and none could be used "
+                        "just now ({why}). Try again in a minute, or use a smaller model or a "
+                        "shorter text.", seconds=seconds, limit=limit, why=text[:200]) from None
