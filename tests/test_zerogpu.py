@@ -130,6 +130,20 @@ def test_a_generation_streams_from_one_gpu_call_step_by_step(zero_gpu, slow_cpu)
     assert ids[start:] == expected
 
 
+def test_a_generation_cut_off_mid_stream_goes_on_on_the_cpu_with_the_same_tokens(
+        zero_gpu, slow_cpu, cpu_may_take_over):
+    session = built("teach-tiny")
+    zero_gpu.fail_next("abort", after=3)
+    updates = list(generate.generate(PROMPT, 8, "greedy", 1.0, 50, 123, False, session))
+    assert tasks(zero_gpu) == [("_gpu_stream", "aborted")]
+    assert "ran on the CPU: the GPU call was cut off" in updates[-1]["speed"]
+    gen = updates[-1]["session"].generation
+    model, _ = shared.CACHE.get(session.keys[0])
+    from explorer.book.generate import generate_steps
+    expected = [s.token_id for s in generate_steps(model, gen.ids[0][:gen.start], 8)]
+    assert gen.ids[0][gen.start:] == expected
+
+
 def test_the_knock_out_map_in_gpu_calls_equals_the_cpus(zero_gpu, slow_cpu, monkeypatch):
     session = built("teach-tiny")
     text = knockout.story_text()

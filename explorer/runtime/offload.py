@@ -88,11 +88,14 @@ def _worker_model(key):
     return _on_gpu[key]
 
 
+# ``asked``: the seconds the call asks for (``_asked`` hands them to ZeroGPU). ``key`` None:
+# a job that carries its own state (``call``).
 def _gpu_task(asked, key, fn, args, kwargs):
     global _in_call
     _in_call = True                       # this process is the worker: it stays so
-    model = _worker_model(key) if key is not None else None
-    return fn(*((model,) if key is not None else ()), *args, **kwargs)
+    if key is not None:
+        args = (_worker_model(key), *args)
+    return fn(*args, **kwargs)
 
 
 def _gpu_stream(asked, key, fn, args, kwargs):
@@ -166,7 +169,8 @@ def _run(placement, key, model, fn, args, kwargs, fallback_always=False):
 
 class Stream:
     """A job that yields (a generation): iterate it; ``ran`` says where it runs. A GPU call
-    that cannot start falls back to the CPU before the first item."""
+    that cannot run, or is cut off, falls back to the CPU, which goes on from where the call
+    stopped (it computes the items given again, and gives the rest)."""
 
     def __init__(self, key, model, fn, args=(), kwargs=None, work: Work | None = None):
         self._job = (key, model, fn, args, kwargs or {})
@@ -176,28 +180,25 @@ class Stream:
     def __iter__(self):
         key, model, fn, args, kwargs = self._job
         started = time.perf_counter()
+        done = 0                  # items given: the CPU, taking over, computes them again
         if self.placement.where == "gpu":
             _, gpu_stream = _gpu_calls()
-            items = iter(gpu_stream(self.placement.ask_seconds, key.weights_key, fn, args,
-                                    kwargs))
             try:
-                first = next(items)
-            except StopIteration:
+                for item in gpu_stream(self.placement.ask_seconds, key.weights_key, fn, args,
+                                       kwargs):
+                    self.ran = Ran("gpu", time.perf_counter() - started)
+                    done += 1
+                    yield item
                 return
             except Exception as e:  # noqa: BLE001 - only ZeroGPU's own failures fall back
                 failure = _fallback(e, self.placement)
-            else:
-                self.ran = Ran("gpu", time.perf_counter() - started)
-                yield first
-                for item in items:
-                    self.ran = Ran("gpu", time.perf_counter() - started)
-                    yield item
-                return
             self.ran = _ran_here(started, failure)
             started = time.perf_counter()
-        for item in fn(model, *args, **kwargs):
+        # (a generation's steps are a function of its arguments: the same again)
+        for index, item in enumerate(fn(model, *args, **kwargs)):
             self.ran = replace(self.ran, seconds=time.perf_counter() - started)
-            yield item
+            if index >= done:
+                yield item
 
 
 def _placement(work: Work | None) -> Placement:
