@@ -186,7 +186,8 @@ def status_text(status) -> str:
     if not status:
         return ""
     state, f = status
-    return _state_text(state, f) + "".join(f" · {say(note)}" for note in f.get("where", ()))
+    where = " · ".join(say(note) for note in f.get("where", ()))
+    return _state_text(state, f) + (f" ({where})" if where else "")
 
 
 def _state_text(state, f) -> str:
