@@ -309,3 +309,16 @@ def test_every_bad_input_message_comes_out_in_chinese(env):
             if not CJK.search(chinese) or ENGLISH_RUN.search(chinese):
                 untranslated.append(f"{case.id}: {error} -> {chinese}")
     assert not untranslated, "\n".join(untranslated)
+
+
+def test_the_browsers_catalogues_are_given_whole_once_the_page_is_made():
+    """Gradio's i18n is built from the page's labels (public ``gr.I18n``), not filled in after
+    it was given to ``launch``: every label in every language, the Chinese ones translated."""
+    from explorer.app.server import create_demo, launch_options
+    create_demo()
+    catalogues = launch_options()["i18n"].translations_dict
+    assert set(catalogues["en"]) == set(i18n._BROWSER["en"]) and len(catalogues["en"]) > 100
+    assert set(catalogues["zh-CN"]) == set(catalogues["en"])
+    assert catalogues["en"]["build.device"] != catalogues["zh-CN"]["build.device"]
+    i18n.label("test.later", "made after")        # a later label changes no catalogue given
+    assert "test.later" not in catalogues["en"]

@@ -14,7 +14,7 @@ from .. import native
 from ..runtime.heap import release_freed_memory_promptly
 from ..runtime.memory import env_megabytes
 from .guard import protect_launch
-from .i18n import I18N
+from .i18n import browser_i18n
 from .layout import CSS, JS, build_app
 from .shared import CACHE, on_a_space
 
@@ -39,6 +39,7 @@ def default_host(environ=os.environ) -> str:
 
 
 def launch_options(host=None, port=None, share=False) -> dict:
+    """``demo.launch``'s options; call it once the page is made (its labels' translations)."""
     return dict(
         server_name=host or default_host(),
         server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
@@ -50,7 +51,7 @@ def launch_options(host=None, port=None, share=False) -> dict:
                   "ui-sans-serif", "system-ui", "sans-serif"]),
         css=CSS,
         js=JS,          # one streamed update per painted frame; the language; lecture mode
-        i18n=I18N,      # the labels in 简体中文 (explorer/app/i18n)
+        i18n=browser_i18n(),   # the labels in 简体中文 (explorer/app/i18n): the page's, made
         # Uploads: a checkpoint (within the memory budget) or the Train tab's .txt (the lab
         # refuses text over 1 MB itself).
         max_file_size=max_upload_bytes(),

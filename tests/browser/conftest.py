@@ -28,8 +28,8 @@ def _chromium_or_skip():
 def app_url():
     from explorer.app.server import create_demo, launch_options
 
-    opts = launch_options()
     demo = create_demo()
+    opts = launch_options()           # after the page: its labels' translations
     # The page's own theme and CSS (launch() arguments in Gradio 6), so that screenshots show
     # what a lecturer sees; any free port, loopback only.
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",

@@ -7,9 +7,9 @@ Each text is written once, in English, where it is made, with a stable id and na
 - ``say(message)``: a ``Message`` (the core's, or ``t``'s) or an ``ExplorerError`` in that
   language; a field that is itself a message is said in it too;
 - ``label(id, text)``: a widget's label, a choice's name or a static Markdown, translated in the
-  browser by Gradio's own i18n (``I18N``, given to ``launch``), by the browser's locale or the
-  page's language toggle (``static/page.js``). Its keys are ids, so no text of the page is ever
-  mistaken for one.
+  browser by Gradio's own i18n (``browser_i18n()``, given to ``launch`` once the page is made),
+  by the browser's locale or the page's language toggle (``static/page.js``). Its keys are ids,
+  so no text of the page is ever mistaken for one.
 """
 from __future__ import annotations
 
@@ -22,7 +22,15 @@ from ..languages import LANGUAGES, messages
 # The browser's catalogues (by Gradio locale): only the labels' texts, filled as the page's
 # widgets are made.
 _BROWSER: dict[str, dict[str, str]] = {locale: {} for _, locale in LANGUAGES.values()}
-I18N = gr.I18n(**_BROWSER)
+
+
+_KEY = gr.I18n()    # its call makes a label's key for the browser (the catalogues: below)
+
+
+def browser_i18n() -> gr.I18n:
+    """Gradio's i18n for ``launch``: every label of the page made so far, in every language
+    (call it once the page is made)."""
+    return gr.I18n(**{locale: dict(texts) for locale, texts in _BROWSER.items()})
 
 
 def text_in(lang: str, message: Message) -> str:
@@ -58,8 +66,8 @@ def english(id: str) -> str:
     return _BROWSER["en"].get(id, id)
 
 
-def label(id: str, text: str) -> gr.I18nData:
-    """A widget's text for the browser to translate (``I18N``)."""
+def label(id: str, text: str):
+    """A widget's text for the browser to translate (``browser_i18n``)."""
     for code, (_, locale) in LANGUAGES.items():
         _BROWSER[locale][id] = text_in(code, Message(id, text))
-    return I18N(id)
+    return _KEY(id)
