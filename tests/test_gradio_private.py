@@ -62,3 +62,35 @@ def test_a_translated_labels_id_is_found_in_the_component_and_in_the_api_descrip
     described = gradio_private.api_info(demo)["named_endpoints"]["/echo"]["parameters"][0]
     assert gradio_private.label_key(described["label"]) == "x.label"
     assert gradio_private.label_key("plain text") is None
+
+
+def test_an_event_without_an_api_name_is_known_by_its_number(small_app):
+    demo, _ = small_app
+    numbers = {gradio_private.function_id(fn) for fn in gradio_private.functions(demo).values()}
+    assert numbers == set(gradio_private.functions(demo))
+
+
+def test_no_other_app_module_touches_gradios_private_parts():
+    """Outside ``gradio_private``, the app reads no private attribute (one leading underscore)
+    of an object it did not make, and imports no Gradio module but ``gradio`` itself. (Plotly's
+    ``_has_subplots`` in the figures' style is Plotly's, not Gradio's.)"""
+    import ast
+    from pathlib import Path
+    app = Path(gradio_private.__file__).parent
+    found = []
+    for path in sorted(app.rglob("*.py")):
+        if path.name == "gradio_private.py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and node.attr != "_has_subplots"
+                    and not (isinstance(node.value, ast.Name)
+                             and node.value.id in ("self", "cls"))):
+                found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gradio."):
+                found.append(f"{path.name}:{node.lineno}: from {node.module}")
+            if isinstance(node, ast.Import):
+                found += [f"{path.name}:{node.lineno}: import {a.name}" for a in node.names
+                          if a.name.startswith("gradio.")]
+    assert found == []

@@ -45,6 +45,11 @@ def functions(blocks: gr.Blocks) -> dict:
     return blocks.fns
 
 
+def function_id(fn) -> int:
+    """The number Gradio gives an event that has no API name (``fn_index``)."""
+    return fn._id
+
+
 def api_info(blocks: gr.Blocks) -> dict:
     """Gradio's own description of the API (what /gradio_api/info serves)."""
     return blocks.get_api_info() or {}

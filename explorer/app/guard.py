@@ -30,7 +30,7 @@ import gradio as gr
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 
-from .gradio_private import api_info, functions, is_session_value, label_key
+from .gradio_private import api_info, function_id, functions, is_session_value, label_key
 from .i18n import english
 
 log = logging.getLogger("gpt_explorer.http")
@@ -283,7 +283,7 @@ class RequestCheck:
         names = [_label(block) or type(block).__name__.lower()
                  for block in inputs[:-2 if view else None]
                  if route == "queue/join" or not is_session_value(block)]
-        what = f"/{fn.api_name}" if fn.api_name else f"function {fn._id}"
+        what = f"/{fn.api_name}" if fn.api_name else f"function {function_id(fn)}"
         then = ", then optionally lang and lecture (the page's language and lecture mode)" \
             if view else ""
         return 422, (f"{what} takes {min(counts) - (2 if view else 0)} input value(s) "
