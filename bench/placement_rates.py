@@ -14,9 +14,9 @@ time); the GPU row is an estimate until this runs on one (bench/gpu_check.sh run
 from __future__ import annotations
 
 import argparse
-import time
 
-from _common import median, print_table  # first: the repository root on sys.path
+from _common import print_table  # first: the repository root on sys.path
+from gpu_check import seconds   # timed with the device synchronised
 
 import torch
 
@@ -29,21 +29,9 @@ from explorer.runtime.placement import RATES
 PROMPT_IDS = list(range(1000, 1256))
 
 
-def synced(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def timed(fn, device, repeats=3) -> float:
     fn()                                  # warm-up
-    times = []
-    for _ in range(repeats):
-        synced(device)
-        started = time.perf_counter()
-        fn()
-        synced(device)
-        times.append(time.perf_counter() - started)
-    return median(times)
+    return seconds(fn, device, repeats)
 
 
 def step_seconds(model, device, steps=24) -> float:
