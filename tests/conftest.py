@@ -44,3 +44,12 @@ def without_compiler(monkeypatch, tmp_path):
         monkeypatch.setattr(module, "_native", NativeLibrary(old.source, module._declare,
                                                              old.without, old.libraries))
     return apply
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    """The app on the loopback, one per test module that asks (tests/browser has its own,
+    with the page's theme)."""
+    from local_client import launched
+    with launched() as url:
+        yield url

@@ -4,6 +4,7 @@ gradio_client opens a fresh ``httpx`` client for every call, and each one loads 
 into a new TLS context unless verification is off: tens of milliseconds of CPU a call, spent in
 the same process as the server under test. No request here uses TLS, so there is nothing to
 verify."""
+import contextlib
 import threading
 
 from gradio_client import Client
@@ -20,3 +21,17 @@ def close_soon(client: Client) -> None:
     heartbeat thread, which is blocked reading its stream and leaves at the next heartbeat
     either way (the server ends the session when that stream closes)."""
     threading.Thread(target=client.close, daemon=True, name="close-gradio-client").start()
+
+
+@contextlib.contextmanager
+def launched(**options):
+    """The app (a new page) served on the loopback at a free port: yields its URL, then closes
+    it. ``options``: more of ``demo.launch``'s (they win over the loopback and the port)."""
+    from explorer.app.server import create_demo
+    demo = create_demo()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True,
+                            **{"server_name": "127.0.0.1", "server_port": None, **options})
+    try:
+        yield url
+    finally:
+        demo.close()

@@ -8,12 +8,11 @@ import urllib.request
 
 import pytest
 import torch
-from local_client import local_client
+from local_client import launched, local_client
 
 from explorer.book.config import PRESETS
 from explorer.book.generate import generate_text_simple
 from explorer.runtime.build import build_model
-from explorer.app.server import create_demo
 from explorer.book.tokenizer import get_tokenizer
 from explorer.app.plots.generation import LIVE_TABLE_ROWS
 from explorer.app.inputs import MAX_NEW_TOKENS
@@ -25,11 +24,8 @@ from explorer.app.tabs import generate_views
 
 @pytest.fixture(scope="module")
 def app_url():
-    demo = create_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
-                            server_port=None, max_file_size="1mb")
-    yield url
-    demo.close()
+    with launched(max_file_size="1mb") as url:
+        yield url
 
 
 def client(url):

@@ -9,7 +9,6 @@ import torch
 from local_client import local_client
 
 from explorer.app import shared
-from explorer.app.server import create_demo
 from explorer.app.tabs import train as train_tab
 from explorer.book.copying import (IGNORE_INDEX, CopyingDataset, copying_sequences,
                                    half_losses, half_masks)
@@ -146,15 +145,6 @@ def test_choosing_the_copying_task_brings_its_own_comparison_and_settings():
     back = train_tab.data_chosen("the default story", list(COPYING_VARIANTS))
     assert back["train_variants"] != list(COPYING_VARIANTS)
     assert train_tab.data_chosen("pasted text", ["pre-LN (book)", "post-LN"]) == {}
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    demo = create_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
-                            server_port=None)
-    yield url
-    demo.close()
 
 
 def test_the_copying_task_trains_through_train_start(app_url, monkeypatch):

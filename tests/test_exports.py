@@ -8,9 +8,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from local_client import local_client
+from local_client import launched, local_client
 
-from explorer.app.server import create_demo, launch_options
+from explorer.app.server import launch_options
 
 from bad_inputs import TRACE_VIEW, build_args
 
@@ -20,11 +20,8 @@ HOSTILE_PROMPT = 'He said "hi, there"\nthen, left'
 
 @pytest.fixture(scope="module")
 def app_url():
-    demo = create_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True,
-                            **{**launch_options(host="127.0.0.1"), "server_port": None})
-    yield url
-    demo.close()
+    with launched(**{**launch_options(host="127.0.0.1"), "server_port": None}) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

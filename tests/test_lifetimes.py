@@ -13,22 +13,12 @@ import pytest
 from local_client import local_client
 
 from explorer.app import shared
-from explorer.app.server import create_demo
 from explorer.book.errors import ExplorerError
 from explorer.runtime import training_lab
 from explorer.runtime.training_job import TrainingJob
 from explorer.runtime.training_lab import TrainingLab
 from explorer.runtime.training_setup import (TrainingSettings, default_corpus, job_bytes,
                                              make_variants)
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    demo = create_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
-                            server_port=None)
-    yield url
-    demo.close()
 
 
 @pytest.fixture

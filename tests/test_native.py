@@ -266,16 +266,6 @@ def test_the_c_step_reads_the_model_by_its_state_dict_names(fresh, caplog):
 
 # ---------------------------------------------------------------------------------------------
 # The app's API says which path decoded
-@pytest.fixture(scope="module")
-def app_url():
-    from explorer.app.server import create_demo
-    demo = create_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
-                            server_port=None)
-    yield url
-    demo.close()
-
-
 def speed_line(url):
     from local_client import local_client
     from test_app import build_args

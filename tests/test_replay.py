@@ -7,7 +7,6 @@ import pytest
 from local_client import local_client
 
 from explorer.app import shared
-from explorer.app.server import create_demo
 from explorer.app.tabs import train as train_tab
 from explorer.runtime.replay import replay_steps, view_at
 from explorer.runtime.training_lab import TrainingLab
@@ -55,15 +54,6 @@ def test_replay_frames_rise_to_the_last_step_without_repeats():
     assert replay_steps(20, 4) == [5, 10, 15, 20]
     assert replay_steps(3, 15) == [1, 2, 3]
     assert replay_steps(0, 5) == [0]
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    demo = create_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
-                            server_port=None)
-    yield url
-    demo.close()
 
 
 @pytest.fixture

@@ -8,9 +8,8 @@ import urllib.request
 
 import pytest
 from gradio_client import handle_file
-from local_client import local_client
+from local_client import launched, local_client
 
-from explorer.app.server import create_demo
 from explorer.app.shared import CACHE
 from explorer.app import shared
 from explorer.app.tabs import train as train_tab
@@ -22,11 +21,8 @@ STEPS = 10
 
 @pytest.fixture(scope="module")
 def app_url():
-    demo = create_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
-                            server_port=None, max_file_size="1mb")
-    yield url
-    demo.close()
+    with launched(max_file_size="1mb") as url:
+        yield url
 
 
 @pytest.fixture

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 from gradio_client import handle_file
-from local_client import close_soon, local_client
+from local_client import close_soon, launched, local_client
 
 transformers = pytest.importorskip("transformers")
 
 from explorer.app import shared  # noqa: E402
 from explorer.app.handlers import declared  # noqa: E402
 from explorer.app.shared import WEIGHTS_NOTES  # noqa: E402
-from explorer.app.server import create_demo, launch_options  # noqa: E402
+from explorer.app.server import launch_options  # noqa: E402
 from explorer.app.tabs import build as build_tab  # noqa: E402
 from explorer.book.config import PRESETS, count_parameters  # noqa: E402
 from explorer.book.tokenizer import get_tokenizer  # noqa: E402
@@ -50,11 +50,8 @@ def load_args(weights="file", **given):
 
 @pytest.fixture(scope="module")
 def app_url():
-    demo = create_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True,
-                            **{**launch_options(host="127.0.0.1"), "server_port": None})
-    yield url
-    demo.close()
+    with launched(**{**launch_options(host="127.0.0.1"), "server_port": None}) as url:
+        yield url
 
 
 @pytest.fixture
