@@ -94,3 +94,21 @@ def test_no_other_app_module_touches_gradios_private_parts():
                 found += [f"{path.name}:{node.lineno}: import {a.name}" for a in node.names
                           if a.name.startswith("gradio.")]
     assert found == []
+
+
+def test_the_pages_script_uses_no_private_part_of_gradios_page():
+    """``static/page.js`` knows nothing of Gradio's files or page structure: no hashed asset,
+    no class or attribute of Gradio's own, no polling for Gradio's elements. The one thing
+    with no public way, the switch of Gradio's locale, is handed to it from
+    ``gradio_private``."""
+    from pathlib import Path
+
+    from explorer.app import layout
+    script = (Path(gradio_private.__file__).parent / "static" / "page.js").read_text()
+    script = script.replace("\\/", "/")     # (as a regular expression writes it)
+    private = ["/assets/", "core-", ".visually-hidden", "More tabs", "data-tab-id",
+               ".toast-title", "setInterval", "changeLocale("]
+    assert [word for word in private if word in script] == []
+    assert "changeLocale(locale)" in gradio_private.SWITCH_LOCALE_JS
+    assert "/assets/core-" in gradio_private.SWITCH_LOCALE_JS.replace("\\/", "/")
+    assert layout.JS.rstrip().endswith(gradio_private.SWITCH_LOCALE_JS + "); }")

@@ -11,6 +11,9 @@ each to the pinned Gradio, 6.31): where a public API exists, the app uses it ins
 - How a translated label appears in Gradio's API description (``label_key``).
 - The data an event came with (``event_data``): ``gr.SelectData`` reads its keys before the
   handler runs, so a forged select event failed in Gradio, not with a message.
+- The page's language switch (``SWITCH_LOCALE_JS``, run in the browser): Gradio's public i18n
+  (``gr.I18n``) follows the browser's language, and only Gradio's own Settings panel changes
+  it; there is no public call, nor a ``?lang=`` parameter.
 """
 from __future__ import annotations
 
@@ -20,6 +23,21 @@ import gradio as gr
 from gradio import processing_utils, utils
 
 PINNED_GRADIO = "6.31.0"
+
+# A JS function (locale) => Promise<bool>: Gradio's labels switched to ``locale`` (true), or
+# Gradio's switch not found (false). It makes the call that Gradio's Settings panel makes,
+# ``changeLocale`` of Gradio's core module: the page loaded that module already (its file name
+# carries a content hash, /assets/core-<hash>.js, found among the page's loaded resources), and
+# importing it again gives the same module.
+SWITCH_LOCALE_JS = r"""(locale) => {
+  const url = performance.getEntriesByType("resource").map((e) => e.name)
+    .find((name) => /\/assets\/core-[\w-]+\.js$/.test(name));
+  return (url ? import(url) : Promise.resolve(null)).then((core) => {
+    if (!core || typeof core.changeLocale !== "function") return false;
+    core.changeLocale(locale);
+    return true;
+  });
+}"""
 
 
 def forget_session(demo: gr.Blocks, session_hash: str | None) -> bool:

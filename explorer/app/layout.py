@@ -24,18 +24,37 @@ from .shared import NO_MODEL_STATUS, session_of
 from .tabs import TABS, build, knockout, pin, train
 
 STATIC = Path(__file__).parent / "static"
+LOCALES = {code: locale for code, (_, locale) in LANGUAGES.items()}   # Gradio's, by language
 # The kinds of Gradio's message boxes, which it titles in English, and each other language's
-# words for them (page.js puts them in).
+# words for them.
 TOAST_TITLES = {"error": Message("toast.error", "Error"),
                 "warning": Message("toast.warning", "Warning")}
 TOAST_WORDS = {code: {kind: messages(code)[m.id] for kind, m in TOAST_TITLES.items()
                       if m.id in messages(code)} for code in LANGUAGES if messages(code)}
+
+
+def _css_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _toast_title_css(locale: str, kind: str, word: str) -> str:
+    """In another language, the title's English word hidden and that language's word shown in
+    its place (the count of messages kept), by the page's lang (page.js sets it to the locale).
+    Should Gradio rename its classes, the boxes are titled in English again."""
+    title = f"html:lang({locale}) .toast-title.{kind}"
+    return (f"{title} {{font-size: 0;}}\n"
+            f"{title}::before, {title} > * {{font-size: var(--text-lg);}}\n"
+            f"{title}::before {{content: {_css_string(word)};}}\n")
+
+
+TOAST_CSS = "".join(_toast_title_css(LOCALES[code], kind, word)
+                    for code, words in TOAST_WORDS.items() for kind, word in words.items())
 CSS = ((STATIC / "page.css").read_text() + NEXT_TOKEN_CSS + ARCHITECTURE_CSS + STAGE_CSS
-       + share_view.SHARE_CSS)
-# Run by the page when it loads (page.js), with each language's Gradio locale and words.
-LOCALES = {code: locale for code, (_, locale) in LANGUAGES.items()}
+       + share_view.SHARE_CSS + TOAST_CSS)
+# Run by the page when it loads (page.js), with each language's Gradio locale and the switch
+# of Gradio's locale (which has no public way).
 JS = ("() => { (" + (STATIC / "page.js").read_text()
-      + f")({json.dumps(LOCALES)}, {json.dumps(TOAST_WORDS, ensure_ascii=False)}); }}")
+      + f")({json.dumps(LOCALES)}, {gradio_private.SWITCH_LOCALE_JS}); }}")
 
 
 @refresh.on_redraw(*(f"{tab.ID}_tab" for tab in TABS))
@@ -81,12 +100,15 @@ def build_app() -> gr.Blocks:
         share_view.create(page, share)
         page.add(gr.Markdown(label(NO_MODEL_STATUS.id, NO_MODEL_STATUS.text),
                              elem_id="status"))
-        # One gr.Tabs with an id: the tab a link names is chosen in it by the page's script.
-        with gr.Tabs(elem_id="tabs"):
+        # One gr.Tabs, each tab with an id: a link's tab is chosen by an update of the Tabs.
+        # A figure drawn while its tab was hidden is laid out again when the tab shows.
+        with page.add(gr.Tabs(elem_id="tabs")):
             for tab in TABS:
                 with gr.Tab(label(*tab.TITLE), id=tab.ID) as block:
                     page.add(block, f"{tab.ID}_tab")
                     tab.create(page)
+                block.select(None, None, None, js="() => gptExplorer.relayoutShown()",
+                             api_visibility="private")
         page.tab_ids = tuple(tab.ID for tab in TABS)
         for tab in TABS:
             tab.wire(page)

@@ -39,7 +39,6 @@ SHARE_CSS = """
 """
 READ_LINK_JS = ("(query, session, lang, lecture) => [window.location.search, session, "
                 "gptExplorer.initialLang(), lecture]")
-OPEN_TAB_JS = "(builds, tab) => gptExplorer.openTab(builds ? tab : null)"
 COPY_JS = "(query) => gptExplorer.shareLink(query)"
 BUILD_INPUTS = ["preset", *build.FIELDS, "seed", "device", "dtype", "weights", "gpt2_size",
                 "weights_path", "weights_upload", "session"]
@@ -112,6 +111,13 @@ def open_link_handler(rules):
                 "trace_prompt": p.prompt, "gen_prompt": p.prompt,
                 "current_tab": p.tab, "link_builds": True, "session": session}
     return open_link
+
+
+@handler(outputs=("tabs",))
+def open_tab(builds, tab):
+    """A link that builds a model: its tab chosen (an update of the gr.Tabs; the other tabs
+    keep what they show)."""
+    return {"tabs": gr.Tabs(selected=tab)} if builds else {}
 
 
 @handler(outputs=(*attention.SHOWN, "att_layer", "att_head", "session"))
@@ -262,13 +268,11 @@ def wire(page):
                                      api_visibility="private")
     opened = page.on(page.demo.load, open_link_handler(rules), ["link_query", "session"],
                      js=READ_LINK_JS, api_visibility="private", show_progress="hidden")
-    # The link's tab is chosen in the page, as a click would choose it (an update of the
-    # gr.Tabs would mount every tab again); the model is built by the Build button's handler;
-    # then the tab's own view.
-    chosen = opened.success(None, [page["link_builds"], page["current_tab"]], None,
-                            js=OPEN_TAB_JS,
-                            api_visibility="private")
+    # The link's tab is chosen; the model is built by the Build button's handler; then the
+    # tab's own view.
     link = ["link_builds", "current_tab"]
+    chosen = page.then(opened, open_tab, link, api_visibility="private",
+                       show_progress="hidden")
     built = page.then(chosen, _when_link(build.build, None), [*link, *BUILD_INPUTS],
                       api_visibility="private", show_progress_on=[page["status"]],
                       concurrency_id="build")
@@ -278,7 +282,7 @@ def wire(page):
                        concurrency_id="inspect")
     viewed = page.then(traced, link_attention, [*link, "session"], api_visibility="private",
                        concurrency_id="inspect")
-    for step in (opened, built, traced, viewed):     # a step that failed: said, not silent
+    for step in (opened, chosen, built, traced, viewed):   # a step that failed: said
         page.then(step, link_failed, ["session"], on="failure", api_visibility="private",
                   show_progress="hidden")
 

@@ -1,13 +1,13 @@
-(LOCALES, TOAST_TITLES) => {
+(LOCALES, switchLocale) => {
   // The page's language and lecture mode (the header's two toggles; explorer/app/prefs.py).
   // LOCALES: each language's Gradio locale (explorer/app/i18n: one catalogue file each);
-  // TOAST_TITLES: each language's words for a message box's kind ({zh: {error: "错误"}}).
+  // switchLocale: (locale) => Promise<bool>, Gradio's labels switched to that locale
+  // (gradio_private.SWITCH_LOCALE_JS: Gradio has no public way).
   //
   // Labels are translated by Gradio's own i18n (explorer/app/i18n: gr.I18n, given to launch),
-  // which starts from the browser's locale. The language toggle switches Gradio's locale with
-  // the call that Gradio's own Settings panel makes (changeLocale, exported by its core module,
-  // which the page has loaded already: importing it again gives the same module). The text the
-  // server makes follows the toggle's value, an input of every event.
+  // which starts from the browser's locale; the language toggle switches it. The text the
+  // server makes follows the toggle's value, an input of every event. The page's lang
+  // attribute is the locale too: the style sheet titles Gradio's message boxes by it.
   const ex = (window.gptExplorer = window.gptExplorer || {});
 
   // The first language: the link's ?lang=, else the browser's (any Chinese: 中文).
@@ -25,53 +25,23 @@
     return "en";
   };
 
-  ex.coreModule = async () => {
-    if (!ex._core) {
-      const url = performance.getEntriesByType("resource").map((e) => e.name)
-        .find((name) => /\/assets\/core-[\w-]+\.js$/.test(name));
-      ex._core = url ? import(url) : Promise.resolve(null);
-    }
-    return ex._core;
-  };
-
   ex.setLang = async (lang) => {
     const locale = LOCALES[lang] || "en";
     document.documentElement.lang = locale;
-    ex.lang = lang;
     try {
-      const core = await ex.coreModule();
-      if (core && typeof core.changeLocale === "function") core.changeLocale(locale);
-      else console.warn("GPT Explorer: Gradio's changeLocale was not found; labels keep the "
-                        + "browser's language (Settings → Language switches them).");
+      if (!(await switchLocale(locale))) {
+        console.warn("GPT Explorer: Gradio's changeLocale was not found; labels keep the "
+                     + "browser's language (Settings → Language switches them).");
+      }
     } catch (error) {
       console.warn("GPT Explorer: could not switch Gradio's language", error);
     }
     return lang;
   };
 
-  // Gradio titles a message box by its kind in English ("Error"), whatever gr.Error's title:
-  // in another language, that language's word. (Gradio writes the title once per box.)
-  const titleToasts = () => {
-    const words = TOAST_TITLES[ex.lang];
-    if (!words) return;   // (English)
-    document.querySelectorAll(".toast-title").forEach((title) => {
-      const kind = Array.from(title.classList).find((c) => c in words);
-      const text = kind && Array.from(title.childNodes).find((n) => n.nodeType === Node.TEXT_NODE);
-      if (text && text.data.trim() !== words[kind]) text.data = words[kind] + " ";
-    });
-  };
-  new MutationObserver(titleToasts).observe(document.body, { childList: true, subtree: true });
-
   ex.setLecture = (on) => {
     document.body.classList.toggle("lecture", !!on);
     return on;
-  };
-
-  // A shared link opened (explorer/app/share_view.py): once its widgets are set, choose its
-  // tab as a click does (an update of the gr.Tabs would mount every tab again).
-  ex.openTab = (id) => {
-    if (id) ex.selectTab(id);
-    return [];
   };
 
   // A generation's stream (explorer/app/tabs/generate.py): a few updates a second, each with
@@ -98,6 +68,7 @@
       else if (kid.nodeValue !== m.nodeValue) kid.nodeValue = m.nodeValue;
     });
   };
+  let stopSteps = () => {};
   ex.paintSteps = (bars, speed) => {
     const roots = [bars, speed];
     let run = null, copies = new Map(), queue = [], queued = 0, current = null;
@@ -158,47 +129,35 @@
     };
     // Stop pressed: the steps still queued are not shown, nor are later ones of the run (the
     // server's last view, as far as it got, follows).
-    document.addEventListener("click", (event) => {
-      const target = event.target;
-      if (target && target.closest && target.closest("#stop_btn")) { halted = run; queue = []; }
-    }, true);
+    stopSteps = () => { halted = run; queue = []; };
     // (an update with as many steps as the one before changes only texts and data-step)
     const watch = { childList: true, subtree: true, characterData: true, attributes: true,
                     attributeFilter: ["data-step"] };
     new MutationObserver(changed).observe(bars, watch);
     new MutationObserver(changed).observe(speed, watch);
   };
-  // (the Generate tab's elements exist once Gradio has drawn the tab)
-  let painting = null;
-  setInterval(() => {
-    const bars = document.getElementById("bars"), speed = document.getElementById("speed");
-    if (bars && speed && bars !== painting) { painting = bars; ex.paintSteps(bars, speed); }
-  }, 250);
+  document.addEventListener("click", (event) => {
+    const target = event.target;
+    if (target && target.closest && target.closest("#stop_btn")) stopSteps();
+  }, true);
+  // The Generate tab's #bars and #speed are drawn when the tab first shows: each says so
+  // itself, maybe before this script runs (its gr.HTML's js_on_load, tabs/generate.py
+  // STEP_ROOT_JS), and the painting starts once both are on the page.
+  let painting = [null, null];
+  ex.stepRoots = ex.stepRoots || {};
+  ex.stepRootLoaded = () => {
+    const { bars, speed } = ex.stepRoots;
+    if (!bars || !speed || !bars.isConnected || !speed.isConnected) return;
+    if (bars === painting[0] && speed === painting[1]) return;
+    painting = [bars, speed];
+    ex.paintSteps(bars, speed);
+  };
+  ex.stepRootLoaded();
 
   // A figure drawn while its tab was hidden was laid out at no width: when a tab shows, its
-  // figures are laid out again at their real size (plotly's responsive resize).
+  // figures are laid out again at their real size (plotly's responsive resize). Each tab's
+  // select event runs it (explorer/app/layout.py).
   ex.relayoutShown = () => requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));
-  document.addEventListener("click", (event) => {
-    const tab = event.target && event.target.closest && event.target.closest("#tabs button");
-    if (tab) setTimeout(ex.relayoutShown, 0);
-  }, true);
-
-  // Gradio draws each tab's button in the visible row or, where they do not fit, in the
-  // "More tabs" menu, with the tab's id (data-tab-id). By its id, not its title: the titles
-  // change while the page's language changes (a link's ?lang= races its tab).
-  ex.selectTab = (id, tries = 40) => {
-    const root = document.getElementById("tabs");
-    if (!id) return;
-    const button = root && root.querySelector(`button[data-tab-id="${CSS.escape(id)}"]`);
-    if (button) {
-      if (button.getAttribute("aria-selected") !== "true") button.click();
-      return;
-    }
-    // (the menu, or the tabs themselves, are drawn a moment later)
-    const more = root && root.querySelector('button[aria-label="More tabs"]');
-    if (more && tries % 10 === 0) more.click();
-    if (tries > 0) setTimeout(() => ex.selectTab(id, tries - 1), 50);
-  };
 
   // "Copy link": the server made the query ("?preset=...&lang=zh"); the address is this
   // page's own (on a Space, the Space's), and the clipboard gets it. Where the browser

@@ -47,6 +47,11 @@ TABLE_INTERVAL_S = 1.0
 # The C one-token step and greedy summary, where they apply (else the model's own forward).
 FAST_DECODING = dict(step=native.model_step, summarize=native.next_token_summary)
 SHOWN = ("gen_output", "bars", "history", "speed", "session")
+# #bars and #speed, when Gradio draws them (the tab first shown), tell the page's script, which
+# paints the steps once both are there (gptExplorer.paintSteps); either may come before it.
+STEP_ROOT_JS = ("const ex = (window.gptExplorer = window.gptExplorer || {}); "
+                "(ex.stepRoots = ex.stepRoots || {}).NAME = element; "
+                "if (ex.stepRootLoaded) ex.stepRootLoaded();")
 MAX_NEW = Message("field.max_new", "max new tokens")
 
 
@@ -246,6 +251,10 @@ def _redraw(session) -> dict:
     return {**out, "mode": gr.update(choices=mode_choices())}
 
 
+def _step_root(name: str) -> str:
+    return STEP_ROOT_JS.replace("NAME", name)
+
+
 # ---------------------------------------------------------------------------------------------
 def create(page):
     # What a lecturer projects while tokens stream (the text and the bars) sits at the top,
@@ -278,13 +287,14 @@ def create(page):
                                    elem_id="stop_btn", min_width=70))
                 page.add(gr.Button(label("gen.clear", "Clear"), elem_id="gen_clear_btn",
                                    min_width=70))
-            page.add(gr.HTML(elem_id="speed"))   # lighter to redraw than Markdown, every step
+            # (an HTML is lighter to redraw than Markdown, every step)
+            page.add(gr.HTML(elem_id="speed", js_on_load=_step_root("speed")))
             page.add(gr.Textbox(label=label("gen.text", "Text"), lines=4, max_lines=4,
                                 autoscroll=True, elem_id="gen_output", interactive=False))
         with gr.Column(scale=1):
             page.add(gr.HTML(views.bars_hint(), label=label("gen.bars", "Next-token "
                                                             "probabilities (top 10)"),
-                             elem_id="bars"))
+                             elem_id="bars", js_on_load=_step_root("bars")))
             page.add(gr.Checkbox(False, label=label("gen.stop_eot", "stop at <|endoftext|>"),
                                  elem_id="stop_eot"))
             # Under the bars (not above the text): the text and bars stay on a 720 px screen.
