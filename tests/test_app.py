@@ -328,21 +328,24 @@ def test_server_serves_no_file_outside_the_app(app_url):
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-def test_an_api_call_in_chinese_gets_its_text_and_its_messages_in_chinese(app_url):
+def test_an_api_client_chooses_its_language_once_and_gets_its_text_and_messages_in_it(app_url):
     c = client(app_url)
-    status = c.predict(**build_args(), lang="zh")[0]
-    assert CJK.search(status) and "Model ready" not in status
     assert "Model ready" in c.predict(**build_args())[0]           # English by default
+    c.predict("zh", False, api_name="/view_settings")               # this client's session
+    status = c.predict(**build_args())[0]
+    assert CJK.search(status) and "Model ready" not in status
     with pytest.raises(Exception, match=CJK.pattern):
-        c.predict("   ", 0, "norm1: before vs after LayerNorm", "resid_pre", "std", "zh", False,
-                  api_name="/trace")
-    with pytest.raises(Exception, match="The prompt is empty"):
         c.predict("   ", 0, "norm1: before vs after LayerNorm", "resid_pre", "std",
                   api_name="/trace")
+    with pytest.raises(Exception, match="No model yet"):   # another client's: its own
+        client(app_url).predict("   ", 0, "norm1: before vs after LayerNorm", "resid_pre",
+                                "std", api_name="/trace")
+    with pytest.raises(Exception, match=r"'fr' .* is not in the list of choices: \['en', 'zh'\]"):
+        c.predict("fr", False, api_name="/view_settings")     # (Gradio's own check)
 
 
-def test_a_raw_call_without_the_view_settings_gets_their_defaults(app_url):
-    """Calls written before the page had its language and lecture mode still run."""
+def test_a_raw_call_gets_plain_values(app_url):
+    """A call with the endpoint's inputs, as curl sends it, runs in the session's defaults."""
     base = app_url.rstrip("/") + "/gradio_api/call/preset_config"
     request = urllib.request.Request(base, json.dumps({"data": ["teach-tiny"]}).encode(),
                                      {"Content-Type": "application/json"})
@@ -357,14 +360,14 @@ def test_a_raw_call_without_the_view_settings_gets_their_defaults(app_url):
 # ---------------------------------------------------------------------------------------------
 # The shareable link and the guided walk (explorer/app/share_view.py, tabs/walk.py)
 def share_args(preset="teach-tiny", tab="inside", prompt=DEFAULT_PROMPT, weights="random",
-               lang="en", **changes):
+               **changes):
     cfg = {**PRESETS[preset].to_dict(), **changes}
     knobs = {k: cfg[k] for k in ("vocab_size", "context_length", "emb_dim", "n_heads",
                                  "n_layers", "drop_rate", "qkv_bias", "norm_placement",
                                  "shortcut", "activation", "ff_expansion", "tie_weights",
                                  "pos_encoding")}
     return dict(preset=preset, **knobs, seed=7, weights=weights, size="small", prompt=prompt,
-                tab=tab, lang=lang, api_name="/share_link")
+                tab=tab, api_name="/share_link")
 
 
 def test_share_link_names_what_differs_and_the_language(app_url):
@@ -373,9 +376,11 @@ def test_share_link_names_what_differs_and_the_language(app_url):
     assert query == "?preset=teach-tiny&n_layers=3&seed=7&prompt=Hello%2C%20world&tab=inside" \
                     "&lang=en"
     assert "This link opens the page" in note
-    query, note = c.predict(**share_args(weights="file", lang="zh", tab="build"))
+    c.predict("zh", False, api_name="/view_settings")       # the link's language: the page's
+    query, note = c.predict(**share_args(weights="file", tab="build"))
     assert query == "?preset=teach-tiny&seed=7&tab=build&lang=zh"
     assert "链接无法携带检查点文件" in note
+    c.predict("en", False, api_name="/view_settings")
     with pytest.raises(Exception, match="divisible by n_heads"):
         c.predict(**share_args(emb_dim=70))
 

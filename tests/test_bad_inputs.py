@@ -389,9 +389,15 @@ def fetch(url, case):
     try:
         conn.request(case.method, case.path, body=body, headers=headers)
         response = conn.getresponse()
-        return response.status, response.read().decode("utf-8", "replace")
+        status, text = response.status, response.read().decode("utf-8", "replace")
     finally:
         conn.close()
+    if case.stream and status == 200:      # the call's answer: its event stream
+        event = json.loads(text)["event_id"]
+        name = case.path.rstrip("/").rsplit("/", 1)[-1]
+        text = urllib.request.urlopen(f"{url}gradio_api/call/{name}/{event}",
+                                      timeout=CALL_TIMEOUT_S).read().decode()
+    return status, text
 
 
 def fn_index(url, api_name):

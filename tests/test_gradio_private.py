@@ -23,15 +23,6 @@ def small_app():
     demo.close()
 
 
-def test_the_events_and_their_inputs_are_found(small_app):
-    demo, _ = small_app
-    [fn] = [f for f in gradio_private.functions(demo).values() if f.api_name == "echo"]
-    assert [type(b).__name__ for b in fn.inputs] == ["Textbox", "State"]
-    assert [gradio_private.is_session_value(b) for b in fn.inputs] == [False, True]
-    info = gradio_private.api_info(demo)
-    assert "/echo" in info["named_endpoints"]
-
-
 def test_a_forgotten_session_leaves_no_entry(small_app):
     demo, url = small_app
     client = local_client(url)
@@ -59,15 +50,9 @@ def test_a_translated_labels_id_is_found_in_the_component_and_in_the_api_descrip
         box = gr.Textbox(label=i18n("x.label"))
         box.submit(lambda s: s, box, box, api_name="echo")
     assert gradio_private.label_key(box.label) == "x.label"
-    described = gradio_private.api_info(demo)["named_endpoints"]["/echo"]["parameters"][0]
+    described = demo.get_api_info()["named_endpoints"]["/echo"]["parameters"][0]
     assert gradio_private.label_key(described["label"]) == "x.label"
     assert gradio_private.label_key("plain text") is None
-
-
-def test_an_event_without_an_api_name_is_known_by_its_number(small_app):
-    demo, _ = small_app
-    numbers = {gradio_private.function_id(fn) for fn in gradio_private.functions(demo).values()}
-    assert numbers == set(gradio_private.functions(demo))
 
 
 def test_no_other_app_module_touches_gradios_private_parts():

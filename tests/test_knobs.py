@@ -47,7 +47,7 @@ def test_build_takes_the_preset_and_every_knob_by_name_in_config_order():
     names = list(inspect.signature(build).parameters)
     assert names == ["preset", *[f.name for f in fields(GPTConfig)], "seed", "device", "dtype",
                      "weights", "size", "weights_path", "weights_upload", "session",
-                     "progress", "lang", "lecture"]   # the page's view settings, last
+                     "progress"]
     assert preset_values("gpt2-small") == {name: getattr(GPTConfig(), name) for name in FIELDS}
 
 

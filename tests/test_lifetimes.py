@@ -163,17 +163,11 @@ def test_the_map_of_a_session_that_left_stops_at_the_next_batch():
 
 
 def test_a_training_stream_follows_the_pages_language_switched_mid_stream(app_url, lab):
-    from types import SimpleNamespace
-
-    from explorer.app import prefs
-    from explorer.app.layout import redrawn
-    from explorer.app.session import Session
     client = local_client(app_url)
     stream = client.submit(**start_args(steps=1000))
     assert until(lambda: len(stream.outputs()) >= 1)
     assert "step" in stream.outputs()[-1][0]
-    with prefs.using(prefs.Prefs("zh")):      # the page's 中文: its redraw, as the toggle sends
-        redrawn(Session(), request=SimpleNamespace(session_hash=client.session_hash))
+    client.predict("zh", False, api_name="/view_settings")   # the session's 中文, as a toggle
     assert until(lambda: "步" in stream.outputs()[-1][0]), stream.outputs()[-1][0]
     client.predict(api_name="/train_stop")
 

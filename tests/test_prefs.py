@@ -1,17 +1,17 @@
-"""The page's view settings (explorer/app/prefs.py): the language and lecture mode reach every
-handler as its last two inputs, ``handler`` puts them in place for the whole call (every step
-of a stream too), and the figures and texts follow them."""
-import inspect
-
+"""The page's view settings (explorer/app/prefs.py): the language and lecture mode are the
+session's (``Session.prefs``, set by the toggles and /view_settings), ``handler`` puts them in
+place for the whole call (every step of a stream too, as they are then), and the figures and
+texts follow them."""
 import gradio as gr
 import pytest
 
 from explorer.app import i18n, prefs
 from explorer.app.languages import messages
-from explorer.app.layout import build_app
+from explorer.app.layout import build_app, redrawn, view_settings
 from explorer.app.plots.statistics import layer_stats_figure
 from explorer.app.plots.style import LECTURE_INK
 from explorer.app.handlers import handler
+from explorer.app.session import Session
 from explorer.book.errors import ExplorerError
 from explorer.book.tokenizer import get_tokenizer
 from explorer.probes import trace
@@ -26,30 +26,36 @@ def demo():
     return build_app()
 
 
-def _view_inputs(fn):
-    return tuple(getattr(block, "elem_id", None) for block in list(fn.inputs)[-2:])
+def _session(lang="en", lecture=False) -> Session:
+    session = Session()
+    session.prefs = prefs.Prefs(lang, lecture)
+    return session
 
 
-def test_every_handler_that_takes_the_view_settings_gets_them_as_its_last_inputs(demo):
-    wired = 0
+def test_no_event_takes_the_view_settings_but_the_one_that_sets_them(demo):
+    """Language and lecture mode are the session's, not every event's last two inputs."""
+    takers = set()
     for fn in demo.fns.values():
-        if fn.fn is None:
-            continue
-        names = list(inspect.signature(fn.fn).parameters)[-2:]
-        if names == ["lang", "lecture"]:
-            assert _view_inputs(fn) == ("lang", "lecture"), fn.name
-            wired += 1
-    assert wired >= 30
-
-
-def test_every_public_endpoint_speaks_the_pages_language(demo):
+        names = {getattr(block, "elem_id", None) for block in fn.inputs}
+        if names & {"lang", "lecture"} and fn.fn is not None:   # (not the page's own js)
+            takers.add(fn.fn.__name__)
+    assert takers == {"view_settings", "redrawn", "open_link"}   # (a link's first language)
     public = [fn for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"]
     assert len(public) >= 15
-    for fn in public:
-        assert _view_inputs(fn) == ("lang", "lecture"), fn.api_name
+    assert "view_settings" in {fn.api_name for fn in public}
 
 
-def test_the_handler_puts_the_settings_in_place_and_keeps_them_for_nested_calls():
+def test_view_settings_become_the_sessions_and_every_view_is_drawn_in_them():
+    session = Session()
+    assert view_settings(session, "zh", False) == {"session": session}
+    assert session.prefs == prefs.Prefs("zh", False)
+    out = redrawn(session, "zh", True)             # a toggle on the page: every view again
+    assert out["session"] is session and session.prefs == prefs.Prefs("zh", True)
+    assert out["status"] == messages("zh")["status.no_model"]
+    assert prefs.current() == prefs.Prefs()          # (nothing left in place after the call)
+
+
+def test_the_handler_puts_the_sessions_settings_in_place_and_keeps_them_for_nested_calls():
     seen = []
 
     @handler(outputs=())
@@ -58,31 +64,34 @@ def test_the_handler_puts_the_settings_in_place_and_keeps_them_for_nested_calls(
         return {}
 
     @handler(outputs=("x",))
-    def outer(x):
+    def outer(x, session):
         seen.append(prefs.current())
-        inner()             # no settings given: the caller's stay
+        inner()             # no session: the caller's settings stay
         return {"x": x}
 
-    assert outer(1, "zh", True) == {"x": 1}
+    assert outer(1, _session("zh", True)) == {"x": 1}
     assert seen == [prefs.Prefs("zh", True)] * 2
     assert prefs.current() == prefs.Prefs()          # and they are gone after the call
-    outer(2)
+    outer(2, None)                                    # an API call without a session
     assert seen[-1] == prefs.Prefs()
 
 
-def test_the_handler_keeps_the_settings_for_every_step_of_a_stream_run_elsewhere():
+def test_a_stream_follows_its_sessions_settings_at_every_step_run_elsewhere():
     """Gradio runs each step of a generator in a copy of its own context: the settings must be
-    in place again at every step."""
+    in place again at every step, and a toggle during the stream shows from its next step."""
     import contextvars
 
     @handler(outputs=("lang",))
-    def stream():
+    def stream(session):
         for _ in range(3):
             yield {"lang": prefs.current().lang}
 
-    steps = stream("zh", False)
-    got = [contextvars.copy_context().run(next, steps)["lang"] for _ in range(3)]
-    assert got == ["zh"] * 3
+    session = _session("zh")
+    steps = stream(session)
+    got = [contextvars.copy_context().run(next, steps)["lang"] for _ in range(2)]
+    session.prefs = prefs.Prefs("en")
+    got.append(contextvars.copy_context().run(next, steps)["lang"])
+    assert got == ["zh", "zh", "en"]
 
 
 @pytest.mark.parametrize("lang, lecture, message", [
@@ -91,23 +100,21 @@ def test_the_handler_keeps_the_settings_for_every_step_of_a_stream_run_elsewhere
     ("zh", "yes", "lecture must be true or false"),
 ])
 def test_malformed_view_settings_are_refused_with_a_message(lang, lecture, message):
-    @handler(outputs=())
-    def ran():
-        return {}
-
+    session = Session()
     with pytest.raises(gr.Error, match=message):
-        ran(lang, lecture)
+        view_settings(session, lang, lecture)
+    assert session.prefs == prefs.Prefs()
 
 
 def test_a_message_from_the_core_is_shown_in_the_pages_language():
     @handler(outputs=())
-    def refused():
+    def refused(session):
         raise ExplorerError("prompt.empty", "The prompt is empty: type some text first.")
 
     with pytest.raises(gr.Error) as english:
-        refused("en", False)
+        refused(_session("en"))
     with pytest.raises(gr.Error) as chinese:
-        refused("zh", False)
+        refused(_session("zh"))
     assert english.value.message == "The prompt is empty: type some text first."
     assert chinese.value.message == messages("zh")["prompt.empty"]
 
@@ -165,3 +172,27 @@ def test_no_choice_has_a_value_that_the_browser_would_translate(demo):
             assert value not in keys, (type(block).__name__, block.elem_id, value)
             checked += 1
     assert checked > 50
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs by name: a handler that declares its inputs is wired with them, in its parameters' order
+def test_a_handler_declares_its_inputs_once_and_every_event_of_it_takes_them(demo):
+    from explorer.app.tabs import attention, inside
+
+    assert inside.run_trace.inputs == ("trace_prompt", "session", *inside.CHOICES)
+    runs = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "run_trace"]
+    assert len(runs) >= 2                       # the Trace button, and after a knock-out
+    for fn in runs:
+        assert tuple(b.elem_id if b.elem_id else "session" for b in fn.inputs) == \
+            inside.run_trace.inputs
+    [shown] = [fn for fn in demo.fns.values()
+               if getattr(fn.fn, "__name__", "") == "show_attention"]
+    assert tuple(b.elem_id or "session" for b in shown.inputs) == \
+        attention.show_attention.inputs
+
+
+def test_inputs_that_do_not_fit_the_parameters_are_refused_when_the_page_is_made():
+    with pytest.raises(TypeError, match="takes"):
+        @handler(outputs=("x",), inputs=("a", "session"))
+        def two_names_one_parameter(a):
+            return {}

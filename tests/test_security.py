@@ -285,12 +285,13 @@ def test_the_app_does_not_start_with_a_bad_budget(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
-# Every launch is protected, however it is launched (app.py, a Space, a bare demo.launch())
+# The app's launch options (app.py, a Space, the tests) carry the edge: host check, monitoring off
 
 
-def test_a_bare_launch_still_checks_the_host_and_hides_monitoring():
+def test_the_apps_launch_checks_the_host_and_hides_monitoring():
     demo = create_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1")
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True,
+                            **{**launch_options(host="127.0.0.1"), "server_port": None})
     address = urllib.parse.urlparse(url)
     address = (address.hostname, address.port)
     try:
@@ -347,17 +348,13 @@ def test_an_ip_address_as_host_is_allowed_since_it_cannot_be_rebound(monkeypatch
 
 @pytest.mark.parametrize("value, enabled", [(None, False), ("1", True), ("0", False)])
 def test_monitoring_is_off_unless_the_operator_asks(monkeypatch, value, enabled):
-    from explorer.app.guard import protect_launch
-
-    demo = _FakeDemo()
-    protect_launch(demo)          # what create_demo() does to every demo
     if value is None:
         monkeypatch.delenv("GPT_EXPLORER_MONITORING", raising=False)
     else:
         monkeypatch.setenv("GPT_EXPLORER_MONITORING", value)
-    demo.launch(**launch_options())
-    assert demo.options["enable_monitoring"] is enabled
-    names = [m.cls.__name__ for m in demo.options["app_kwargs"]["middleware"]]
+    options = launch_options()
+    assert options["enable_monitoring"] is enabled
+    names = [m.cls.__name__ for m in options["app_kwargs"]["middleware"]]
     assert names == ["HostCheck", "RequestCheck"]
 
 
@@ -371,7 +368,6 @@ def test_monitoring_is_off_unless_the_operator_asks(monkeypatch, value, enabled)
     ({}, {"GRADIO_SERVER_NAME": "0.0.0.0"}, False),                # the Docker image
     ({"server_name": "10.1.2.3"}, {}, False),
     ({"server_name": "127.0.0.1", "share": True}, {}, False),      # --share
-    ({"server_name": "127.0.0.1"}, {"GRADIO_SHARE": "True"}, False),
     ({"server_name": "0.0.0.0"}, {"GPT_EXPLORER_SERVER_PATHS": "1"}, True),   # the operator's
     ({"server_name": "127.0.0.1"}, {"GPT_EXPLORER_SERVER_PATHS": "0"}, False),
     ({"server_name": "127.0.0.1"}, {"SPACE_ID": "someone/gpt-explorer"}, False),
@@ -386,9 +382,7 @@ def test_server_paths_only_on_the_loopback_unless_the_operator_says(monkeypatch,
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(guard, "_reach", {"beyond_this_machine": False})
-    fake = _FakeDemo()
-    guard.protect_launch(fake)
-    fake.launch(**options)
+    launch_options(host=options.get("server_name"), share=options.get("share", False))
     assert shared.server_paths_allowed() is allowed
 
 

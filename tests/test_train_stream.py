@@ -85,7 +85,7 @@ def test_a_language_change_redraws_the_whole_view_at_the_next_poll(stream, monke
     first = next(updates)
     assert set(first) == FULL
     assert set(next(updates)) == {"train_progress"}
-    monkeypatch.setattr(prefs, "latest", lambda owner: prefs.parse("zh", False))
-    changed = next(updates)
+    with prefs.using(prefs.parse("zh", False)):     # the session's, at this step (handler)
+        changed = next(updates)
     assert set(changed) == FULL
     assert "步" in changed["train_progress"]

@@ -4,8 +4,6 @@ each to the pinned Gradio, 6.31): where a public API exists, the app uses it ins
 - A closed session's entry in Gradio's state holder (``forget_session``): Gradio deletes only
   its State values when the tab goes away, and keeps the entry (a copy of the page's config,
   about 300 KB) until 10,000 newer sessions push it out.
-- The events of a Blocks and their inputs (``functions``, ``api_info``), for the HTTP edge's
-  checks (``guard``).
 - Gradio's file cache (``cache_folder``, ``save_to_cache``): the exports are served from it
   and removed with it (``delete_cache``).
 - How a translated label appears in Gradio's API description (``label_key``).
@@ -56,26 +54,6 @@ def forget_session(demo: gr.Blocks, session_hash: str | None) -> bool:
 def event_data(event: gr.EventData):
     """What the page (or an API call, any JSON value) sent with ``event``, unchecked."""
     return event._data
-
-
-def functions(blocks: gr.Blocks) -> dict:
-    """The events of ``blocks``: fn_index -> BlockFunction (``api_name``, ``inputs``, ``_id``)."""
-    return blocks.fns
-
-
-def function_id(fn) -> int:
-    """The number Gradio gives an event that has no API name (``fn_index``)."""
-    return fn._id
-
-
-def api_info(blocks: gr.Blocks) -> dict:
-    """Gradio's own description of the API (what /gradio_api/info serves)."""
-    return blocks.get_api_info() or {}
-
-
-def is_session_value(block) -> bool:
-    """A component that is not an API input (a gr.State): /call may leave it out."""
-    return bool(getattr(block, "skip_api", False))
 
 
 _I18N_PREFIX = "__i18n__"   # how Gradio writes a translated label into its API description

@@ -6,8 +6,8 @@ returns (or yields) ``{name: value}`` for some of them, and ``Page.on`` hands Gr
 ``{component: value}``. So no output is ever found by its position.
 
 The wrapper also:
-- takes the page's view settings (``lang``, ``lecture``: every event's last two inputs, optional
-  for API calls) and puts them in place for the call (``prefs``);
+- puts the view settings of the call's session (its ``prefs``: language, lecture mode) in place
+  for the call, and for each step of a stream (``prefs``);
 - shows a user error (``ExplorerError``, raised by the core or by the app's input checks) in the
   page's language, and logs it as one line;
 - treats anything else as a bug: its traceback is logged once and the page says so briefly;
@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+from typing import Callable
 
 import gradio as gr
 
@@ -25,12 +26,9 @@ from ..book.errors import ExplorerError
 from ..runtime import heap
 from . import prefs
 from .i18n import say, t
+from .session import Session
 
 log = logging.getLogger("gpt_explorer")
-
-PREF_PARAMETERS = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
-                   for name in ("lang", "lecture")]
-
 
 def _error(text: str) -> gr.Error:
     # It stays until it is closed: a lecturer may be talking when it comes.
@@ -57,31 +55,32 @@ def shown_error(exc: BaseException, name: str) -> gr.Error:
                                  "details are in the server log.", kind=type(exc).__name__))
 
 
-def handler(outputs=(), name: str | None = None):
+def handler(outputs=(), name: str | None = None, inputs=None):
     """Wrap an event's function: view settings, errors, memory (see the module's doc).
-    ``outputs``: the names of the components it may update."""
+    ``outputs``: the names of the components it may update; ``inputs`` (optional): the names
+    of the components its parameters take, in their order (every event that runs it then
+    takes them: ``Page.on``)."""
     def wrap(fn):
         label = name or fn.__name__
         signature = inspect.signature(fn)
-        positional = [p for p in signature.parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        takes_session = "session" in signature.parameters
+        given = [p for p in signature.parameters if p != "request"]
+        if inputs is not None and len(inputs) != len(given):
+            raise TypeError(f"{label} takes {given}, not the inputs {list(inputs)}")
 
-        def split(args, kwargs):
-            """(fn's own arguments, the view settings of this call)."""
-            kwargs = dict(kwargs)
-            given = [kwargs.pop("lang", None), kwargs.pop("lecture", None)]
-            if len(args) > len(positional):
-                given = (list(args[len(positional):]) + [None, None])[:2]
-                args = args[:len(positional)]
-            if given == [None, None]:
-                return args, kwargs, prefs.current()
-            now = prefs.current()
-            try:
-                settings = prefs.parse(now.lang if given[0] is None else given[0],
-                                       now.lecture if given[1] is None else given[1])
-            except ExplorerError as exc:
-                raise shown_error(exc, label) from None
-            return args, kwargs, settings
+        def settings_of(args, kwargs) -> Callable[[], prefs.Prefs]:
+            """The view settings of this call: its session's, read again at each step of a
+            stream (a toggle during a training job changes what it shows next)."""
+            session = None
+            if takes_session:
+                try:
+                    session = signature.bind_partial(*args, **kwargs).arguments.get("session")
+                except TypeError:     # (the call itself fails, and says so)
+                    pass
+            if isinstance(session, Session):
+                return lambda: session.prefs
+            now = prefs.current()       # none: the caller's (a handler calling another)
+            return lambda: now
 
         def checked(result):
             allowed = declared(wrapper)
@@ -94,14 +93,14 @@ def handler(outputs=(), name: str | None = None):
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
-                args, kwargs, settings = split(args, kwargs)
+                settings = settings_of(args, kwargs)
                 # Gradio runs each step of a generator in a context of its own.
                 steps = fn(*args, **kwargs)
                 try:
                     for result in prefs.each_step_using(settings, steps):
                         yield checked(result)
                 except Exception as exc:  # noqa: BLE001 - said to the user
-                    with prefs.using(settings):
+                    with prefs.using(settings()):
                         raise shown_error(exc, label) from None
                 finally:
                     steps.close()   # stopped by the page (Stop, a closed tab): end the work
@@ -109,17 +108,15 @@ def handler(outputs=(), name: str | None = None):
         else:
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
-                args, kwargs, settings = split(args, kwargs)
-                with prefs.using(settings):
+                with prefs.using(settings_of(args, kwargs)()):
                     try:
                         return checked(fn(*args, **kwargs))
                     except Exception as exc:  # noqa: BLE001 - said to the user
                         raise shown_error(exc, label) from None
                     finally:
                         heap.trim()
-        wrapper.__signature__ = signature.replace(
-            parameters=[*signature.parameters.values(), *PREF_PARAMETERS])
         wrapper.outputs = (outputs,) if callable(outputs) else tuple(outputs)
+        wrapper.inputs = None if inputs is None else tuple(inputs)
         return wrapper
     return wrap
 

@@ -22,7 +22,7 @@ MAX_DIGITS = 30     # a whole number typed in a box; longer is not a count anyon
 TRACE_MEMORY_SHARE = 0.2
 
 
-def _kind(value) -> Message:
+def kind_of(value) -> Message:
     kinds = {list: ("input.kind_list", "a list"), dict: ("input.kind_object", "a JSON object"),
              str: ("input.kind_text", "text"), bool: ("input.kind_flag", "true/false"),
              type(None): ("input.kind_nothing", "nothing")}
@@ -46,7 +46,7 @@ def as_int(value, name: Message) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str, np.integer,
                                                          np.floating)):
         raise ExplorerError("input.int", "{name} must be a whole number (got {value}).",
-                            name=name, value=_kind(value))
+                            name=name, value=kind_of(value))
     if isinstance(value, str) and len(value.strip()) > MAX_DIGITS:
         raise ExplorerError("input.int_long", "{name} must be a whole number of at most "
                             "{most} digits.", name=name, most=MAX_DIGITS)
@@ -61,7 +61,7 @@ def as_number(value, name: Message) -> float:
     """A finite number (a slider's value)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ExplorerError("input.number", "{name} must be a number (got {value}).",
-                            name=name, value=_kind(value))
+                            name=name, value=kind_of(value))
     if not np.isfinite(value):
         raise ExplorerError("input.number_finite", "{name} must be a finite number (got "
                             "{value}).", name=name, value=value)
@@ -74,7 +74,7 @@ def as_choice(value, name: Message, options):
     if not isinstance(value, str) or value not in options:
         raise ExplorerError("input.choice", "{name} must be one of {options} (got {value}).",
                             name=name, options=", ".join(map(str, options)),
-                            value=repr(value) if isinstance(value, str) else _kind(value))
+                            value=repr(value) if isinstance(value, str) else kind_of(value))
     return value
 
 
@@ -93,14 +93,14 @@ def as_flag(value, name: Message) -> bool:
     """A checkbox's value: true or false."""
     if not isinstance(value, bool):
         raise ExplorerError("input.flag", "{name} must be true or false (got {value}).",
-                            name=name, value=_kind(value))
+                            name=name, value=kind_of(value))
     return value
 
 
 def as_text(value, name: Message) -> str:
     if not isinstance(value, str):
         raise ExplorerError("input.text", "{name} must be text (got {value}).", name=name,
-                            value=_kind(value))
+                            value=kind_of(value))
     return value
 
 
@@ -111,7 +111,8 @@ def selected(event, name: Message):
     ``gr.SelectData`` would fail on it inside Gradio, before the handler could say why."""
     data = gradio_private.event_data(event) if event is not None else None
     if not isinstance(data, dict) or "value" not in data:
-        got = Message("input.no_value", "no “value”") if isinstance(data, dict) else _kind(data)
+        got = (Message("input.no_value", "no “value”") if isinstance(data, dict)
+               else kind_of(data))
         raise ExplorerError("input.select_event", "A click on “{name}” came without what was "
                             "clicked (the event's data must be a JSON object with a “value”; "
                             "got {value}).", name=name, value=got)

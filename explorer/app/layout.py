@@ -64,29 +64,37 @@ def _tab_titles(session) -> dict:
     return {f"{tab.ID}_tab": gr.update(label=label(*tab.TITLE)) for tab in TABS}
 
 
-@handler(outputs=refresh.redraw_outputs)
-def redrawn(session, request: gr.Request = None):
-    """The language or lecture mode changed: every view again, from the session (and the
-    session's streams follow from their next update)."""
-    prefs.remember(getattr(request, "session_hash", None))
-    return refresh.redraw(session_of(session))
+@handler(outputs=("session",))
+def view_settings(session, lang, lecture):
+    """/view_settings: the language ("en", "zh") and lecture mode (true or false) of this
+    session's texts and figures from now on (the page's toggles set them too)."""
+    session = session_of(session)
+    session.prefs = prefs.parse(lang, lecture)
+    return {"session": session}
+
+
+@handler(outputs=("session", refresh.redraw_outputs))
+def redrawn(session, lang, lecture):
+    """A toggle changed: the session's settings, and every view again in them (the session's
+    streams follow from their next update)."""
+    session = view_settings.__wrapped__(session, lang, lecture)["session"]
+    with prefs.using(session.prefs):
+        return {"session": session, **refresh.redraw(session)}
 
 
 def header(page):
-    """The title, the page's two view settings (every event's last two inputs) and the share
-    button."""
+    """The title, the page's two view settings and the share button."""
     with gr.Row(elem_id="header", equal_height=False):
         gr.Markdown(label("page.title", "# GPT Explorer\nBuild the GPT of *Build a Large "
                                         "Language Model (From Scratch)*, chapter 4, and watch "
                                         "it work."), elem_id="title")
-        lang = gr.Radio([(name, code) for code, (name, _) in LANGUAGES.items()], value="en",
-                        label=label("page.language", "language"), show_label=False,
-                        container=False, elem_id="lang", scale=0)
-        lecture = gr.Checkbox(False, label=label("page.lecture", "lecture mode"),
-                              container=False, elem_id="lecture", scale=0)
+        lang = page.add(gr.Radio([(name, code) for code, (name, _) in LANGUAGES.items()],
+                                 value="en", label=label("page.language", "language"),
+                                 show_label=False, container=False, elem_id="lang", scale=0))
+        lecture = page.add(gr.Checkbox(False, label=label("page.lecture", "lecture mode"),
+                                       container=False, elem_id="lecture", scale=0))
         share = share_view.copy_button()
         share.render()
-    page.view = [lang, lecture]
     return lang, lecture, share
 
 
@@ -115,15 +123,21 @@ def build_app() -> gr.Blocks:
         share_view.wire(page)
 
         # The language or lecture mode changed: the page's own part first (Gradio's locale,
-        # the style sheet's lecture class), then every view is drawn again.
-        # The Train tab's view is the session's training job's (the lab knows it by the
-        # session's hash, which only a request gives): drawn again as /train_view draws it.
+        # the style sheet's lecture class), then the session's settings, and every view is
+        # drawn again. The Train tab's view is the session's training job's (the lab knows it
+        # by the session's hash, which only a request gives): drawn again as /train_view
+        # draws it.
         for toggle, js in ((lang, "(lang) => gptExplorer.setLang(lang)"),
                            (lecture, "(on) => gptExplorer.setLecture(on)")):
-            drawn = page.then(toggle.change(None, toggle, None, js=js), redrawn, ["session"],
-                              api_visibility="private", show_progress="hidden")
-            page.then(drawn, train.train_view, [], api_visibility="private",
+            drawn = page.then(toggle.change(None, toggle, None, js=js), redrawn,
+                              ["session", "lang", "lecture"], api_visibility="private",
+                              show_progress="hidden")
+            page.then(drawn, train.train_view, ["session"], api_visibility="private",
                       show_progress="hidden")
+        # The API's way to them (a client has no toggles to click); the button is never shown.
+        page.add(gr.Button(visible=False, elem_id="view_settings_btn"))
+        page.on("view_settings_btn.click", view_settings, ["session", "lang", "lecture"],
+                api_name="view_settings", show_progress="hidden")
         # The page's first language: the link's ?lang=, else the browser's.
         demo.load(None, None, lang, js="() => gptExplorer.initialLang()")
         page.on(demo.load, build.path_box, [], api_visibility="private",
@@ -146,7 +160,6 @@ def forget_closed_sessions(demo: gr.Blocks, on_close=()) -> None:
             for release in on_close:
                 release(session_hash)
         gradio_private.forget_session(demo, session_hash)
-        prefs.forget(session_hash)
         heap.trim()      # what it held goes back to the system now, not at the next request
 
     demo.unload(forget_closed_session)

@@ -3,8 +3,8 @@
 Every component that a handler reads or updates is registered under its ``elem_id`` (the same
 name the style sheet, the page's script and the browser tests use). A handler declares its
 outputs by name (``handlers.handler``) and returns ``{name: value}``; ``Page.on`` turns that
-into what Gradio wants. The page's two view settings (language, lecture mode) are every
-event's last two inputs."""
+into what Gradio wants. The page's view settings (language, lecture mode) are the session's
+(``Session.prefs``), not inputs."""
 from __future__ import annotations
 
 import functools
@@ -18,7 +18,6 @@ from .handlers import declared
 class Page:
     def __init__(self, demo=None):
         self._parts: dict[str, gr.components.Component] = {}
-        self.view: list = []     # the language and lecture-mode toggles (layout.header)
         self.demo = demo
         self.events: dict[str, object] = {}   # the public events by api_name
 
@@ -39,23 +38,26 @@ class Page:
     def names(self, prefix: str = "") -> list[str]:
         return [n for n in self._parts if n.startswith(prefix)]
 
-    def on(self, triggers, fn, inputs=(), **options):
+    def on(self, triggers, fn, inputs=None, **options):
         """Run handler ``fn`` on ``triggers`` ("att_btn.click", or a list of them, or
         event listeners such as a dependency's ``.then``), with the components named in
-        ``inputs`` and the view settings as its inputs, and its declared outputs."""
+        ``inputs`` (default: those the handler declares) as its inputs, and its declared
+        outputs."""
+        inputs = _inputs(fn, inputs)
         listeners = [self._listener(t) for t in
                      (triggers if isinstance(triggers, (list, tuple)) else [triggers])]
-        event = gr.on(listeners, by_name(fn, self), [self[n] for n in inputs] + self.view,
+        event = gr.on(listeners, by_name(fn, self), [self[n] for n in inputs],
                       [self[n] for n in declared(fn)], **options)
         if options.get("api_name"):
             self.events[options["api_name"]] = event
         return event
 
-    def then(self, dependency, fn, inputs=(), success=True, on=None, **options):
+    def then(self, dependency, fn, inputs=None, success=True, on=None, **options):
         """Run handler ``fn`` after ``dependency``: when it succeeded (default), whatever the
         outcome (``success=False``), or ``on="failure"``."""
+        inputs = _inputs(fn, inputs)
         chain = getattr(dependency, on or ("success" if success else "then"))
-        return chain(by_name(fn, self), [self[n] for n in inputs] + self.view,
+        return chain(by_name(fn, self), [self[n] for n in inputs],
                      [self[n] for n in declared(fn)], **options)
 
     def _listener(self, trigger):
@@ -63,6 +65,15 @@ class Page:
             return trigger
         name, _, event = trigger.rpartition(".")
         return getattr(self[name], event)
+
+
+def _inputs(fn, inputs):
+    """The input names of an event of ``fn``: those given, else those it declares."""
+    if inputs is not None:
+        return inputs
+    if getattr(fn, "inputs", None) is None:
+        raise TypeError(f"{fn.__name__}: name its inputs (handler(inputs=...) or the event's)")
+    return fn.inputs
 
 
 def by_name(fn, page: Page):

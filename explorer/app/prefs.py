@@ -1,9 +1,9 @@
 """The page's two view settings, language and lecture mode, which every handler's text and
 figures follow.
 
-The header's toggles (``lang``: a language of ``i18n.catalogues.LANGUAGES``; ``lecture``: true
-or false) are the last two inputs of every event, so the API has them too, as optional ``lang``
-and ``lecture`` parameters. ``handlers.handler`` puts them in place for the duration of a
+They are the session's (``Session.prefs``): the header's toggles (``lang``: a language of
+``languages.LANGUAGES``; ``lecture``: true or false) set them, and so does the API's
+``/view_settings``. ``handlers.handler`` puts the session's in place for the duration of a
 handler's call (a context variable, as a web framework holds a request's locale), so that
 ``i18n.t`` and the figures' style (``plots.style``) read them without every function passing
 them on.
@@ -41,31 +41,12 @@ def using(prefs: Prefs):
         _CURRENT.reset(token)
 
 
-# Each session's settings as its page last changed them: a stream that outlives a toggle (a
-# training job watched for minutes) follows them from its next update on.
-_LATEST: dict[str, Prefs] = {}
-
-
-def remember(session_hash: str | None) -> None:
-    """The page of ``session_hash`` now shows the current settings."""
-    if session_hash:
-        _LATEST[session_hash] = current()
-
-
-def latest(session_hash: str | None) -> Prefs:
-    """The settings the session's page shows now (the current ones if it never changed)."""
-    return _LATEST.get(session_hash, current())
-
-
-def forget(session_hash: str | None) -> None:
-    _LATEST.pop(session_hash, None)
-
-
-def each_step_using(prefs: Prefs, steps):
-    """The values of the generator ``steps``, each step computed under ``prefs``: Gradio (and
-    ZeroGPU's worker) run each step of a generator in a context of their own."""
+def each_step_using(prefs_now, steps):
+    """The values of the generator ``steps``, each step computed under ``prefs_now()`` (read
+    again for each: a toggle changes a stream's next step): Gradio (and ZeroGPU's worker) run
+    each step of a generator in a context of their own."""
     while True:
-        with using(prefs):
+        with using(prefs_now()):
             try:
                 value = next(steps)
             except StopIteration:
@@ -74,7 +55,8 @@ def each_step_using(prefs: Prefs, steps):
 
 
 def parse(lang, lecture) -> Prefs:
-    """The two inputs as an API call may send them (checked: any JSON value can arrive)."""
+    """The two toggles' values as an API call may send them (checked: any JSON value can
+    arrive)."""
     if lang is None:
         lang = "en"
     if not isinstance(lang, str) or lang not in LANGUAGES:

@@ -13,7 +13,7 @@ import gradio as gr
 from .. import native
 from ..runtime.heap import release_freed_memory_promptly
 from ..runtime.memory import env_megabytes
-from .guard import protect_launch
+from .guard import edge_options
 from .i18n import browser_i18n
 from .layout import CSS, JS, build_app
 from .shared import CACHE, on_a_space
@@ -39,9 +39,12 @@ def default_host(environ=os.environ) -> str:
 
 
 def launch_options(host=None, port=None, share=False) -> dict:
-    """``demo.launch``'s options; call it once the page is made (its labels' translations)."""
+    """``demo.launch``'s options, every launch's (``python app.py``, a Space, the tests): call
+    it once the page is made (its labels' translations)."""
+    host = host or default_host()
     return dict(
-        server_name=host or default_host(),
+        **edge_options(host, share),      # host check, 4xx for malformed calls, no monitoring
+        server_name=host,
         server_port=port or int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         share=share,
         # Gradio's bundled semibold face lacks glyphs (a fallback capital "B"): use 400/700.
@@ -72,7 +75,6 @@ def create_demo() -> gr.Blocks:
     # api_open=False: /gradio_api/run/<name> would run an event outside the queue, skipping
     # its concurrency limit (two traces at a time); every call goes through the queue instead.
     demo.queue(max_size=QUEUE_MAX_SIZE, default_concurrency_limit=2, api_open=False)
-    protect_launch(demo)   # host check, 4xx for malformed calls, monitoring off: every launch
     return demo
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from ..book.errors import Message
 from ..runtime.sources import ModelKey
+from .prefs import Prefs
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Session:
     generation: Generation | None = None
     walk: tuple | None = None              # (prompt, trace): the diagram walk's light trace
     shown: dict = field(default_factory=dict)   # view -> its choices, e.g. "attention": (1, "0")
+    prefs: Prefs = Prefs()                 # the page's language and lecture mode
 
     @property
     def keys(self) -> tuple[ModelKey, ...]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from dataclasses import replace
 
 import gradio as gr
 
@@ -25,6 +26,7 @@ from ..runtime.build import check_seed
 from . import prefs, refresh
 from .handlers import handler
 from .i18n import label, say, t
+from .textbox import Textbox
 from .inputs import as_choice, as_int
 from .pickers import fitted_head, fitted_layer
 from .share import MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
@@ -37,8 +39,8 @@ SHARE_CSS = """
 #share_row {position: relative;}
 #share_close_btn {flex: 0 0 auto !important; min-width: 0 !important;}
 """
-READ_LINK_JS = ("(query, session, lang, lecture) => [window.location.search, session, "
-                "gptExplorer.initialLang(), lecture]")
+READ_LINK_JS = ("(query, session, lang) => [window.location.search, session, "
+                "gptExplorer.initialLang()]")
 COPY_JS = "(query) => gptExplorer.shareLink(query)"
 BUILD_INPUTS = ["preset", *build.FIELDS, "seed", "device", "dtype", "weights", "gpt2_size",
                 "weights_path", "weights_upload", "session"]
@@ -72,7 +74,7 @@ def rules_of(page) -> Rules:
                    config=GPTConfig.from_dict({k: page[k].value for k in build.FIELDS}),
                    weights=page["weights"].value, size=page["gpt2_size"].value,
                    seed=int(page["seed"].value), prompt=page["trace_prompt"].value,
-                   tab=page.tab_ids[0], lang=page.view[0].value)
+                   tab=page.tab_ids[0], lang=page["lang"].value)
     return Rules(default=default, tabs=page.tab_ids, sizes=build.GPT2_SIZE_CHOICES,
                  check_config=lambda cfg: CACHE.check_budget(cfg),
                  check_size=lambda size: CACHE.check_budget(
@@ -82,42 +84,44 @@ def rules_of(page) -> Rules:
 # ---------------------------------------------------------------------------------------------
 LINK_OUTPUTS = ("preset", *build.FIELDS, "seed", "weights", "gpt2_size", "trace_prompt",
                 "gen_prompt", "current_tab", "link_builds", "share_note", "share_row",
-                "session")
+                "session", "tabs")
 
 
 def open_link_handler(rules):
     @handler(outputs=LINK_OUTPUTS, name="open_link")
-    def open_link(query, session):
-        reading = read_query(query, rules)
-        messages = [_message(p) for p in reading.problems]
-        out = {}
-        if messages:
-            gr.Warning("<br>".join(messages))
-            out.update(share_note=t("share.not_in_full", "**This link could not be used in "
-                                                         "full.**") + "\n\n"
-                       + "\n".join(f"- {m}" for m in messages),
-                       share_row=gr.update(visible=True))
-        if not reading.builds:
-            return {**out, "link_builds": False}
-        p = reading.page
-        # The Attention tab's layer and head wait in the session, not in its pickers: the
-        # model the link builds fits the pickers to them, choices and value in one update. (A
-        # head set before that, beyond the heads the picker had, was refused by the next event
-        # that read it: the language's redraw, racing the link, gave the picker back its 4.)
+    def open_link(query, session, lang):
+        # The page's first language (the link's, else the browser's) is the session's at once:
+        # the toggle's own event, which sets it too, may come after this one.
         session = session_of(session)
-        session.shown.update(att_layer=p.layer, att_head=p.head)
-        return {**out, "preset": p.preset, **{k: getattr(p.config, k) for k in build.FIELDS},
-                "seed": p.seed, "weights": p.weights, "gpt2_size": p.size,
-                "trace_prompt": p.prompt, "gen_prompt": p.prompt,
-                "current_tab": p.tab, "link_builds": True, "session": session}
+        session.prefs = replace(session.prefs, lang=prefs.parse(lang, False).lang)
+        with prefs.using(session.prefs):
+            return _opened(read_query(query, rules), session)
     return open_link
 
 
-@handler(outputs=("tabs",))
-def open_tab(builds, tab):
-    """A link that builds a model: its tab chosen (an update of the gr.Tabs; the other tabs
-    keep what they show)."""
-    return {"tabs": gr.Tabs(selected=tab)} if builds else {}
+def _opened(reading, session) -> dict:
+    """The widgets, prompts and notes of a link read (``share.read_query``)."""
+    messages = [_message(p) for p in reading.problems]
+    out = {}
+    if messages:
+        gr.Warning("<br>".join(messages))
+        out.update(share_note=t("share.not_in_full", "**This link could not be used in "
+                                                     "full.**") + "\n\n"
+                   + "\n".join(f"- {m}" for m in messages),
+                   share_row=gr.update(visible=True))
+    if not reading.builds:
+        return {**out, "link_builds": False, "session": session}
+    p = reading.page
+    # The Attention tab's layer and head wait in the session, not in its pickers: the
+    # model the link builds fits the pickers to them, choices and value in one update. (A
+    # head set before that, beyond the heads the picker had, was refused by the next event
+    # that read it: the language's redraw, racing the link, gave the picker back its 4.)
+    session.shown.update(att_layer=p.layer, att_head=p.head)
+    return {**out, "preset": p.preset, **{k: getattr(p.config, k) for k in build.FIELDS},
+            "seed": p.seed, "weights": p.weights, "gpt2_size": p.size,
+            "trace_prompt": p.prompt, "gen_prompt": p.prompt,
+            "current_tab": p.tab, "link_builds": True, "session": session,
+            "tabs": gr.Tabs(selected=p.tab)}   # (an update of the Tabs: no tab is mounted again)
 
 
 @handler(outputs=(*attention.SHOWN, "att_layer", "att_head", "session"))
@@ -148,7 +152,7 @@ def link_failed(session):
 def _when_link(fn, wanted):
     """``fn`` after a link was opened, when the link built a model for a tab in ``wanted``
     (else nothing)."""
-    parameters = list(inspect.signature(fn).parameters.values())[:-2]   # without the prefs
+    parameters = list(inspect.signature(fn).parameters.values())
 
     def step(builds, tab, *args):
         if not builds or (wanted is not None and tab not in wanted):
@@ -250,12 +254,12 @@ def create(page, button):
     message about the link that opened the page), and the hidden values the link needs."""
     page.add(button)
     with page.add(gr.Row(elem_id="share_row", visible=False)):
-        page.add(gr.Textbox(label=label("share.box", "link to this page"), elem_id="share_link",
+        page.add(Textbox(label=label("share.box", "link to this page"), elem_id="share_link",
                             interactive=False, buttons=["copy"], visible=False, scale=3))
         page.add(gr.Markdown(elem_id="share_note"))
         page.add(gr.Button("×", elem_id="share_close_btn", size="sm", scale=0, min_width=40))
-    page.add(gr.Textbox(visible=False, elem_id="link_query"))       # the link that opened it
-    page.add(gr.Textbox("build", visible=False, elem_id="current_tab"))
+    page.add(Textbox(visible=False, elem_id="link_query"))       # the link that opened it
+    page.add(Textbox("build", visible=False, elem_id="current_tab"))
     page.add(gr.Checkbox(False, visible=False, elem_id="link_builds"))
 
 
@@ -266,23 +270,20 @@ def wire(page):
         page[f"{tab_id}_tab"].select(None, None, page["current_tab"],
                                      js=f"() => {json.dumps(tab_id)}",
                                      api_visibility="private")
-    opened = page.on(page.demo.load, open_link_handler(rules), ["link_query", "session"],
+    opened = page.on(page.demo.load, open_link_handler(rules), ["link_query", "session", "lang"],
                      js=READ_LINK_JS, api_visibility="private", show_progress="hidden")
-    # The link's tab is chosen; the model is built by the Build button's handler; then the
-    # tab's own view.
+    # The link chose its tab with its widgets; the model is built by the Build button's
+    # handler; then the tab's own view.
     link = ["link_builds", "current_tab"]
-    chosen = page.then(opened, open_tab, link, api_visibility="private",
-                       show_progress="hidden")
-    built = page.then(chosen, _when_link(build.build, None), [*link, *BUILD_INPUTS],
+    built = page.then(opened, _when_link(build.build, None), [*link, *BUILD_INPUTS],
                       api_visibility="private", show_progress_on=[page["status"]],
                       concurrency_id="build")
     traced = page.then(built, _when_link(inside.run_trace, ("inside", "attention")),
-                       [*link, "trace_prompt", "session", "inside_layer", "pair",
-                        "heat_point", "heat_stat"], api_visibility="private",
+                       [*link, *inside.run_trace.inputs], api_visibility="private",
                        concurrency_id="inspect")
     viewed = page.then(traced, link_attention, [*link, "session"], api_visibility="private",
                        concurrency_id="inspect")
-    for step in (opened, chosen, built, traced, viewed):   # a step that failed: said
+    for step in (opened, built, traced, viewed):   # a step that failed: said
         page.then(step, link_failed, ["session"], on="failure", api_visibility="private",
                   show_progress="hidden")
 

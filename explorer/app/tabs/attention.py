@@ -80,10 +80,8 @@ def attention_views(session, layer, head):
     return {**views(session, layer, head), "session": session}
 
 
-TRACE_CHOICES = ("inside_layer", "pair", "heat_point", "heat_stat")   # the Inside tab's
-
-
-@handler(outputs=("chips", "trace_info", *inside.VIEWS, *SHOWN, "session"))
+@handler(outputs=("chips", "trace_info", *inside.VIEWS, *SHOWN, "session"),
+         inputs=("trace_prompt", "session", "att_layer", "att_head", *inside.CHOICES))
 def show_attention(prompt, session, layer, head, inside_layer, pair, heat_point, heat_stat):
     """The Show attention button: the views of the session's trace; without one (a new model,
     such as a trained one just used) the Inside tab's prompt is traced first, as its Trace
@@ -182,8 +180,7 @@ def create(page):
 def wire(page):
     inputs = ["session", "att_layer", "att_head"]
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
-    page.on("att_btn.click", show_attention, ["trace_prompt", *inputs, *TRACE_CHOICES],
-            api_visibility="private", **inspect)
+    page.on("att_btn.click", show_attention, api_visibility="private", **inspect)
     # /attention: the views of the session's trace (an API client traces with /trace: a
     # hidden button, as the Inside tab's /inside_views)
     page.on("attention_api_btn.click", attention_views, inputs, api_name="attention", **inspect)

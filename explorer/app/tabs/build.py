@@ -30,6 +30,7 @@ from ..checkpoint_input import (CONFIG_SUFFIX, WEIGHTS_SUFFIXES, reporter, serve
 from ..exports import fresh_folder
 from ..handlers import handler
 from ..i18n import label, say, t
+from ..textbox import Textbox
 from ..inputs import as_choice, as_flag, as_int
 from ..plots.labels import percent
 from ..plots.model import COMPONENTS, architecture_html, parameter_figure
@@ -355,7 +356,7 @@ def create(page):
                                                  "from the Hugging Face hub)"),
                                      elem_id="gpt2_size"))
             with page.add(gr.Column(visible=False, elem_id="file_row")):
-                page.add(gr.Textbox(label=label("build.path", "path on the server"),
+                page.add(Textbox(label=label("build.path", "path on the server"),
                                     elem_id="weights_path",
                                     placeholder=label("build.path_hint", "/path/to/"
                                                       "model.safetensors (or the book's "

@@ -19,6 +19,7 @@ from ...probes.compare import lockstep
 from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, t
+from ..textbox import Textbox
 from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, check_trace_size,
                       models_prompt_ids, prompt_ids)
 from ..plots.generation import steps_table_html
@@ -262,7 +263,7 @@ def create(page):
     # the same column, the step table and the logit lens below.
     with gr.Row(equal_height=False):
         with gr.Column(scale=1):
-            page.add(gr.Textbox(DEFAULT_PROMPT, label=label("gen.prompt", "Prompt"), lines=2,
+            page.add(Textbox(DEFAULT_PROMPT, label=label("gen.prompt", "Prompt"), lines=2,
                                 max_lines=3, elem_id="gen_prompt"))
             with gr.Row():
                 page.add(gr.Slider(1, MAX_NEW_TOKENS, value=20, step=1, scale=3,
@@ -289,7 +290,7 @@ def create(page):
                                    min_width=70))
             # (an HTML is lighter to redraw than Markdown, every step)
             page.add(gr.HTML(elem_id="speed", js_on_load=_step_root("speed")))
-            page.add(gr.Textbox(label=label("gen.text", "Text"), lines=4, max_lines=4,
+            page.add(Textbox(label=label("gen.text", "Text"), lines=4, max_lines=4,
                                 autoscroll=True, elem_id="gen_output", interactive=False))
         with gr.Column(scale=1):
             page.add(gr.HTML(views.bars_hint(), label=label("gen.bars", "Next-token "

@@ -17,6 +17,7 @@ from .. import comparison, head_scores as heads, refresh
 from ..exports import csv_text, json_default, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, say, t
+from ..textbox import Textbox
 from ..inputs import as_choice, check_trace_size, layer_in, models_prompt_ids
 from ..results import shared_figures, shared_trace, shared_views
 from ..pickers import HEAT_POINTS, HIST_PAIRS, fitted_layer, fitted_probes, layer_slider
@@ -139,7 +140,11 @@ def views(session, layer, pair, heat_point, heat_stat) -> dict:
         "heat_plot": token_heatmap_figure(traces, heat_point, heat_stat, names)})
 
 
-@handler(outputs=("chips", "trace_info", *VIEWS, "session"))
+CHOICES = ("inside_layer", "pair", "heat_point", "heat_stat")   # the views' pickers
+
+
+@handler(outputs=("chips", "trace_info", *VIEWS, "session"),
+         inputs=("trace_prompt", "session", *CHOICES))
 def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
     """/trace: every model traces the prompt, one after the other (one trace's memory at a
     time)."""
@@ -238,7 +243,7 @@ def _redraw(session) -> dict:
 def create(page):
     page.add(gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text), elem_id="inside_weights"))
     with gr.Row(elem_id="trace_row"):
-        page.add(gr.Textbox(DEFAULT_PROMPT, label=label("inside.prompt", "Prompt"), lines=2,
+        page.add(Textbox(DEFAULT_PROMPT, label=label("inside.prompt", "Prompt"), lines=2,
                             max_lines=4, scale=4, elem_id="trace_prompt"))
         page.add(gr.Button(label("inside.trace", "Trace"), variant="primary", scale=1,
                            elem_id="trace_btn"))
@@ -278,10 +283,9 @@ def create(page):
 
 
 def wire(page):
-    choices = ["inside_layer", "pair", "heat_point", "heat_stat"]
+    choices = list(CHOICES)
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
-    page.on(["trace_btn.click", "trace_prompt.submit"], run_trace,
-            ["trace_prompt", "session", *choices], api_name="trace",
+    page.on(["trace_btn.click", "trace_prompt.submit"], run_trace, api_name="trace",
             show_progress_on=[page["trace_info"]], **inspect)
     page.on([f"{name}.change" for name in choices], choice_changed, ["session", *choices],
             api_visibility="private", **inspect)

@@ -28,6 +28,7 @@ from ...runtime.training_setup import default_corpus
 from .. import gradio_private, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
+from ..textbox import Textbox
 from ..inputs import (TRACE_MEMORY_SHARE, as_choice, as_flag, as_int, prompt_ids,
                       selected)
 from ..pickers import fitted_layer, layer_slider
@@ -441,7 +442,7 @@ def create(page):
                            scale=0, min_width=160, elem_id="knock_map_btn"))
         page.add(gr.Button(label("knock.stop", "Stop"), variant="stop", scale=0,
                            min_width=96, elem_id="knock_stop_btn"))   # (停止 on one line)
-    page.add(gr.Textbox(DEFAULT_PROMPT, label=label("knock.prompt", "the text the map "
+    page.add(Textbox(DEFAULT_PROMPT, label=label("knock.prompt", "the text the map "
                                                                     "measures (edit it here)"),
                         lines=1, max_lines=3, elem_id="knock_prompt"))
     page.add(gr.HTML(knockout_map_html(None), elem_id="knock_map", js_on_load=KNOCK_JS))
@@ -453,12 +454,12 @@ def create(page):
         page.add(layer_slider("knock_layer", "knock.layer", "block"))
         page.add(gr.Checkbox(False, label=label("knock.every", "every block"), min_width=100,
                              elem_id="knock_every"))
-        page.add(gr.Textbox("0", label=label("knock.heads", "heads (e.g. 1,5)"), min_width=100,
+        page.add(Textbox("0", label=label("knock.heads", "heads (e.g. 1,5)"), min_width=100,
                             elem_id="knock_heads"))
         page.add(gr.Button(label("knock.add", "Add"), scale=0, min_width=84,
                            elem_id="knock_add_btn"))
     with gr.Row():
-        page.add(gr.Textbox("", label=label("knock.spec", "interventions (parts joined by ;)"),
+        page.add(Textbox("", label=label("knock.spec", "interventions (parts joined by ;)"),
                             placeholder="zero trf_blocks[0].att head 1; identity "
                                         "trf_blocks[1].norm2", scale=4, elem_id="knock_spec"))
         page.add(gr.Button(label("knock.intervene", "Intervene"), variant="primary", scale=0,
@@ -469,7 +470,6 @@ def create(page):
 
 def wire(page):
     from . import attention, inside, pin
-    trace_choices = ["inside_layer", "pair", "heat_point", "heat_stat"]
     # (progress, and a refusal's error badge, on the tab's own note: the status line above
     # keeps saying which models A and B are)
     queue = dict(concurrency_limit=1, concurrency_id="build",
@@ -480,9 +480,8 @@ def wire(page):
                   # every click is queued (none dropped while one is being applied)
                   page.on("knock_map.select", cell_clicked, ["session"],
                           api_visibility="private", trigger_mode="multiple", **queue)):
-        traced = page.then(event, inside.run_trace, ["trace_prompt", "session",
-                                                      *trace_choices],
-                           api_visibility="private", show_progress="hidden")
+        traced = page.then(event, inside.run_trace, api_visibility="private",
+                           show_progress="hidden")
         page.then(traced, attention.attention_views, ["session", "att_layer", "att_head"],
                   api_visibility="private", show_progress="hidden")
     page.on("knock_remove_btn.click", pin.unpin_model, ["session"], api_visibility="private",

@@ -31,6 +31,7 @@ from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAU
 from .. import comparison, prefs, refresh, shared
 from ..handlers import handler
 from ..i18n import label, t
+from ..textbox import Textbox
 from ..inputs import as_choice, as_choices, as_int, as_number
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows, variant_name)
@@ -190,19 +191,19 @@ def _watch(job, owner, clock=time.monotonic, note=""):
     drawn_at = -math.inf
     while True:
         running = job.running and shared.LAB.watching(owner, job)
-        with prefs.using(prefs.latest(owner)):     # (each step runs in a context of its own)
-            view, sharing = job_view(job, owner)
-            sharing += note
-            said = (view.status, sharing, prefs.current())
-            seen = (*said, view.step, tuple(len(r.eval_steps) for r in view.runs),
-                    tuple(r.sample_step for r in view.runs))
-            update = None
-            if seen != last:
-                if (not running or whole is None or said != whole[:3]
-                        or clock() - drawn_at >= FIGURE_SECONDS):
-                    update, whole, drawn_at = live_of(job, seen, view, sharing), seen, clock()
-                else:
-                    update = {"train_progress": progress_markdown(view) + sharing}
+        # (in the session's view settings of this step: handlers.handler)
+        view, sharing = job_view(job, owner)
+        sharing += note
+        said = (view.status, sharing, prefs.current())
+        seen = (*said, view.step, tuple(len(r.eval_steps) for r in view.runs),
+                tuple(r.sample_step for r in view.runs))
+        update = None
+        if seen != last:
+            if (not running or whole is None or said != whole[:3]
+                    or clock() - drawn_at >= FIGURE_SECONDS):
+                update, whole, drawn_at = live_of(job, seen, view, sharing), seen, clock()
+            else:
+                update = {"train_progress": progress_markdown(view) + sharing}
         if update is not None:
             last = seen
             yield update
@@ -213,7 +214,8 @@ def _watch(job, owner, clock=time.monotonic, note=""):
 
 @handler(outputs=LIVE)
 def train_start(data, text, upload, variants, preset, steps, batch_size, context_length, lr,
-                warmup_steps, eval_freq=None, eval_iter=None, request: gr.Request = None):
+                warmup_steps, eval_freq=None, eval_iter=None, session=None,
+                request: gr.Request = None):
     """/train_start (streams): start this session's job (replacing a stopped or finished one;
     the same job as another session's when it asks for the same) and stream its view."""
     owner = _owner(request)
@@ -239,7 +241,7 @@ def the_books_settings():
 
 
 @handler(outputs=LIVE)
-def train_stop(request: gr.Request):
+def train_stop(session=None, request: gr.Request = None):
     """/train_stop: this session stops watching; the job stops after its current step unless
     other sessions watch it (Continue resumes exactly there, or watches again)."""
     owner = _owner(request)
@@ -247,7 +249,7 @@ def train_stop(request: gr.Request):
 
 
 @handler(outputs=LIVE)
-def train_continue(request: gr.Request):
+def train_continue(session=None, request: gr.Request = None):
     """/train_continue (streams)."""
     owner = _owner(request)
     job = shared.LAB.job(owner)
@@ -259,7 +261,7 @@ def train_continue(request: gr.Request):
 
 
 @handler(outputs=LIVE)
-def train_view(request: gr.Request):
+def train_view(session=None, request: gr.Request = None):
     """/train_view: this session's job as it is now (nothing of any other session's)."""
     owner = _owner(request)
     job = shared.LAB.job(owner)
@@ -267,7 +269,7 @@ def train_view(request: gr.Request):
 
 
 @handler(outputs=LIVE)
-def train_replay(speed, request: gr.Request = None):
+def train_replay(speed, session=None, request: gr.Request = None):
     """/train_replay (streams): this session's finished job drawn again from step 0, as it
     was recorded, over the chosen time ("10 s", "30 s" or "60 s")."""
     owner = _owner(request)
@@ -283,10 +285,9 @@ def train_replay(speed, request: gr.Request = None):
     frames = replay_steps(whole.step, max(1, round(seconds / REPLAY_FRAME_SECONDS)))
     for i, step in enumerate(frames):
         last = step == whole.step
-        with prefs.using(prefs.latest(owner)):     # (each step runs in a context of its own)
-            view = view_at(whole, step)
-            frame = live_of(job, ("replay", step, prefs.current()),
-                            view if last else replace(view, status="replaying"), "")
+        view = view_at(whole, step)
+        frame = live_of(job, ("replay", step, prefs.current()),
+                        view if last else replace(view, status="replaying"), "")
         yield frame
         if not last:
             time.sleep(REPLAY_FRAME_SECONDS)
@@ -341,7 +342,7 @@ def train_use(choice, session, request: gr.Request):
 
 
 @handler(outputs=("train_export_file",))
-def train_export(choice, request: gr.Request):
+def train_export(choice, session=None, request: gr.Request = None):
     """/train_export: the chosen trained variant as model.safetensors + config.json (the
     weights export; ``load_file`` reads them back)."""
     trained, job = _trained(choice, _owner(request))
@@ -414,7 +415,7 @@ def create(page):
     with gr.Accordion(label("train.own_text", "Your own text (paste it, or upload a .txt) — "
                             "then choose it under data"), open=False, elem_id="train_own_text"):
         with gr.Row():
-            page.add(gr.Textbox(label=label("train.text", "pasted text (up to 1 MB)"), lines=4,
+            page.add(Textbox(label=label("train.text", "pasted text (up to 1 MB)"), lines=4,
                                 scale=2, elem_id="train_text"))
             page.add(gr.File(label=label("train.upload", "a .txt file"), file_types=[".txt"],
                              type="filepath", height=120, scale=1, elem_id="train_upload"))
@@ -454,17 +455,18 @@ def wire(page):
     page.on("train_data.input", data_chosen, ["train_data", "train_variants"],
             api_visibility="private", show_progress="hidden")
     # The streams only watch (the lab limits how many jobs train): no queue limit of their own.
-    page.on("train_btn.click", train_start, settings, api_name="train_start",
+    page.on("train_btn.click", train_start, [*settings, "session"], api_name="train_start",
             concurrency_limit=None, show_progress="minimal")
-    page.on("train_stop_btn.click", train_stop, [], api_name="train_stop",
+    page.on("train_stop_btn.click", train_stop, ["session"], api_name="train_stop",
             concurrency_limit=None, show_progress="hidden")
-    page.on("train_continue_btn.click", train_continue, [], api_name="train_continue",
+    page.on("train_continue_btn.click", train_continue, ["session"],
+            api_name="train_continue",
             concurrency_limit=None, show_progress="minimal")
-    page.on(page["train_tab"].select, train_view, [], api_name="train_view",
+    page.on(page["train_tab"].select, train_view, ["session"], api_name="train_view",
             show_progress="hidden")
-    page.on("train_replay_btn.click", train_replay, ["train_replay_speed"],
+    page.on("train_replay_btn.click", train_replay, ["train_replay_speed", "session"],
             api_name="train_replay", concurrency_limit=None, show_progress="minimal")
-    exported = page.on("train_export_btn.click", train_export, ["train_choice"],
+    exported = page.on("train_export_btn.click", train_export, ["train_choice", "session"],
                        api_name="train_export")
     page.then(exported, files_shown, [], api_visibility="private", show_progress="hidden")
     page.on("train_use_btn.click", train_use, ["train_choice", "session"], api_name="train_use",

@@ -22,6 +22,7 @@ from ...probes.stages import stage_details
 from .. import refresh
 from ..handlers import handler
 from ..i18n import label, t
+from ..textbox import Textbox
 from ..inputs import as_choice, as_int, check_trace_size, prompt_ids, selected
 from ..pickers import fitted_layer
 from ..plots.walk import stage_html, walk_hint
@@ -136,7 +137,7 @@ def create(page):
             page.add(gr.Slider(0, DEFAULT_CONFIG.n_layers - 1, value=0, step=1,
                                label=label("walk.block", "block"), elem_id="walk_block",
                                scale=1, min_width=180, visible=False))
-        page.add(gr.Textbox("", visible=False, elem_id="walk_stage"))
+        page.add(Textbox("", visible=False, elem_id="walk_stage"))
         # /stage_details's block: a number without the page slider's range (which follows
         # the page's builds, not an API client's)
         page.add(gr.Number(0, precision=0, visible=False, elem_id="walk_api_block"))
