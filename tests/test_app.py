@@ -238,7 +238,7 @@ def test_after_a_stream_a_redraw_shows_the_last_steps_bars_alone():
     updates = list(generate_tab.generate(DEFAULT_PROMPT, 5, "greedy", 1.0, 50, 123, False,
                                          state))
     assert re.findall(r'data-step="(\d+)"', updates[-1]["bars"])[-1] == "5"
-    again = generate_tab._redraw(updates[-1]["session"])
+    again = generate_tab.render(updates[-1]["session"])
     assert "data-step" not in again["bars"] and "chosen" in again["bars"]
     assert again["speed"].startswith("5 tokens")
 

@@ -126,11 +126,11 @@ def test_the_parts_to_knock_out_are_named_in_the_pages_language():
     from explorer.app import prefs
     from explorer.app.session import Session
     from explorer.app.tabs import knockout
-    from explorer.app.tabs.knockout import KIND_NAMES, _redraw, kind_choices
+    from explorer.app.tabs.knockout import KIND_NAMES, kind_choices, render
     from explorer.probes.interventions import KINDS_BY_NAME
     with prefs.using(prefs.Prefs("zh")):
         zh = kind_choices()
-        redrawn = _redraw(Session())["knock_kind"]["choices"]
+        redrawn = render(Session())["knock_kind"]["choices"]
     en = kind_choices()
     assert [k for _, k in zh] == [k for _, k in en] == list(KIND_NAMES)
     assert [tuple(c) for c in redrawn] == zh
@@ -150,14 +150,14 @@ def test_the_map_is_forgotten_when_model_a_changes_and_kept_when_b_does(session)
     from explorer.app.tabs import knockout
     out = drawn(session)
     knockout.intervene("zero trf_blocks[0].att head 1", session)
-    kept = knockout._new_model(session)["knock_map"]
+    kept = knockout.render(session)["knock_map"]
     assert 'data-knock="zero trf_blocks[0].att head 1" class="walk-current"' in kept
     assert kept.replace(' class="walk-current"', "") == out["knock_map"]
     for changed in (ModelKey(PRESETS["teach-tiny"], 7, "cpu", "float32"),
                     ModelKey(PRESETS["teach-tiny"].replace(n_heads=2), 123, "cpu", "float32")):
         drawn(session, everywhere=False)
         session.with_models((Model(changed, Made("built", "teach-tiny")),))
-        assert knockout._new_model(session)["knock_map"] == knockout_map_html(None)
+        assert knockout.render(session)["knock_map"] == knockout_map_html(None)
         assert "knockout" not in session.shown
         assert knockout.metric_changed("probability", session) == {}
 
@@ -191,7 +191,7 @@ def test_a_knock_out_b_ends_when_model_a_changes_and_a_pinned_b_stays(session):
                   Made("built", "teach-small"))
     session.with_model_a(small)
     assert session.models == (small,)
-    assert knockout._new_model(session)["knock_spec"] == ""
+    assert knockout.render(session)["knock_spec"] == ""
     pinned = Model(ModelKey(PRESETS["teach-tiny"], 7, "cpu", "float32"), Made("built", "x"))
     session.with_models((small, pinned))
     session.with_model_a(Model(ModelKey(PRESETS["teach-tiny"], 123, "cpu", "float32"),

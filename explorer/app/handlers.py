@@ -123,7 +123,7 @@ def handler(outputs=(), name: str | None = None, inputs=None):
 
 def declared(fn) -> tuple[str, ...]:
     """The output names of handler ``fn``: its own, and those of any function among them
-    (``refresh.new_model_outputs``: known once every tab has registered)."""
+    (``refresh.all_outputs``: known once every tab has registered)."""
     names = []
     for item in fn.outputs:
         names += list(item()) if callable(item) else [item]

@@ -11,7 +11,7 @@ import gradio as gr
 
 from . import gradio_private, prefs, refresh, share_view
 from .handlers import handler
-from .i18n import label
+from .i18n import label, t
 from ..book.errors import Message
 from ..runtime import heap
 from .languages import LANGUAGES, messages
@@ -57,11 +57,11 @@ JS = ("() => { (" + (STATIC / "page.js").read_text()
       + f")({json.dumps(LOCALES)}, {gradio_private.SWITCH_LOCALE_JS}); }}")
 
 
-@refresh.on_redraw(*(f"{tab.ID}_tab" for tab in TABS))
+@refresh.renders(*(f"{tab.ID}_tab" for tab in TABS))
 def _tab_titles(session) -> dict:
-    """The tabs' own titles: the browser translated them when the page loaded, and keeps them
-    in that language until they are sent again."""
-    return {f"{tab.ID}_tab": gr.update(label=label(*tab.TITLE)) for tab in TABS}
+    """The tabs' own titles, in the page's language: the browser translated them when the
+    page loaded, and keeps them in that language until they are sent again."""
+    return {f"{tab.ID}_tab": gr.update(label=t(*tab.TITLE)) for tab in TABS}
 
 
 @handler(outputs=("session",))
@@ -73,13 +73,13 @@ def view_settings(session, lang, lecture):
     return {"session": session}
 
 
-@handler(outputs=("session", refresh.redraw_outputs))
+@handler(outputs=("session", refresh.all_outputs))
 def redrawn(session, lang, lecture):
     """A toggle changed: the session's settings, and every view again in them (the session's
     streams follow from their next update)."""
     session = view_settings.__wrapped__(session, lang, lecture)["session"]
     with prefs.using(session.prefs):
-        return {"session": session, **refresh.redraw(session)}
+        return {"session": session, **refresh.render_all(session)}
 
 
 def header(page):

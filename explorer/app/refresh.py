@@ -1,11 +1,14 @@
-"""What follows the session everywhere: each tab registers here what it shows again when the
-session's models change (its results back to their hints, its pickers fitted to the new model)
-and when the page's language or lecture mode changes (its views drawn again from the session).
+"""Every view drawn from the session: each tab registers its ``render(session) -> {name:
+value}`` here, and ``render_all`` draws them all. A new model (a build, "Use this model",
+pinning, an intervention, Remove B), a language or lecture-mode switch and a link each return
+``render_all(session)`` with their own outputs (declaring ``all_outputs`` among them), so no
+view can be left showing a model that is gone, in another language, or with a picker the
+model does not fit.
 
-A handler that changes the session's models (a build, "Use this model", pinning, an
-intervention) returns ``new_model(session)`` with its own outputs and declares
-``NEW_MODEL`` among them, so no view can be left showing a model that is gone, and no picker
-can keep a layer the new model does not have.
+A render is a function of the session alone. What the user may have typed since the models
+changed (the Build tab's form, the interventions box, the generated text) and the files
+exported for them are drawn only when the models changed since the page was last drawn
+(``Session.new_models``).
 """
 from __future__ import annotations
 
@@ -17,57 +20,36 @@ from .shared import WEIGHTS_NOTES, status_line, weights_note
 # Build tab's views of the new model; then everything else that follows it.
 FIRST = ("status", "arch", "params_table", "params_plot", "memory")
 # (module, function) -> (outputs, function): a module loaded again (a test's reload) replaces
-# its own registrations, in their place.
-_new_model: dict[tuple[str, str], tuple[tuple[str, ...], Callable]] = {}
-_redraw: dict[tuple[str, str], tuple[tuple[str, ...], Callable]] = {}
+# its own registration, in its place.
+_renders: dict[tuple[str, str], tuple[tuple[str, ...], Callable]] = {}
 
 
-def _register(registry, outputs):
+def renders(*outputs: str):
+    """Decorate a view's ``render(session) -> {name: value}`` (some of ``outputs``)."""
     def register(fn):
         name = (fn.__module__, fn.__qualname__)
-        taken = {n for key, (names, _) in registry.items() if key != name for n in names}
+        taken = {n for key, (names, _) in _renders.items() if key != name for n in names}
         if taken & set(outputs):
-            raise RuntimeError(f"registered twice: {sorted(taken & set(outputs))}")
-        registry[name] = (tuple(outputs), fn)
+            raise RuntimeError(f"rendered twice: {sorted(taken & set(outputs))}")
+        _renders[name] = (tuple(outputs), fn)
         return fn
     return register
 
 
-def on_new_model(*outputs: str):
-    """Decorate ``fn(session) -> {name: value}``: run whenever the session's models change."""
-    return _register(_new_model, outputs)
+def all_outputs() -> tuple[str, ...]:
+    return tuple(name for names, _ in _renders.values() for name in names)
 
 
-def on_redraw(*outputs: str):
-    """Decorate ``fn(session) -> {name: value}``: run when the language or lecture mode
-    changes."""
-    return _register(_redraw, outputs)
-
-
-def new_model_outputs() -> tuple[str, ...]:
-    return tuple(name for names, _ in _new_model.values() for name in names)
-
-
-def redraw_outputs() -> tuple[str, ...]:
-    return tuple(name for names, _ in _redraw.values() for name in names)
-
-
-def new_model(session) -> dict:
+def render_all(session) -> dict:
+    """Every view, from the session; then the session knows the page shows its models."""
     out = {}
-    for _, fn in _new_model.values():
+    for _, fn in _renders.values():
         out.update(fn(session))
+    session.drawn_for = session.keys
     return out
 
 
-def redraw(session) -> dict:
-    out = {}
-    for _, fn in _redraw.values():
-        out.update(fn(session))
-    return out
-
-
-@on_new_model("status", *WEIGHTS_NOTES)
-@on_redraw("status", *WEIGHTS_NOTES)
+@renders("status", *WEIGHTS_NOTES)
 def _models_named(session) -> dict:
     """The status line and every tab's note of the weights it shows (first: the status line
     is every model-changing endpoint's first output)."""

@@ -71,6 +71,12 @@ class Session:
     walk: tuple | None = None              # (prompt, trace): the diagram walk's light trace
     shown: dict = field(default_factory=dict)   # view -> its choices, e.g. "attention": (1, "0")
     prefs: Prefs = Prefs()                 # the page's language and lecture mode
+    drawn_for: tuple = ()                  # the models' keys when the page was last drawn
+
+    @property
+    def new_models(self) -> bool:
+        """The models changed since the page was last drawn (``refresh.render_all``)."""
+        return self.keys != self.drawn_for
 
     @property
     def keys(self) -> tuple[ModelKey, ...]:
@@ -106,14 +112,14 @@ class Session:
         self.models = self.models[:1]
         self.traces = self.traces[:1]
         self.lenses, self.generation = (), None
-        for view in ("gradients", "lens", "stage"):
+        for view in ("gradients", "stage", "preview"):
             self.shown.pop(view, None)
 
     def clear_results(self) -> None:
         """The results of the models that were: none of them describes the new ones."""
         self.prompt, self.traces, self.lenses = None, (), ()
         self.generation, self.walk = None, None
-        for view in ("attention", "gradients", "lens", "stage", "build_refused"):
+        for view in ("attention", "gradients", "stage", "build_refused", "preview"):
             self.shown.pop(view, None)
 
 

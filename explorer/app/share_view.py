@@ -228,10 +228,14 @@ def closed():
             "share_note": ""}
 
 
-@refresh.on_new_model("share_row", "share_link", "share_note")
-def _new_model(session) -> dict:
-    """A link made for the model that was is not this model's: its box closes (what a link
-    that opened the page could not use stays said)."""
+@refresh.renders("share_row", "share_link", "share_note")
+def render(session) -> dict:
+    """A link made for the models that were is not these models': its box closes (what a
+    link that opened the page could not use stays said)."""
+    return _closed_link(session) if session.new_models else {}
+
+
+def _closed_link(session) -> dict:
     if session.shown.pop("share", None) != "link":
         return {}
     return closed.__wrapped__()
@@ -240,7 +244,7 @@ def _new_model(session) -> dict:
 @handler(outputs=("share_row", "share_link", "share_note"))
 def left(session):
     """Another tab chosen: a link's box takes no room there."""
-    return _new_model(session_of(session))
+    return _closed_link(session_of(session))
 
 
 def copy_button():

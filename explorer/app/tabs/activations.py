@@ -53,17 +53,12 @@ def activation_view(x_min, x_max, functions, derivatives, layer, session):
                                layer)}
 
 
-@refresh.on_redraw("act_plot")
-def _redraw(session) -> dict:
+@refresh.renders("act_layer", "act_plot")
+def render(session) -> dict:
+    """The layer picker fitted to the models, and the curves shown, of their inputs."""
     shown = session.shown.get("activations")
-    return {"act_plot": figure(session, *shown)} if shown else {}
-
-
-@refresh.on_new_model("act_layer", "act_plot")
-def _new_model(session) -> dict:
-    """The layer picker fitted to the new model, and the curves without the old one's
-    inputs."""
-    return {"act_layer": fitted_layer(session, "act_layer"), **_redraw(session)}
+    return {"act_layer": fitted_layer(session, "act_layer"),
+            **({"act_plot": figure(session, *shown)} if shown else {})}
 
 
 def create(page):

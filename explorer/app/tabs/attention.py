@@ -123,24 +123,17 @@ def export_attention(session, layer, head):
                                             csv_text(rows))}
 
 
-@refresh.on_new_model(*SHOWN, "export_att_file", "att_layer", "att_head")
-def _new_model(session) -> dict:
-    """The pickers fitted to the models; the attention of the traces the session kept (model
-    A's, when B was removed), else the hints."""
-    pickers = {"att_layer": fitted_layer(session, "att_layer"), "att_head": fitted_head(session)}
-    return {**_redraw(session), "export_att_file": gr.update(value=None, visible=False),
-            **pickers}
-
-
-@refresh.on_redraw(*SHOWN, "att_head")
-def _redraw(session) -> dict:
-    """The tab again (language, lecture mode): the attention shown, or the hints, and the
-    head picker's names."""
-    n_heads = (session.models[0].key.config if session.models else DEFAULT_CONFIG).n_heads
-    heads = gr.update(choices=head_choices(n_heads))
+@refresh.renders(*SHOWN, "export_att_file", "att_layer", "att_head")
+def render(session) -> dict:
+    """The pickers fitted to the models (the heads named in the page's language); the
+    attention shown of the traces the session kept (model A's, when B was removed), else the
+    hints; no export of models that are gone."""
+    out = {"att_layer": fitted_layer(session, "att_layer"), "att_head": fitted_head(session)}
+    if session.new_models:
+        out["export_att_file"] = gr.update(value=None, visible=False)
     if "attention" not in session.shown or len(session.traces) != len(session.models):
-        return {**hints(), "att_head": heads}
-    return {**views(session, *session.shown["attention"]), "att_head": heads}
+        return {**out, **hints()}
+    return {**out, **views(session, *session.shown["attention"])}
 
 
 # ---------------------------------------------------------------------------------------------

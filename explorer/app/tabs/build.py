@@ -188,19 +188,16 @@ def model_views(session) -> dict:
 MODEL_VIEWS = ("arch", "params_table", "params_plot", "memory")
 
 
-@refresh.on_new_model(*MODEL_VIEWS, *FIELDS, "export_note", "export_files")
-def _new_model(session) -> dict:
-    """The Build tab follows the session's model: its views, its form (a checkpoint's or a
-    trained model's config), and no export of a model that is gone."""
-    session.shown.pop("preview", None)
+@refresh.renders(*MODEL_VIEWS, *FIELDS, "export_note", "export_files")
+def render(session) -> dict:
+    """The Build tab follows the session's model: its views; new models: its form (a
+    checkpoint's or a trained model's config), and no export of a model that is gone. (The
+    form, the user's to edit, is otherwise left as it is.)"""
+    if not session.new_models or not session.models:
+        return model_views(session)
     cfg = session.models[0].key.config
     return {**model_views(session), **{f: getattr(cfg, f) for f in FIELDS},
             "export_note": "", "export_files": None}
-
-
-@refresh.on_redraw(*MODEL_VIEWS)
-def _redraw(session) -> dict:
-    return model_views(session)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,14 +297,14 @@ def _build(inputs, session):
     progress(1.0, desc=t("build.done", "Done"))
     how = "cache" if cached else "built" if choice == "random" else "loaded"
     session.with_model_a(Model(key, Made(how, what, seconds, notes)))
-    return {"session": session, **refresh.new_model(session)}
+    return {"session": session, **refresh.render_all(session)}
 
 
 # /build's outputs, the API's first (the status line, this tab's views, the pickers, the form,
 # every tab's weights note), then everything else that follows a new model.
 BUILD_OUTPUTS = ("session", *refresh.FIRST, "inside_layer", "att_layer", "act_layer",
                  "att_head", *FIELDS, *WEIGHTS_NOTES, "pair", "heat_point",
-                 refresh.new_model_outputs)
+                 refresh.all_outputs)
 build.__signature__ = BUILD_SIGNATURE   # /build's parameters, by name (see above)
 build = handler(outputs=BUILD_OUTPUTS, name="build")(build)
 

@@ -237,18 +237,16 @@ def sampling_controls(mode):
     return {"sampling": gr.update(visible=mode == "sample")}
 
 
-@refresh.on_new_model("gen_output", "bars", "history", "speed", "lens_plot")
-def _new_model(session) -> dict:
-    return {**views.shown(session), "lens_plot": None}
-
-
-@refresh.on_redraw("bars", "history", "speed", "lens_plot", "mode")
-def _redraw(session) -> dict:
-    """The tab again (language, lecture mode): the last generation's bars, steps and speed,
-    and the logit lens, as they were."""
-    out = {k: v for k, v in views.shown(session).items() if k != "gen_output"}
-    if len(session.lenses) == len(session.models) and session.lenses:
-        out["lens_plot"] = logit_lens_figure(list(session.lenses), comparison.names(session))
+@refresh.renders("gen_output", "bars", "history", "speed", "lens_plot", "mode")
+def render(session) -> dict:
+    """The last generation's bars, steps and speed, and the logit lens, as they were (the
+    text, which the user may have edited, only for new models: theirs, none)."""
+    out = views.shown(session)
+    if not session.new_models:
+        out.pop("gen_output")
+    out["lens_plot"] = (logit_lens_figure(list(session.lenses), comparison.names(session))
+                        if session.lenses and len(session.lenses) == len(session.models)
+                        else None)
     return {**out, "mode": gr.update(choices=mode_choices())}
 
 

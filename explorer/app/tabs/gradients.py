@@ -56,14 +56,12 @@ def gradient_views(session):
     return {**lesson(session), "session": session}
 
 
-@refresh.on_redraw(*PLOTS)
-def _redraw(session) -> dict:
-    return lesson(session) if session.shown.get("gradients") else {}
-
-
-@refresh.on_new_model(*PLOTS)
-def _new_model(session) -> dict:
-    """Charts of a model that is gone: none until the button is pressed."""
+@refresh.renders(*PLOTS)
+def render(session) -> dict:
+    """The lesson's charts once the button was pressed for these models (a new model clears
+    them: none until it is pressed again)."""
+    if session.shown.get("gradients"):
+        return lesson(session)
     return {"book_grad_plot": None, "gpt_grad_plot": None}
 
 

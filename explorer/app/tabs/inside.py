@@ -215,28 +215,19 @@ def export_stats(session, fmt):
     return {"export_stats_file": path}
 
 
-@refresh.on_new_model(*RESULTS, "inside_layer", "pair", "heat_point")
-def _new_model(session) -> dict:
-    """The pickers fitted to the models; the views of the traces the session kept (model A's,
-    when B was removed), else the hints."""
-    pickers = {"inside_layer": fitted_layer(session, "inside_layer"), **fitted_probes(session)}
-    return {**_redraw(session), "export_stats_file": gr.update(value=None, visible=False),
-            **pickers}
-
-
-@refresh.on_redraw("chips", "trace_info", *VIEWS, "pair")
-def _redraw(session) -> dict:
-    """The tab again (language, lecture mode): the last trace's views, or the hints, and the
-    distribution's names."""
-    pairs = gr.update(choices=pair_choices(session.models[0].key.config if session.models
-                                           else DEFAULT_CONFIG))
+@refresh.renders(*RESULTS, "inside_layer", "pair", "heat_point")
+def render(session) -> dict:
+    """The pickers fitted to the models; the last trace's views (model A's, when B was
+    removed), else the hints; no export of models that are gone."""
+    out = {"inside_layer": fitted_layer(session, "inside_layer"), **fitted_probes(session)}
+    if session.new_models:
+        out["export_stats_file"] = gr.update(value=None, visible=False)
     if not session.traces or len(session.traces) != len(session.models):
-        return {"chips": "", "trace_info": "", **hints(), "pair": pairs}
+        return {**out, "chips": "", "trace_info": "", **hints()}
     shown = session.shown
-    return {"chips": chips_html(session.traces[0]), "trace_info": summary(session),
+    return {**out, "chips": chips_html(session.traces[0]), "trace_info": summary(session),
             **views(session, shown.get("inside_layer", 0), shown.get("pair"),
-                    shown.get("heat_point", "resid_pre"), shown.get("heat_stat", "std")),
-            "pair": pairs}
+                    shown.get("heat_point", "resid_pre"), shown.get("heat_stat", "std"))}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def note(session) -> str:
                            "click a cell of the map below.")
 
 
-@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
+@handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def intervene(spec, session):
     """/intervene: model B = model A with the interventions of ``spec`` (the string form,
     parts joined by ';'). The Attention tab moves to the block after the first knocked-out
@@ -104,10 +104,10 @@ def intervene(spec, session):
     layers = [i.layer for i in interventions if i.layer is not None]
     if layers:
         session.shown["att_layer"] = min(layers) + 1      # (fitted to the model's layers)
-    return {"session": session, **refresh.new_model(session)}     # (the box: B's, tidied)
+    return {"session": session, **refresh.render_all(session)}     # (the box: B's, tidied)
 
 
-@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
+@handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def cell_clicked(session, evt: gr.EventData):
     """A cell of the map was clicked: its knock-out (the event's value) becomes model B. The
     page numbers its clicks (``click``): the map says the last one applied, and the page
@@ -354,22 +354,19 @@ def metric_changed(metric, session):
     return {"knock_map": map_html(session)}
 
 
-@refresh.on_new_model("knock_note", "knock_map", "knock_layer", "knock_spec")
-def _new_model(session) -> dict:
-    """The note and the interventions box say B's interventions (none: empty, so that a
-    knock-out typed for another model is not applied to this one)."""
-    return {"knock_note": note(session), "knock_map": map_html(session),
-            "knock_layer": fitted_layer(session, "knock_layer"),
-            "knock_spec": b_interventions(session)}
-
-
-@refresh.on_redraw("knock_note", "knock_map", "knock_text", "knock_metric", "knock_kind")
-def _redraw(session) -> dict:
-    return {"knock_note": note(session),
-            "knock_map": map_html(session),
-            "knock_text": gr.update(choices=[(t(*v), k) for k, v in TEXTS.items()]),
-            "knock_metric": gr.update(choices=[(t(*v), k) for k, v in METRICS.items()]),
-            "knock_kind": gr.update(choices=kind_choices())}
+@refresh.renders("knock_note", "knock_map", "knock_layer", "knock_spec", "knock_text",
+                 "knock_metric", "knock_kind")
+def render(session) -> dict:
+    """The note and the map; new models: the interventions box says B's interventions (none:
+    empty, so that a knock-out typed for another model is not applied to this one)."""
+    out = {"knock_note": note(session), "knock_map": map_html(session),
+           "knock_layer": fitted_layer(session, "knock_layer"),
+           "knock_text": gr.update(choices=[(t(*v), k) for k, v in TEXTS.items()]),
+           "knock_metric": gr.update(choices=[(t(*v), k) for k, v in METRICS.items()]),
+           "knock_kind": gr.update(choices=kind_choices())}
+    if session.new_models:
+        out["knock_spec"] = b_interventions(session)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

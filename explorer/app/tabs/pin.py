@@ -36,13 +36,12 @@ def pin_note(session) -> str:
              layers=key.config.n_layers)
 
 
-@refresh.on_new_model("pin_note")
-@refresh.on_redraw("pin_note")
-def _note(session) -> dict:
+@refresh.renders("pin_note")
+def render(session) -> dict:
     return {"pin_note": pin_note(session)}
 
 
-@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
+@handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def pin_model(session, request: gr.Request = None):
     """Pin the session's model as B. Until another model is built, loaded or trained, A and B
     are the same model (every difference is zero)."""
@@ -60,10 +59,10 @@ def pin_model(session, request: gr.Request = None):
         else:
             CACHE.release(pinned_owner(owner))
     session.with_models((a, a))
-    return {"session": session, **refresh.new_model(session)}
+    return {"session": session, **refresh.render_all(session)}
 
 
-@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs))
+@handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def unpin_model(session, request: gr.Request = None):
     """End the comparison (Unpin B, or Remove B of the Knock out tab): the session keeps its
     model A, and A's traces (Inside and Attention show A alone)."""
@@ -72,7 +71,7 @@ def unpin_model(session, request: gr.Request = None):
         raise ExplorerError("pin.none", "No model is pinned.")
     release(_session_hash(request))
     session.without_b()
-    return {"session": session, **refresh.new_model(session)}
+    return {"session": session, **refresh.render_all(session)}
 
 
 def release(session_hash) -> None:

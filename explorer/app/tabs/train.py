@@ -319,7 +319,7 @@ def trained_caption(trained, corpus: str) -> Message:
 PROMPTS = ("trace_prompt", "gen_prompt", "knock_prompt")
 
 
-@handler(outputs=("session", *refresh.FIRST, refresh.new_model_outputs, *PROMPTS))
+@handler(outputs=("session", *refresh.FIRST, refresh.all_outputs, *PROMPTS))
 def train_use(choice, session, request: gr.Request):
     """/train_use: the chosen trained variant becomes model A: Inside, Attention, Activations
     and Generate then show it, and the Build tab shows its config. A model of the copying task
@@ -338,7 +338,7 @@ def train_use(choice, session, request: gr.Request):
                                          caption=caption)))
     prompts = ({name: repeated_text(job.corpus) for name in PROMPTS}
                if isinstance(job.corpus, CopyingTask) else {})
-    return {"session": session, **refresh.new_model(session), **prompts}
+    return {"session": session, **refresh.render_all(session), **prompts}
 
 
 @handler(outputs=("train_export_file",))
@@ -367,8 +367,9 @@ def data_choices():
     return [(t(*name), value) for value, name in DATA_CHOICES.items()]
 
 
-@refresh.on_redraw("train_variants", "train_data")
-def _redraw(session) -> dict:
+@refresh.renders("train_variants", "train_data")
+def render(session) -> dict:
+    """The choices named in the page's language."""
     return {"train_variants": gr.update(choices=variant_choices()),
             "train_data": gr.update(choices=data_choices())}
 

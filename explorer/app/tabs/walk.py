@@ -109,20 +109,17 @@ def block_changed(stage, block, prompt, session):
     return {"walk_card": _show(stage, block, prompt, session), "session": session}
 
 
-@refresh.on_redraw("walk_card")
-def _redraw(session) -> dict:
-    """The card again (language, lecture mode), from the trace it showed; no new trace."""
+@refresh.renders("walk_card", "walk_stage", "walk_block")
+def render(session) -> dict:
+    """The card of the stage chosen, from the trace it showed (no new trace), else the hint;
+    new models: no stage chosen, and a block picker that fits them (hidden until a block's
+    stage is chosen)."""
+    if session.new_models:
+        return {"walk_card": walk_hint(t(*HINT)), "walk_stage": "",
+                "walk_block": fitted_layer(session, "walk_block", visible=False)}
     if "stage" not in session.shown or not session.walk:
         return {"walk_card": walk_hint(t(*HINT))}
     return {"walk_card": _card(*session.shown["stage"], session.walk[1])}
-
-
-@refresh.on_new_model("walk_card", "walk_stage", "walk_block")
-def _new_model(session) -> dict:
-    """The hint, no stage chosen, and a block picker that fits the model (hidden until a
-    block's stage is chosen)."""
-    return {"walk_card": walk_hint(t(*HINT)), "walk_stage": "",
-            "walk_block": fitted_layer(session, "walk_block", visible=False)}
 
 
 # ---------------------------------------------------------------------------------------------
