@@ -89,7 +89,7 @@ def test_the_map_and_a_click_on_one_of_its_cells(session):
         None, {"value": "zero trf_blocks[1].att head 3", "index": 7}))
     assert clicked["knock_spec"] == "zero trf_blocks[1].att head 3"
     assert str(session.models[1].key.interventions) == "zero trf_blocks[1].att head 3"
-    assert "knockout" in session.shown, "the map of A stays when B changes"
+    assert session.view(knockout.MapView).result is not None, "the map of A stays when B changes"
     probability = knockout.metric_changed("probability", session)["knock_map"]
     assert probability != out["knock_map"]
     # a random model's probabilities are ~1/50,257: its changes read in scientific notation,
@@ -158,7 +158,7 @@ def test_the_map_is_forgotten_when_model_a_changes_and_kept_when_b_does(session)
         drawn(session, everywhere=False)
         session.with_models((Model(changed, Made("built", "teach-tiny")),))
         assert knockout.render(session)["knock_map"] == knockout_map_html(None)
-        assert "knockout" not in session.shown
+        assert session.view(knockout.MapView).result is None
         assert knockout.metric_changed("probability", session) == {}
 
 

@@ -108,12 +108,12 @@ def test_the_stream_draws_the_estimate_first_then_exact_cells_and_stop_keeps_the
         assert list(stream) == [], "no cell after Stop"
     finally:
         knockout.UPDATE_S = kept
-    result = session.shown["knockout"][0]
+    result = session.view(knockout.MapView).result
     assert result.n_exact == 1 and stopped.count('class="estimated"') == 17   # the rest
     # pressed again: it goes on from there, and ends exact everywhere
     last = list(knockout.parts_map("Every effort moves you forward", "loss", True,
                                    session))[-1]
-    assert session.shown["knockout"][0] is result and last["knock_numbers"]["exact_cells"] == 18
+    assert session.view(knockout.MapView).result is result and last["knock_numbers"]["exact_cells"] == 18
     assert "Spearman" in last["knock_map"]
 
 

@@ -7,7 +7,7 @@ import logging
 import gradio as gr
 import pytest
 
-from explorer.app import shared
+from explorer.app import share_view, shared
 from explorer.app.handlers import handler
 from explorer.app.pickers import HIST_PAIRS
 from explorer.app.session import Session
@@ -113,7 +113,7 @@ def test_views_before_a_trace_are_hints_and_a_rebuild_clears_old_results():
     assert out["export_note"] == "" and out["export_files"] is None   # no old export either
     assert "share_row" not in out               # no link was shown: the box is left alone
     session = out["session"]
-    session.shown["share"] = "link"             # as /share_link leaves it (the box shows it)
+    session.show(share_view.LinkBox, open=True)   # as /share_link leaves it (the box shows it)
     cfg = PRESETS["teach-tiny"].to_dict()
     again = build.build("teach-tiny", *cfg.values(), 124, "cpu", "float32", session=session,
                         progress=lambda *a, **k: None)

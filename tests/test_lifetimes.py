@@ -157,7 +157,7 @@ def test_the_map_of_a_session_that_left_stops_at_the_next_batch():
     assert first["knock_numbers"]["exact_cells"] == 0
     knockout.release("the leaver")                # the page closes while the map is made
     assert list(stream) == [], "no more exact cells for nobody"
-    result = session.shown["knockout"][0]
+    result = session.view(knockout.MapView).result
     assert result.n_exact <= 1 < len(result.cells())
     assert "the leaver" not in knockout._LEFT
 

@@ -60,3 +60,46 @@ def test_a_render_is_the_sessions_alone(session):
     again = refresh.render_all(session)
     assert first.keys() == again.keys()
     assert first["speed"] == again["speed"] and first["bars"] == again["bars"]
+
+
+def test_an_intervention_traces_the_sessions_prompt_again_for_both_in_one_call(session):
+    """(Where the page chained the Inside tab's trace and the attention after it.)"""
+    from explorer.app.tabs import attention, inside
+    prompt = "Every effort moves you"
+    inside.run_trace.__wrapped__(prompt, session, 0, "norm1: before vs after LayerNorm",
+                                 "resid_pre", "std")
+    out = knockout.intervene("zero trf_blocks[1].att head 1", session)
+    assert len(session.traces) == 2 and session.prompt == prompt
+    assert out["chips"] and out["trace_info"]
+    hint = attention.hints()["att_plot"]
+    assert out["att_plot"] is not hint and session.view(attention.Shown).on
+    assert out["att_layer"]["value"] == min(2, TINY.n_layers - 1)   # the block after it
+    fresh = Session()                          # nothing traced: nothing traced for it either
+    fresh.with_models(session.models[:1])
+    knockout.intervene("zero trf_blocks[0].att head 1", fresh)
+    assert fresh.traces == ()
+
+
+def test_a_link_is_opened_in_one_call_its_model_built_and_its_tab_drawn():
+    """(Where the page chained the Build button's handler, a trace and the attention.)"""
+    from explorer.app import share_view
+    from explorer.app.share import Page, Rules
+    tabs = ("build", "inside", "attention")
+    rules = Rules(default=Page(preset="teach-small", config=PRESETS["teach-small"],
+                               weights="random", size="small", seed=123,
+                               prompt="Every effort moves you", tab="build", lang="en"),
+                  tabs=tabs, sizes=("small",), check_config=lambda cfg: None)
+    open_link = share_view.open_link_handler(rules)
+    session = Session()
+    out = open_link("?preset=teach-tiny&tab=attention&layer=1&head=3&lang=zh", session, "zh",
+                    "cpu", "float32")
+    assert session.prefs.lang == "zh" and session.models and len(session.traces) == 1
+    assert out["tabs"].selected == "attention" and out["preset"] == "teach-tiny"
+    assert out["att_head"]["value"] == "3" and out["att_layer"]["value"] == 1
+    assert out["att_plot"] is not None and "3" in out["att_plot"].layout.title.text
+    refused = Session()
+    with pytest.warns(UserWarning):
+        out = open_link("?preset=teach-tiny&tab=inside", refused, "en", "tpu", "float32")
+    assert not refused.models and out["preset"] == "teach-tiny"      # what it could set
+    assert "could not be opened in full" in out["share_note"]
+    assert out["tabs"].selected == "inside"

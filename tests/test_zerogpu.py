@@ -153,7 +153,7 @@ def test_the_knock_out_map_in_gpu_calls_equals_the_cpus(zero_gpu, slow_cpu, monk
     on_gpu = list(knockout.parts_map(text, "loss", True, session))[-1]["knock_numbers"]
     calls = len(zero_gpu.calls)
     assert calls >= 2 and {o for _, o in tasks(zero_gpu)} == {"ok"}
-    assert "on the GPU" in knockout.status_text(session.shown["knockout"][3])
+    assert "on the GPU" in knockout.status_text(session.view(knockout.MapView).status)
     monkeypatch.setenv("SPACES_ZERO_GPU", "false")
     here = list(knockout.parts_map(text, "loss", True, built("teach-tiny")))[-1]["knock_numbers"]
     assert len(zero_gpu.calls) == calls

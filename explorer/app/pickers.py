@@ -1,14 +1,42 @@
 """The pickers of a model's layers, heads and probe points, fitted to the session's model A: a
 new model keeps each picker's choice where it still exists, and the nearest one where it does
 not (layer 9 of GPT-2 small is layer 1 of a two-layer model). What each picker shows is kept in
-the session (``Session.shown``), so fitting needs nothing from the page."""
+the session (its view ``Pickers``), so fitting needs nothing from the page."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import gradio as gr
 
 from ..book.probe_points import POINT_LABELS
 from .i18n import label, t
+from .session import View
 from .shared import DEFAULT_CONFIG
+
+
+@dataclass(frozen=True)
+class Pickers(View):
+    """Each picker's choice, by the picker's name (a new model keeps them, fitted)."""
+
+    inside_layer: int = 0
+    att_layer: int = 0
+    act_layer: int = 0
+    knock_layer: int = 0
+    walk_block: int = 0
+    att_head: str = "mean"
+    pair: str | None = None
+    heat_point: str | None = None
+    heat_stat: str = "std"
+
+
+def chosen(session, name: str):
+    """Picker ``name``'s choice."""
+    return getattr(session.view(Pickers), name)
+
+
+def choose(session, **choices) -> None:
+    """The pickers' choices (by name), kept in the session."""
+    session.show(Pickers, **choices)
 
 
 def layer_slider(name: str, text_id: str, text: str, **options):
@@ -25,8 +53,8 @@ def fitted_layer(session, name: str, **changes):
     maximum: a one-block model gets a fixed 0..1 slider (layer 1 is then refused with a
     message naming the layers that exist)."""
     n = config_of(session).n_layers
-    value = min(int(session.shown.get(name, 0)), n - 1)
-    session.shown[name] = value
+    value = min(int(chosen(session, name)), n - 1)
+    choose(session, **{name: value})
     return gr.update(maximum=max(n - 1, 1), value=value, interactive=n > 1, **changes)
 
 
@@ -38,10 +66,10 @@ def head_choices(n_heads: int):
 
 def fitted_head(session, name: str = "att_head"):
     n = config_of(session).n_heads
-    value = str(session.shown.get(name, "mean"))
+    value = str(chosen(session, name))
     if value != "mean" and not (value.isdigit() and int(value) < n):
         value = "mean"
-    session.shown[name] = value
+    choose(session, **{name: value})
     return gr.update(choices=head_choices(n), value=value)
 
 
@@ -81,11 +109,11 @@ def fitted_probes(session) -> dict:
     cfg = config_of(session)
     pairs = pair_choices(cfg)
     values = [value for _, value in pairs]
-    pair = session.shown.get("pair")
+    pair = chosen(session, "pair")
     pair = pair if pair in values else values[0]
     points = [p for p in HEAT_POINTS if recorded(cfg, p)]
-    point = session.shown.get("heat_point")
+    point = chosen(session, "heat_point")
     point = point if point in points else "resid_pre"
-    session.shown.update(pair=pair, heat_point=point)
+    choose(session, pair=pair, heat_point=point)
     return {"pair": gr.update(choices=pairs, value=pair),
             "heat_point": gr.update(choices=points, value=point)}

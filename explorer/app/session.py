@@ -13,6 +13,7 @@ copy, hands its changes back): two events of the same tab never undo each other'
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from ..book.errors import Message
 from ..runtime.sources import ModelKey
@@ -57,11 +58,27 @@ class Generation:
     log: tuple = ((), ())          # (for the page to paint every step: tabs/generate.py)
 
 
+V = TypeVar("V", bound="View")
+
+
+@dataclass(frozen=True)
+class View:
+    """A view's state in the session: its choices (a layer, a head, a statistic) and what it
+    shows, a small frozen value, so that a redraw (another language, lecture mode) and a new
+    model (pickers fitted to its layers) need no input from the page. Each view defines its
+    own (``Session.view``); what a new model, or model B removed, leaves of it:
+    ``after_new_models`` and ``after_b_removed`` (None: nothing; default: all of it)."""
+
+    def after_new_models(self):
+        return self
+
+    def after_b_removed(self):
+        return self
+
+
 @dataclass
 class Session:
-    """Everything a tab's handlers know of it. ``shown`` remembers each view's choices (a
-    layer, a head, a statistic) so that a redraw (another language, lecture mode) and a new
-    model (pickers fitted to its layers) need no input from the page."""
+    """Everything a tab's handlers know of it."""
 
     models: tuple[Model, ...] = ()
     prompt: str | None = None              # the prompt ``traces`` are of
@@ -69,7 +86,7 @@ class Session:
     lenses: tuple = ()                     # per model: the logit lens of ``lens_prompt``
     generation: Generation | None = None
     walk: tuple | None = None              # (prompt, trace): the diagram walk's light trace
-    shown: dict = field(default_factory=dict)   # view -> its choices, e.g. "attention": (1, "0")
+    views: dict = field(default_factory=dict)   # a View's class -> its state
     prefs: Prefs = Prefs()                 # the page's language and lecture mode
     drawn_for: tuple = ()                  # the models' keys when the page was last drawn
 
@@ -112,17 +129,32 @@ class Session:
         self.models = self.models[:1]
         self.traces = self.traces[:1]
         self.lenses, self.generation = (), None
-        for view in ("gradients", "stage", "preview"):
-            self.shown.pop(view, None)
+        self._views_left("after_b_removed")
 
     def clear_results(self) -> None:
         """The results of the models that were: none of them describes the new ones."""
         self.prompt, self.traces, self.lenses = None, (), ()
         self.generation, self.walk = None, None
-        for view in ("attention", "gradients", "stage", "build_refused", "preview"):
-            self.shown.pop(view, None)
+        self._views_left("after_new_models")
+
+    def view(self, kind: type[V]) -> V:
+        """The state of view ``kind`` (its defaults until one is shown)."""
+        return self.views.get(kind) or kind()
+
+    def show(self, kind: type[V], **changes) -> V:
+        """View ``kind`` with ``changes``, kept as the session's."""
+        state = replace(self.view(kind), **changes)
+        self.views[kind] = state
+        return state
+
+    def forget(self, kind: type) -> None:
+        self.views.pop(kind, None)
+
+    def _views_left(self, after: str) -> None:
+        left = {kind: getattr(state, after)() for kind, state in self.views.items()}
+        self.views = {kind: state for kind, state in left.items() if state is not None}
 
 
 def copy_of(session: Session) -> Session:
     """A shallow copy (tests, and a handler that must not change the caller's session)."""
-    return replace(session, shown=dict(session.shown))
+    return replace(session, views=dict(session.views))

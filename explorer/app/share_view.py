@@ -4,18 +4,17 @@ the widgets, the tab and the model it names, and the view of that tab.
 
 The logic is ``share`` (no Gradio): this module maps widgets to it. Opening a link:
 ``demo.load`` hands ``window.location.search`` to ``open_link`` (through ``js=``), which sets
-the Build tab's widgets and the prompts, keeps the Attention tab's layer and head in the
-session, and says what it could not use (a warning and a note, in the page's language). Then,
-if the link names a model, the page chooses the link's tab, the model is built by the Build
-button's own handler (which fits the pickers to it, with the link's layer and head), and the
-tab's view is drawn (a trace for the Inside and Attention tabs, the attention of the link's
-layer and head for the latter). A step that fails is said on the page.
+the Build tab's widgets and the prompts, says what it could not use (a warning and a note, in
+the page's language), chooses the link's tab and, if the link names a model, builds it as the
+Build button would, traces the prompt for the Inside and Attention tabs, and keeps the link's
+layer and head for the latter: then every view is drawn from the session (``render_all``). A
+model that cannot be built is said on the page, which keeps what it could set.
 """
 from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -28,9 +27,10 @@ from .handlers import handler
 from .i18n import label, say, t
 from .textbox import Textbox
 from .inputs import as_choice, as_int
-from .pickers import fitted_head, fitted_layer
 from .share import MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
 from .shared import CACHE, session_of, status_line
+from .pickers import choose, chosen
+from .session import View
 from .tabs import attention, build, inside
 
 # The button keeps its own size at the end of the header's row, as the toggles do.
@@ -39,12 +39,9 @@ SHARE_CSS = """
 #share_row {position: relative;}
 #share_close_btn {flex: 0 0 auto !important; min-width: 0 !important;}
 """
-READ_LINK_JS = ("(query, session, lang) => [window.location.search, session, "
-                "gptExplorer.initialLang()]")
+READ_LINK_JS = ("(query, session, lang, device, dtype) => [window.location.search, "
+                "session, gptExplorer.initialLang(), device, dtype]")
 COPY_JS = "(query) => gptExplorer.shareLink(query)"
-BUILD_INPUTS = ["preset", *build.FIELDS, "seed", "device", "dtype", "weights", "gpt2_size",
-                "weights_path", "weights_upload", "session"]
-
 
 def _message(problem: Message) -> str:
     """A problem of ``share`` in the page's language. Its values are HTML-escaped (a link's
@@ -83,19 +80,22 @@ def rules_of(page) -> Rules:
 
 # ---------------------------------------------------------------------------------------------
 LINK_OUTPUTS = ("preset", *build.FIELDS, "seed", "weights", "gpt2_size", "trace_prompt",
-                "gen_prompt", "current_tab", "link_builds", "share_note", "share_row",
-                "session", "tabs")
+                "gen_prompt", "current_tab", "share_note", "share_row", "session", "tabs")
 
 
 def open_link_handler(rules):
-    @handler(outputs=LINK_OUTPUTS, name="open_link")
-    def open_link(query, session, lang):
+    @handler(outputs=(*LINK_OUTPUTS, refresh.all_outputs), name="open_link",
+             inputs=("link_query", "session", "lang", "device", "dtype"))
+    def open_link(query, session, lang, device, dtype):
         # The page's first language (the link's, else the browser's) is the session's at once:
         # the toggle's own event, which sets it too, may come after this one.
         session = session_of(session)
         session.prefs = replace(session.prefs, lang=prefs.parse(lang, False).lang)
         with prefs.using(session.prefs):
-            return _opened(read_query(query, rules), session)
+            out = _opened(read_query(query, rules), session)
+            if out.pop("link_builds"):
+                out.update(_built(session, out, device, dtype))
+            return out
     return open_link
 
 
@@ -116,52 +116,35 @@ def _opened(reading, session) -> dict:
     # model the link builds fits the pickers to them, choices and value in one update. (A
     # head set before that, beyond the heads the picker had, was refused by the next event
     # that read it: the language's redraw, racing the link, gave the picker back its 4.)
-    session.shown.update(att_layer=p.layer, att_head=p.head)
+    choose(session, att_layer=p.layer, att_head=p.head)
     return {**out, "preset": p.preset, **{k: getattr(p.config, k) for k in build.FIELDS},
             "seed": p.seed, "weights": p.weights, "gpt2_size": p.size,
             "trace_prompt": p.prompt, "gen_prompt": p.prompt,
-            "current_tab": p.tab, "link_builds": True, "session": session,
+            "current_tab": p.tab, "link_builds": True, "session": session, "link": p,
             "tabs": gr.Tabs(selected=p.tab)}   # (an update of the Tabs: no tab is mounted again)
 
 
-@handler(outputs=(*attention.SHOWN, "att_layer", "att_head", "session"))
-def link_attention(builds, tab, session):
-    """A link to the Attention tab, its model built and the prompt traced: the link's layer
-    and head (kept in the session: the pickers may have been drawn again since, for another
-    language), and the pickers showing them."""
-    if not builds or tab != "attention":
-        return {}
-    session = session_of(session)
-    out = attention.attention_views.__wrapped__(session, session.shown.get("att_layer", 0),
-                                                session.shown.get("att_head", "mean"))
-    return {**out, "att_layer": fitted_layer(session, "att_layer"),
-            "att_head": fitted_head(session)}
-
-
-@handler(outputs=("share_note", "share_row", "status"))
-def link_failed(session):
-    """A step of opening a link failed (its message says why): the page says so, and stays;
-    a build refused is said on the status line too."""
-    return {"status": status_line(session_of(session)), "share_note": t("share.not_opened", "**This link could not be opened in full:** "
-                                                "the message beside says why. The page kept "
-                                                "what it could set; press **Build the model** "
-                                                "to try again."),
-            "share_row": gr.update(visible=True)}
-
-
-def _when_link(fn, wanted):
-    """``fn`` after a link was opened, when the link built a model for a tab in ``wanted``
-    (else nothing)."""
-    parameters = list(inspect.signature(fn).parameters.values())
-
-    def step(builds, tab, *args):
-        if not builds or (wanted is not None and tab not in wanted):
-            return {}
-        return fn.__wrapped__(*args)
-    step.__signature__ = inspect.Signature(
-        [inspect.Parameter("builds", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-         inspect.Parameter("tab", inspect.Parameter.POSITIONAL_OR_KEYWORD), *parameters])
-    return handler(outputs=fn.outputs, name=f"link_{fn.__name__}")(step)
+def _built(session, out, device, dtype) -> dict:
+    """The link's model built (as the Build button builds it), its prompt traced for the
+    Inside and Attention tabs, and every view drawn; or, if that fails, the page says why and
+    keeps what it could set."""
+    p = out.pop("link")
+    try:
+        build.build.__wrapped__(p.preset, *(getattr(p.config, k) for k in build.FIELDS),
+                                p.seed, device, dtype, p.weights, p.size, session=session,
+                                progress=lambda *args, **kwargs: None)
+        if p.tab in ("inside", "attention"):
+            inside.trace_all(session, p.prompt)
+        if p.tab == "attention":
+            session.show(attention.Shown, on=True)      # (the link's layer and head)
+    except ExplorerError as refused:
+        gr.Warning(say(refused.message))
+        return {"share_note": t("share.not_built", "**This link could not be opened in "
+                                                   "full:** {reason} The page kept what it "
+                                                   "could set; press **Build the model** to "
+                                                   "try again.", reason=say(refused.message)),
+                "share_row": gr.update(visible=True), "status": status_line(session)}
+    return refresh.render_all(session)
 
 
 def share_link(rules, *args):
@@ -198,10 +181,10 @@ def share_link(rules, *args):
         prompt = rules.default.prompt
     if weights == "random":
         rules.check_config(config)   # the memory budget: a link that could never build
-    layer, head = session.shown.get("att_layer", 0), str(session.shown.get("att_head", "mean"))
+    layer, head = chosen(session, "att_layer"), str(chosen(session, "att_head"))
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
                 prompt=prompt, tab=tab, lang=prefs.current().lang, layer=int(layer), head=head)
-    session.shown["share"] = "link"    # (a new model closes the box: refresh above)
+    session.show(LinkBox, open=True)    # (new models close the box: render)
     note = t("share.note", "This link opens the page with this model, prompt and tab; the page "
                            "copied it to the clipboard (or copy it from the box).")
     return {"share_link": link_query(page, rules), "share_note": " ".join([note, *notes])}
@@ -235,9 +218,17 @@ def render(session) -> dict:
     return _closed_link(session) if session.new_models else {}
 
 
+@dataclass(frozen=True)
+class LinkBox(View):
+    """Whether the box shows a link made on this page (a link that opened it stays said)."""
+
+    open: bool = False
+
+
 def _closed_link(session) -> dict:
-    if session.shown.pop("share", None) != "link":
+    if not session.view(LinkBox).open:
         return {}
+    session.forget(LinkBox)
     return closed.__wrapped__()
 
 
@@ -264,7 +255,6 @@ def create(page, button):
         page.add(gr.Button("×", elem_id="share_close_btn", size="sm", scale=0, min_width=40))
     page.add(Textbox(visible=False, elem_id="link_query"))       # the link that opened it
     page.add(Textbox("build", visible=False, elem_id="current_tab"))
-    page.add(gr.Checkbox(False, visible=False, elem_id="link_builds"))
 
 
 def wire(page):
@@ -274,22 +264,9 @@ def wire(page):
         page[f"{tab_id}_tab"].select(None, None, page["current_tab"],
                                      js=f"() => {json.dumps(tab_id)}",
                                      api_visibility="private")
-    opened = page.on(page.demo.load, open_link_handler(rules), ["link_query", "session", "lang"],
-                     js=READ_LINK_JS, api_visibility="private", show_progress="hidden")
-    # The link chose its tab with its widgets; the model is built by the Build button's
-    # handler; then the tab's own view.
-    link = ["link_builds", "current_tab"]
-    built = page.then(opened, _when_link(build.build, None), [*link, *BUILD_INPUTS],
-                      api_visibility="private", show_progress_on=[page["status"]],
-                      concurrency_id="build")
-    traced = page.then(built, _when_link(inside.run_trace, ("inside", "attention")),
-                       [*link, *inside.run_trace.inputs], api_visibility="private",
-                       concurrency_id="inspect")
-    viewed = page.then(traced, link_attention, [*link, "session"], api_visibility="private",
-                       concurrency_id="inspect")
-    for step in (opened, built, traced, viewed):   # a step that failed: said
-        page.then(step, link_failed, ["session"], on="failure", api_visibility="private",
-                  show_progress="hidden")
+    page.on(page.demo.load, open_link_handler(rules), js=READ_LINK_JS,
+            api_visibility="private", show_progress_on=[page["status"]],
+            concurrency_id="build")
 
     shared_link = share_link_for(rules)
     clicked = page.on("share_btn.click", shared_link,

@@ -3,6 +3,7 @@ session's models, and what the page says of them (the status line, each tab's we
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ..book.config import PRESETS, count_parameters
 from ..book.errors import ExplorerError, Message
@@ -12,7 +13,7 @@ from ..runtime.results import SharedResults, results_limit_bytes
 from ..runtime.training_lab import TrainingLab
 from . import guard
 from .i18n import say, t
-from .session import Session
+from .session import Session, View
 
 DEFAULT_PRESET = "teach-small"
 DEFAULT_CONFIG = PRESETS[DEFAULT_PRESET]   # what the page shows before the first build
@@ -88,10 +89,20 @@ def weights_note(session: Session) -> str:
     return t("note.weights_pair", "**A** — {a} · **B** — {b}", a=notes[0], b=notes[1])
 
 
+@dataclass(frozen=True)
+class BuildRefused(View):
+    """Why the last build was refused: the status line says it until the next model."""
+
+    message: Message | None = None
+
+    def after_new_models(self):
+        return None
+
+
 def status_line(session: Session) -> str:
     """The line under the title: model A, how it came, and the model beside it, if any; and
     why the last build was refused, until the next model."""
-    refused = session.shown.get("build_refused")
+    refused = session.view(BuildRefused).message
     refusal = ("\n\n" + t("status.refused", "**Not built:** {message}", message=say(refused))
                if refused is not None else "")
     return _models_line(session) + refusal

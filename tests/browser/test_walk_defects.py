@@ -363,8 +363,8 @@ def test_a_zh_link_to_a_head_beyond_the_default_models_opens(browser, app_url, s
             page.goto(app_url + "?weights=pretrained&tab=attention&lang=zh",
                       wait_until="domcontentloaded")
             expect(page.locator("#share_note")).to_contain_text(
-                zh("**This link could not be opened in full:** the message beside says why. "
-                   "The page kept what it could set; press **Build the model** to try again.")
+                zh("**This link could not be opened in full:** {reason} The page kept what it "
+                   "could set; press **Build the model** to try again.")
                 .split("**")[1], timeout=SLOW)
             expect(page.locator("#status")).to_contain_text(ADVICE)
             shot(page, shot_dir, "link_offline_gpt2")

@@ -2,6 +2,8 @@
 drawn over every model's real feed-forward inputs once a prompt is traced."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import gradio as gr
 
 from ...book.config import ACTIVATIONS
@@ -11,8 +13,9 @@ from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label
 from ..inputs import as_choices, as_flag, as_number, layer_in
-from ..pickers import fitted_layer, layer_slider
+from ..pickers import choose, fitted_layer, layer_slider
 from ..plots.curves import activation_figure
+from ..session import View
 from ..shared import NO_MODEL_NOTE, session_of
 
 TITLE = ("tab.activations", "4 · Activation functions")
@@ -28,6 +31,13 @@ def _ff_inputs(tr, layer):
     return s.hist_counts[layer], s.hist_edges[layer]
 
 
+@dataclass(frozen=True)
+class Curves(View):
+    """The curves' choices, once drawn (x from, x to, functions, derivatives, layer)."""
+
+    shown: tuple | None = None
+
+
 def figure(session, x_min, x_max, functions, derivatives, layer):
     functions = as_choices(functions, Message("field.functions", "functions"), ACTIVATIONS)
     derivatives = as_flag(derivatives, Message("field.derivatives", "show derivatives"))
@@ -35,12 +45,12 @@ def figure(session, x_min, x_max, functions, derivatives, layer):
         raise ExplorerError("activations.none", "Tick at least one activation function.")
     curves = activation_curves(as_number(x_min, Message("field.x_min", "x_min")),
                                as_number(x_max, Message("field.x_max", "x_max")))
-    session.shown["activations"] = (x_min, x_max, functions, derivatives, layer)
+    session.show(Curves, shown=(x_min, x_max, functions, derivatives, layer))
     inputs = []
     traces = session.traces if len(session.traces) == len(session.models) else ()
     if traces and "ff_pre" in traces[0].points:
         layer = layer_in(traces[0].n_layers, layer, Message("field.layer", "layer"))
-        session.shown["act_layer"] = layer
+        choose(session, act_layer=layer)
         inputs = [_ff_inputs(tr, layer) for tr in traces]
     return activation_figure(curves, tuple(functions), derivatives, inputs,
                              comparison.names(session) if len(inputs) == 2 else None)
@@ -56,7 +66,7 @@ def activation_view(x_min, x_max, functions, derivatives, layer, session):
 @refresh.renders("act_layer", "act_plot")
 def render(session) -> dict:
     """The layer picker fitted to the models, and the curves shown, of their inputs."""
-    shown = session.shown.get("activations")
+    shown = session.view(Curves).shown
     return {"act_layer": fitted_layer(session, "act_layer"),
             **({"act_plot": figure(session, *shown)} if shown else {})}
 

@@ -3,6 +3,8 @@ layer, the entropy of every head, and the matrix as a CSV file; for one model or
 their difference A − B)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import gradio as gr
 
 from ...book.errors import ExplorerError, Message
@@ -13,11 +15,13 @@ from ..exports import csv_text, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, t
 from ..inputs import as_int, layer_in
-from ..pickers import DEFAULT_CONFIG, fitted_head, fitted_layer, head_choices, layer_slider
+from ..pickers import (DEFAULT_CONFIG, choose, chosen, fitted_head, fitted_layer, head_choices,
+                       layer_slider)
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
 from ...runtime.placement import Work
 from ..results import run_placed, shared_figures, shared_views
+from ..session import View
 from ..shared import NO_MODEL_NOTE, check_model, models_of, session_of, traces_of
 
 TITLE = ("tab.attention", "3 · Attention")
@@ -49,6 +53,16 @@ def _head(head, n_heads: int):
     return head
 
 
+@dataclass(frozen=True)
+class Shown(View):
+    """Whether the attention is shown (of the pickers' layer and head), until new models."""
+
+    on: bool = False
+
+    def after_new_models(self):
+        return None
+
+
 def views(session, layer, head) -> dict:
     """The same layer and head of every model, their difference, every head of the layer and
     the entropy maps. Long inputs keep attention only on demand: a layer not kept yet is
@@ -62,8 +76,8 @@ def views(session, layer, head) -> dict:
                   if layer < tr.n_layers and layer not in tr.attention else tr
                   for key, model, tr in zip(session.keys, models_of(session), traces)]
         session.traces = tuple(traces)
-    session.shown["attention"] = (layer, str(head))
-    session.shown.update(att_layer=layer, att_head=str(head))
+    session.show(Shown, on=True)
+    choose(session, att_layer=layer, att_head=str(head))
     names = comparison.names(session)
     return shared_views("attention", session, (layer, head, names), lambda: {
         "att_plot": attention_figure(traces, layer, head, names),
@@ -97,11 +111,11 @@ def show_attention(prompt, session, layer, head, inside_layer, pair, heat_point,
 
 @handler(outputs=(*SHOWN, "session"))
 def choice_changed(session, layer, head):
-    """The layer or head changed (by the user, or by a new model fitting them): redraw when
+    """The user changed the layer or head: redraw when
     there is a trace, and remember the choice either way."""
     session = session_of(session)
     if len(session.traces) != len(session.models) or not session.traces:
-        session.shown.update(att_layer=layer, att_head=str(head))
+        choose(session, att_layer=layer, att_head=str(head))
         return {"session": session}
     return {**views(session, layer, head), "session": session}
 
@@ -131,9 +145,10 @@ def render(session) -> dict:
     out = {"att_layer": fitted_layer(session, "att_layer"), "att_head": fitted_head(session)}
     if session.new_models:
         out["export_att_file"] = gr.update(value=None, visible=False)
-    if "attention" not in session.shown or len(session.traces) != len(session.models):
+    if not session.view(Shown).on or len(session.traces) != len(session.models):
         return {**out, **hints()}
-    return {**out, **views(session, *session.shown["attention"])}
+    # (the layer and head as the pickers were just fitted to the models)
+    return {**out, **views(session, chosen(session, "att_layer"), chosen(session, "att_head"))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,7 +193,9 @@ def wire(page):
     # hidden button, as the Inside tab's /inside_views)
     page.on("attention_api_btn.click", attention_views, inputs, api_name="attention", **inspect)
     page.on("att_named.input", heads.head_picked, ["att_named"], api_visibility="private")
-    page.on(["att_layer.change", "att_head.change"], choice_changed, inputs,
+    # .input: the user's change (a new model's render fits the pickers and draws their views
+    # at once; a change event of its own would redraw them again, maybe from stale values)
+    page.on(["att_layer.input", "att_head.input"], choice_changed, inputs,
             api_visibility="private", **inspect)
     exported = page.on("export_att_btn.click", export_attention, inputs,
                        api_name="export_attention")

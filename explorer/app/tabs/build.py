@@ -11,6 +11,7 @@ import html
 import inspect
 import os
 import time
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -34,9 +35,9 @@ from ..textbox import Textbox
 from ..inputs import as_choice, as_flag, as_int
 from ..plots.labels import percent
 from ..plots.model import COMPONENTS, architecture_html, parameter_figure
-from ..session import Made, Model
-from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, WEIGHTS_NOTES, model_a,
-                      server_paths_allowed, session_of, status_line)
+from ..session import Made, Model, View
+from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, WEIGHTS_NOTES, BuildRefused,
+                      model_a, server_paths_allowed, session_of, status_line)
 
 TITLE = ("tab.build", "1 · Build")
 ID = "build"
@@ -167,10 +168,24 @@ def preview(preset: str) -> dict:
             "memory": ""}
 
 
+@dataclass(frozen=True)
+class Preview(View):
+    """The preset picked since the last build, previewed (not built yet)."""
+
+    preset: str | None = None
+
+    def after_new_models(self):
+        return None
+
+    def after_b_removed(self):
+        return None
+
+
 def model_views(session) -> dict:
     """The session's models; or the preset picked since (a preview), or before any build."""
-    if "preview" in session.shown or not session.models:
-        return preview(session.shown.get("preview", DEFAULT_PRESET))
+    chosen = session.view(Preview).preset
+    if chosen is not None or not session.models:
+        return preview(chosen or DEFAULT_PRESET)
     keys = session.keys
     counts = [count_parameters(k.config) for k in keys]
     names = comparison.names(session)
@@ -215,7 +230,7 @@ def preset_picked(preset, session):
     parameters as a preview, so the page never shows one model's form beside another's
     diagram."""
     session = session_of(session)
-    session.shown["preview"] = as_choice(preset, PRESET, PRESETS)
+    session.show(Preview, preset=as_choice(preset, PRESET, PRESETS))
     return preview(preset)
 
 
@@ -246,7 +261,7 @@ def build(*args, **kwargs):
     except ExplorerError as refused:
         # said on the status line too (``build_refused``): a message box can be closed or
         # missed, and advice such as where to put an offline GPT-2 must stay on the page
-        session.shown["build_refused"] = refused.message
+        session.show(BuildRefused, message=refused.message)
         raise
 
 

@@ -2,6 +2,8 @@
 network, and through model A's config, each with and without shortcut connections."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import gradio as gr
 
 from ...book.gradients import gpt_gradients, shortcut_demo
@@ -12,6 +14,7 @@ from ..handlers import handler
 from ..i18n import label, t
 from ..plots.curves import gpt_gradient_figure, gradient_figure
 from ..plots.style import empty_figure
+from ..session import View
 from ..shared import DEFAULT_PROMPT, session_of
 
 # Two trainable copies of the session's config are built: only for models up to this size.
@@ -48,11 +51,25 @@ def lesson(session) -> dict:
                            t("gradients.without", "without shortcut")))}
 
 
+@dataclass(frozen=True)
+class Lesson(View):
+    """Whether the lesson's charts are shown for these models (new models, or B removed:
+    none until the button is pressed again)."""
+
+    on: bool = False
+
+    def after_new_models(self):
+        return None
+
+    def after_b_removed(self):
+        return None
+
+
 @handler(outputs=(*PLOTS, "session"))
 def gradient_views(session):
     """/gradients: the book's 4.4 gradients, and model A's config's per block."""
     session = session_of(session)
-    session.shown["gradients"] = True
+    session.show(Lesson, on=True)
     return {**lesson(session), "session": session}
 
 
@@ -60,7 +77,7 @@ def gradient_views(session):
 def render(session) -> dict:
     """The lesson's charts once the button was pressed for these models (a new model clears
     them: none until it is pressed again)."""
-    if session.shown.get("gradients"):
+    if session.view(Lesson).on:
         return lesson(session)
     return {"book_grad_plot": None, "gpt_grad_plot": None}
 

@@ -20,8 +20,8 @@ from ..i18n import label, say, t
 from ..textbox import Textbox
 from ..inputs import as_choice, check_trace_size, layer_in, models_prompt_ids
 from ..results import shared_figures, shared_trace, shared_views
-from ..pickers import HEAT_POINTS, HIST_PAIRS, fitted_layer, fitted_probes, layer_slider
-from ..pickers import pair_choices
+from ..pickers import (HEAT_POINTS, HIST_PAIRS, Pickers, choose, fitted_layer, fitted_probes,
+                       layer_slider, pair_choices)
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, models_of,
@@ -132,8 +132,7 @@ def views(session, layer, pair, heat_point, heat_stat) -> dict:
                             "trace; choose one of {points}.", point=heat_point,
                             points=", ".join(traces[0].points))
     as_choice(heat_stat, Message("field.heat_stat", "heatmap: statistic"), STAT_NAMES)
-    session.shown.update(inside_layer=layer, pair=pair, heat_point=heat_point,
-                         heat_stat=heat_stat)
+    choose(session, inside_layer=layer, pair=pair, heat_point=heat_point, heat_stat=heat_stat)
     return shared_views("inside", session, (layer, pair, heat_point, heat_stat, names), lambda: {
         "stats_plot": layer_stats_figure(traces, names, points=_main_points(traces)),
         "hist_plot": histogram_figure(traces, layer, points, names),
@@ -143,12 +142,8 @@ def views(session, layer, pair, heat_point, heat_stat) -> dict:
 CHOICES = ("inside_layer", "pair", "heat_point", "heat_stat")   # the views' pickers
 
 
-@handler(outputs=("chips", "trace_info", *VIEWS, "session"),
-         inputs=("trace_prompt", "session", *CHOICES))
-def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
-    """/trace: every model traces the prompt, one after the other (one trace's memory at a
-    time)."""
-    session = session_of(session)
+def trace_all(session, prompt) -> None:
+    """Every model of the session traces ``prompt`` (the session's traces from then on)."""
     models = models_of(session)
     ids = models_prompt_ids(prompt, models)
     for model in models:
@@ -157,6 +152,15 @@ def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
     session.traces = tuple(shared_trace(key, model, ids)
                            for key, model in zip(session.keys, models))
     session.prompt = prompt
+
+
+@handler(outputs=("chips", "trace_info", *VIEWS, "session"),
+         inputs=("trace_prompt", "session", *CHOICES))
+def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
+    """/trace: every model traces the prompt, one after the other (one trace's memory at a
+    time)."""
+    session = session_of(session)
+    trace_all(session, prompt)
     return {"chips": chips_html(session.traces[0]), "trace_info": summary(session),
             **views(session, layer, pair, heat_point, heat_stat), "session": session}
 
@@ -170,12 +174,12 @@ def inside_views(session, layer, pair, heat_point, heat_stat):
 
 @handler(outputs=("hist_plot", "heat_plot", "session"))
 def choice_changed(session, layer, pair, heat_point, heat_stat):
-    """A choice changed (by the user, or by a new model fitting it): redraw, or stay quiet
+    """The user changed a choice: redraw, or stay quiet
     when there is no trace to show (the choice is kept for the next one)."""
     session = session_of(session)
     if not session.traces:
-        session.shown.update(inside_layer=layer, pair=pair, heat_point=heat_point,
-                             heat_stat=heat_stat)
+        choose(session, inside_layer=layer, pair=pair, heat_point=heat_point,
+               heat_stat=heat_stat)
         return {"session": session}
     out = views(session, layer, pair, heat_point, heat_stat)
     return {"hist_plot": out["hist_plot"], "heat_plot": out["heat_plot"], "session": session}
@@ -224,10 +228,10 @@ def render(session) -> dict:
         out["export_stats_file"] = gr.update(value=None, visible=False)
     if not session.traces or len(session.traces) != len(session.models):
         return {**out, "chips": "", "trace_info": "", **hints()}
-    shown = session.shown
+    shown = session.view(Pickers)
     return {**out, "chips": chips_html(session.traces[0]), "trace_info": summary(session),
-            **views(session, shown.get("inside_layer", 0), shown.get("pair"),
-                    shown.get("heat_point", "resid_pre"), shown.get("heat_stat", "std"))}
+            **views(session, shown.inside_layer, shown.pair, shown.heat_point or "resid_pre",
+                    shown.heat_stat)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +282,8 @@ def wire(page):
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
     page.on(["trace_btn.click", "trace_prompt.submit"], run_trace, api_name="trace",
             show_progress_on=[page["trace_info"]], **inspect)
-    page.on([f"{name}.change" for name in choices], choice_changed, ["session", *choices],
+    # (.input: the user's change; render draws the views of the pickers it fits)
+    page.on([f"{name}.input" for name in choices], choice_changed, ["session", *choices],
             api_visibility="private", **inspect)
     # /inside_views: the same views for API clients, who get a message without a trace (a
     # hidden button: the page's own events above stay quiet then)

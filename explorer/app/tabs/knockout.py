@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -29,12 +29,13 @@ from .. import gradio_private, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..textbox import Textbox
+from . import attention, inside, pin
 from ..inputs import (TRACE_MEMORY_SHARE, as_choice, as_flag, as_int, prompt_ids,
                       selected)
-from ..pickers import fitted_layer, layer_slider
+from ..pickers import choose, fitted_layer, layer_slider
 from ..results import where_noted
 from ..plots.knockout import METRICS, knockout_map_html
-from ..session import Made, Model
+from ..session import Made, Model, View
 from ..shared import CACHE, DEFAULT_PROMPT, check_model, model_a, session_of
 
 TITLE = ("tab.knockout", "7 · Knock out")
@@ -96,14 +97,19 @@ def note(session) -> str:
 @handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def intervene(spec, session):
     """/intervene: model B = model A with the interventions of ``spec`` (the string form,
-    parts joined by ';'). The Attention tab moves to the block after the first knocked-out
-    one: the blocks before it (and its own attention) are unchanged."""
+    parts joined by ';'). The prompt the session had traced is traced again, by both, for the
+    Inside and Attention tabs; the Attention tab moves to the block after the first
+    knocked-out one: the blocks before it (and its own attention) are unchanged."""
     session = session_of(session)
     interventions = spec_of(spec)
+    prompt = session.prompt
     intervened(session, interventions)
     layers = [i.layer for i in interventions if i.layer is not None]
     if layers:
-        session.shown["att_layer"] = min(layers) + 1      # (fitted to the model's layers)
+        choose(session, att_layer=min(layers) + 1)        # (fitted to the model's layers)
+    if prompt is not None:
+        inside.trace_all(session, prompt)
+        session.show(attention.Shown, on=True)           # (the pickers' layer and head)
     return {"session": session, **refresh.render_all(session)}     # (the box: B's, tidied)
 
 
@@ -116,7 +122,7 @@ def cell_clicked(session, evt: gr.EventData):
     click = data.get("click") if isinstance(data, dict) else None
     if isinstance(click, int) and not isinstance(click, bool):
         session = session_of(session)
-        session.shown["knock_click"] = click     # (applied or refused: no longer queued)
+        session.show(MapView, applied=click)     # (applied or refused: no longer queued)
     return intervene.__wrapped__(selected(evt, Message("field.knock_map", "the knock-out map")),
                                  session)
 
@@ -225,6 +231,18 @@ def _chunks(result, everywhere: bool):
     yield from groups.values()                   # (in the order of their largest estimate)
 
 
+@dataclass(frozen=True)
+class MapView(View):
+    """The knock-out map of model A (kept while B changes: B is A knocked out, or a pinned
+    model), and the last of the page's numbered clicks that was applied."""
+
+    result: object = None           # explorer.probes' KnockoutResult
+    metric: str = "loss"
+    weights_key: object = None      # model A's weights, which the map is of
+    status: tuple | None = None     # its progress: (kind, fields)
+    applied: int = 0
+
+
 @handler(outputs=("knock_map", "knock_numbers", "session"))
 def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
     """/knockout_map: every head and every part of every block of model A, for the text
@@ -242,17 +260,19 @@ def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
     left = _LEFT.setdefault(owner, threading.Event())
     budget = CACHE.budget_bytes * TRACE_MEMORY_SHARE
     try:
-        shown = session.shown.get("knockout")
-        if shown is not None and shown[2] == key and shown[0].token_ids == ids:
-            result = shown[0]                    # the same map: go on where it stopped
-            where = shown[3][1].get("where", []) if shown[3] else []
+        shown = session.view(MapView)
+        if (shown.result is not None and shown.weights_key == key
+                and shown.result.token_ids == ids):
+            result = shown.result                # the same map: go on where it stopped
+            where = shown.status[1].get("where", []) if shown.status else []
         else:
             # about a forward and a backward pass, and the passes of the exact-only cells
             result, ran = offload.compute(key, model, estimate_sent, (ids,),
                                           {"max_bytes": budget},
                                           Work.forward(model.cfg, len(ids), passes=3))
             where = where_noted(ran)
-        session.shown["knockout"] = (result, metric, key, _status("refining", result, where=where))
+        session.show(MapView, result=result, metric=metric, weights_key=key,
+                     status=_status("refining", result, where=where))
         yield _update(session, result)
         sent = time.perf_counter()
         for chunk in _chunks(result, everywhere):
@@ -266,21 +286,21 @@ def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
             where = where_noted(ran)
             if not _going_on(session, result):
                 return             # (the cell stays exact: the next redraw shows it)
-            session.shown["knockout"] = (result, metric, key, _status("refining", result, where=where))
+            session.show(MapView, status=_status("refining", result, where=where))
             if time.perf_counter() - sent >= UPDATE_S:
                 sent = time.perf_counter()
                 yield _update(session, result)
         done = ("all_exact" if result.n_exact == len(result.cells()) else "top_done")
-        session.shown["knockout"] = (result, metric, key, _status(
-            done, result, top=TOP, seconds=result.exact_seconds, where=where))
+        session.show(MapView, status=_status(done, result, top=TOP,
+                                             seconds=result.exact_seconds, where=where))
         yield _update(session, result)
     finally:
         _LEFT.pop(owner, None)
 
 
 def _going_on(session, result) -> bool:
-    shown = session.shown.get("knockout")
-    return shown is not None and shown[0] is result and shown[3][0] != "stopped"
+    shown = session.view(MapView)
+    return shown.result is result and shown.status[0] != "stopped"
 
 
 def _update(session, result) -> dict:
@@ -292,9 +312,9 @@ def _update(session, result) -> dict:
 def stopped(session):
     """Stop: the map keeps the cells made exact so far; the stream makes no more."""
     session = session_of(session)
-    shown = session.shown.get("knockout")
-    if shown is not None and shown[3] and shown[3][0] == "refining":
-        session.shown["knockout"] = (*shown[:3], _status("stopped", shown[0]))
+    shown = session.view(MapView)
+    if shown.status and shown.status[0] == "refining":
+        session.show(MapView, status=_status("stopped", shown.result))
     return {"knock_map": map_html(session)}
 
 
@@ -321,25 +341,23 @@ def b_interventions(session) -> str:
 def map_html(session) -> str:
     """Model A's map, if there is one, with model B's knock-out outlined."""
     shown = shown_map(session)
-    applied = session.shown.get("knock_click", 0)
     if shown is None:
-        return knockout_map_html(None, applied=applied)
-    result, metric, status = shown
-    return knockout_map_html(result, metric, current=b_interventions(session) or None,
-                             status=status_text(status), applied=applied)
+        return knockout_map_html(None, applied=session.view(MapView).applied)
+    return knockout_map_html(shown.result, shown.metric,
+                             current=b_interventions(session) or None,
+                             status=status_text(shown.status), applied=shown.applied)
 
 
 def shown_map(session):
-    """(the map, its metric, its progress) if the map was made for the session's model A (a
-    new B keeps it: B is A knocked out, or a pinned model); None, and forgotten, for another
-    A."""
-    shown = session.shown.get("knockout")
-    if shown is None:
+    """The map's view if the map was made for the session's model A (a new B keeps it: B is
+    A knocked out, or a pinned model); None, and the map forgotten, for another A."""
+    shown = session.view(MapView)
+    if shown.result is None:
         return None
-    if not session.models or session.models[0].key.weights_key != shown[2]:
-        session.shown.pop("knockout")
+    if not session.models or session.models[0].key.weights_key != shown.weights_key:
+        session.show(MapView, result=None, weights_key=None, status=None)
         return None
-    return shown[0], shown[1], shown[3]
+    return shown
 
 
 @handler(outputs=("knock_map",))
@@ -349,8 +367,7 @@ def metric_changed(metric, session):
     if shown is None:
         return {}
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
-    stored = session.shown["knockout"]
-    session.shown["knockout"] = (stored[0], metric, *stored[2:])
+    session.show(MapView, metric=metric)
     return {"knock_map": map_html(session)}
 
 
@@ -466,21 +483,15 @@ def create(page):
 
 
 def wire(page):
-    from . import attention, inside, pin
     # (progress, and a refusal's error badge, on the tab's own note: the status line above
     # keeps saying which models A and B are)
     queue = dict(concurrency_limit=1, concurrency_id="build",
                  show_progress_on=[page["knock_note"]])
-    # B changed: the Inside tab traces the prompt again for both, and the attention follows.
-    for event in (page.on("knock_btn.click", intervene, ["knock_spec", "session"],
-                          api_name="intervene", **queue),
-                  # every click is queued (none dropped while one is being applied)
-                  page.on("knock_map.select", cell_clicked, ["session"],
-                          api_visibility="private", trigger_mode="multiple", **queue)):
-        traced = page.then(event, inside.run_trace, api_visibility="private",
-                           show_progress="hidden")
-        page.then(traced, attention.attention_views, ["session", "att_layer", "att_head"],
-                  api_visibility="private", show_progress="hidden")
+    page.on("knock_btn.click", intervene, ["knock_spec", "session"], api_name="intervene",
+            **queue)
+    # every click is queued (none dropped while one is being applied)
+    page.on("knock_map.select", cell_clicked, ["session"], api_visibility="private",
+            trigger_mode="multiple", **queue)
     page.on("knock_remove_btn.click", pin.unpin_model, ["session"], api_visibility="private",
             **queue)
     page.on("knock_add_btn.click", add_part, ["knock_spec", "knock_kind", "knock_layer",

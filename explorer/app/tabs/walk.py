@@ -13,6 +13,8 @@ lens), and keeps that trace for the next clicks.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import gradio as gr
 
 from ...book.errors import ExplorerError, Message
@@ -24,8 +26,9 @@ from ..handlers import handler
 from ..i18n import label, t
 from ..textbox import Textbox
 from ..inputs import as_choice, as_int, check_trace_size, prompt_ids, selected
-from ..pickers import fitted_layer
+from ..pickers import choose, fitted_layer
 from ..plots.walk import stage_html, walk_hint
+from ..session import View
 from ..shared import CACHE, DEFAULT_CONFIG, model_a, session_of
 
 HINT = ("walk.hint", "Click a stage of the diagram: its shape and statistics for the Inside "
@@ -67,6 +70,19 @@ def _trace_for(prompt, session):
     return traced
 
 
+@dataclass(frozen=True)
+class Stage(View):
+    """The stage (and block) whose card is shown (new models, or B removed: none)."""
+
+    chosen: tuple | None = None
+
+    def after_new_models(self):
+        return None
+
+    def after_b_removed(self):
+        return None
+
+
 def _card(stage, block, traced):
     info = STAGES_BY_NAME[stage]
     block = as_int(block, BLOCK) if info.scope == "block" else None
@@ -77,7 +93,7 @@ def _show(stage, block, prompt, session) -> str:
     stage = as_choice(stage, STAGE, STAGE_NAMES)
     as_int(block, BLOCK)
     card = _card(stage, block, _trace_for(prompt, session))
-    session.shown["stage"] = (stage, block)
+    session.show(Stage, chosen=(stage, block))
     return card
 
 
@@ -103,7 +119,7 @@ def stage_clicked(block, prompt, session, evt: gr.EventData):
 def block_changed(stage, block, prompt, session):
     """The block picker moved: the chosen stage again, if it is a block's (quiet otherwise)."""
     session = session_of(session)
-    session.shown["walk_block"] = block
+    choose(session, walk_block=block)
     if stage not in STAGE_NAMES or STAGES_BY_NAME[stage].scope != "block":
         return {}
     return {"walk_card": _show(stage, block, prompt, session), "session": session}
@@ -117,9 +133,10 @@ def render(session) -> dict:
     if session.new_models:
         return {"walk_card": walk_hint(t(*HINT)), "walk_stage": "",
                 "walk_block": fitted_layer(session, "walk_block", visible=False)}
-    if "stage" not in session.shown or not session.walk:
+    chosen = session.view(Stage).chosen
+    if chosen is None or not session.walk:
         return {"walk_card": walk_hint(t(*HINT))}
-    return {"walk_card": _card(*session.shown["stage"], session.walk[1])}
+    return {"walk_card": _card(*chosen, session.walk[1])}
 
 
 # ---------------------------------------------------------------------------------------------
