@@ -102,7 +102,7 @@ def create(page):
 
 @handler(outputs=("att_layer", "att_head"))
 def head_picked(value):
-    """A named head clicked: the pickers show it (their change redraws the views)."""
+    """A named head clicked: the pickers show it (the Attention tab then draws it)."""
     if not value:
         return {}
     _, layer, head = str(value).split(":")

@@ -192,7 +192,10 @@ def wire(page):
     # /attention: the views of the session's trace (an API client traces with /trace: a
     # hidden button, as the Inside tab's /inside_views)
     page.on("attention_api_btn.click", attention_views, inputs, api_name="attention", **inspect)
-    page.on("att_named.input", heads.head_picked, ["att_named"], api_visibility="private")
+    # a named head clicked: the pickers show it, then its views (as the user's own change)
+    picked = page.on("att_named.input", heads.head_picked, ["att_named"],
+                     api_visibility="private")
+    page.then(picked, choice_changed, inputs, api_visibility="private", **inspect)
     # .input: the user's change (a new model's render fits the pickers and draws their views
     # at once; a change event of its own would redraw them again, maybe from stale values)
     page.on(["att_layer.input", "att_head.input"], choice_changed, inputs,
