@@ -103,3 +103,26 @@ def test_a_link_is_opened_in_one_call_its_model_built_and_its_tab_drawn():
     assert not refused.models and out["preset"] == "teach-tiny"      # what it could set
     assert "could not be opened in full" in out["share_note"]
     assert out["tabs"].selected == "inside"
+
+
+def test_each_views_state_says_what_new_models_and_remove_b_leave_of_it(session):
+    from explorer.app.pickers import Pickers
+    from explorer.app.shared import BuildRefused
+    from explorer.app.tabs import activations, attention, gradients, walk
+    kinds = {Pickers: dict(att_layer=1), BuildRefused: dict(message="no"),
+             build.Preview: dict(preset="teach-small"), attention.Shown: dict(on=True),
+             activations.Curves: dict(shown=(-3, 3, ["gelu"], False, 0)),
+             gradients.Lesson: dict(on=True), walk.Stage: dict(chosen=("attention", 0)),
+             knockout.MapView: dict(applied=3)}
+
+    def shown(s):
+        for kind, changes in kinds.items():
+            s.show(kind, **changes)
+        return s
+    shown(session).with_models(session.models * 2)          # B pinned: new models
+    assert set(session.views) == {Pickers, activations.Curves, knockout.MapView}
+    assert session.view(Pickers).att_layer == 1 and session.view(knockout.MapView).applied == 3
+    shown(session).without_b()
+    assert set(session.views) == {Pickers, activations.Curves, knockout.MapView,
+                                  BuildRefused, attention.Shown}
+    assert session.view(build.Preview) == build.Preview()    # (a default, not kept)

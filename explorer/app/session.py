@@ -13,7 +13,7 @@ copy, hands its changes back): two events of the same tab never undo each other'
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from ..book.errors import Message
 from ..runtime.sources import ModelKey
@@ -66,14 +66,10 @@ class View:
     """A view's state in the session: its choices (a layer, a head, a statistic) and what it
     shows, a small frozen value, so that a redraw (another language, lecture mode) and a new
     model (pickers fitted to its layers) need no input from the page. Each view defines its
-    own (``Session.view``); what a new model, or model B removed, leaves of it:
-    ``after_new_models`` and ``after_b_removed`` (None: nothing; default: all of it)."""
+    own (``Session.view``), and says whether new models, or model B removed, keep it."""
 
-    def after_new_models(self):
-        return self
-
-    def after_b_removed(self):
-        return self
+    KEPT_BY_NEW_MODELS: ClassVar[bool] = True
+    KEPT_WITHOUT_B: ClassVar[bool] = True
 
 
 @dataclass
@@ -129,13 +125,13 @@ class Session:
         self.models = self.models[:1]
         self.traces = self.traces[:1]
         self.lenses, self.generation = (), None
-        self._views_left("after_b_removed")
+        self._keep_views("KEPT_WITHOUT_B")
 
     def clear_results(self) -> None:
         """The results of the models that were: none of them describes the new ones."""
         self.prompt, self.traces, self.lenses = None, (), ()
         self.generation, self.walk = None, None
-        self._views_left("after_new_models")
+        self._keep_views("KEPT_BY_NEW_MODELS")
 
     def view(self, kind: type[V]) -> V:
         """The state of view ``kind`` (its defaults until one is shown)."""
@@ -150,9 +146,8 @@ class Session:
     def forget(self, kind: type) -> None:
         self.views.pop(kind, None)
 
-    def _views_left(self, after: str) -> None:
-        left = {kind: getattr(state, after)() for kind, state in self.views.items()}
-        self.views = {kind: state for kind, state in left.items() if state is not None}
+    def _keep_views(self, kept: str) -> None:
+        self.views = {kind: state for kind, state in self.views.items() if getattr(kind, kept)}
 
 
 def copy_of(session: Session) -> Session:

@@ -95,8 +95,7 @@ class BuildRefused(View):
 
     message: Message | None = None
 
-    def after_new_models(self):
-        return None
+    KEPT_BY_NEW_MODELS = False
 
 
 def status_line(session: Session) -> str:

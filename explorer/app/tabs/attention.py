@@ -59,8 +59,7 @@ class Shown(View):
 
     on: bool = False
 
-    def after_new_models(self):
-        return None
+    KEPT_BY_NEW_MODELS = False
 
 
 def views(session, layer, head) -> dict:

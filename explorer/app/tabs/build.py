@@ -174,11 +174,7 @@ class Preview(View):
 
     preset: str | None = None
 
-    def after_new_models(self):
-        return None
-
-    def after_b_removed(self):
-        return None
+    KEPT_BY_NEW_MODELS = KEPT_WITHOUT_B = False
 
 
 def model_views(session) -> dict:

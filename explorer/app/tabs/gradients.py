@@ -58,11 +58,7 @@ class Lesson(View):
 
     on: bool = False
 
-    def after_new_models(self):
-        return None
-
-    def after_b_removed(self):
-        return None
+    KEPT_BY_NEW_MODELS = KEPT_WITHOUT_B = False
 
 
 @handler(outputs=(*PLOTS, "session"))

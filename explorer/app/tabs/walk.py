@@ -76,11 +76,7 @@ class Stage(View):
 
     chosen: tuple | None = None
 
-    def after_new_models(self):
-        return None
-
-    def after_b_removed(self):
-        return None
+    KEPT_BY_NEW_MODELS = KEPT_WITHOUT_B = False
 
 
 def _card(stage, block, traced):
