@@ -13,8 +13,7 @@ import gradio as gr
 
 from ... import native
 from ...book.errors import ExplorerError, Message
-from ...book.generate import check_generation_args, generate_steps
-from ...probes import intervened_steps
+from ...book.generate import check_generation_args
 from ...probes.compare import lockstep
 from .. import comparison, refresh
 from ..handlers import handler
