@@ -34,7 +34,7 @@ def traced(session):
 
 def test_intervene_makes_b_model_a_run_with_the_intervention(session):
     from explorer.app import shared
-    from explorer.app.tabs import attention, knockout
+    from explorer.app.tabs import attention, knockout, knockout_map
     out = knockout.intervene("zero trf_blocks[1].att head 2", session)
     a, b = session.models
     assert b.key.interventions == Interventions.parse("zero trf_blocks[1].att head 2")
@@ -58,7 +58,7 @@ def test_intervene_makes_b_model_a_run_with_the_intervention(session):
 
 def test_generation_of_b_is_the_intervened_generation(session):
     from explorer.app import shared
-    from explorer.app.tabs import generate, knockout
+    from explorer.app.tabs import generate, knockout, knockout_map
     knockout.intervene("identity trf_blocks[0].norm2; zero trf_blocks[1].ff", session)
     list(generate.generate(PROMPT, 6, "greedy", 1.0, 50, 123, False, session))
     model = shared.models_of(session)[0]
@@ -73,12 +73,12 @@ def test_generation_of_b_is_the_intervened_generation(session):
 
 def drawn(session, everywhere=True):
     """The map's last update (the stream's end): exact everywhere by default."""
-    from explorer.app.tabs import knockout
-    return list(knockout.parts_map(PROMPT, "loss", everywhere, session))[-1]
+    from explorer.app.tabs import knockout, knockout_map
+    return list(knockout_map.parts_map(PROMPT, "loss", everywhere, session))[-1]
 
 
 def test_the_map_and_a_click_on_one_of_its_cells(session):
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     out = drawn(session)
     numbers = out["knock_numbers"]
     cfg = PRESETS["teach-tiny"]
@@ -89,8 +89,9 @@ def test_the_map_and_a_click_on_one_of_its_cells(session):
         None, {"value": "zero trf_blocks[1].att head 3", "index": 7}))
     assert clicked["knock_spec"] == "zero trf_blocks[1].att head 3"
     assert str(session.models[1].key.interventions) == "zero trf_blocks[1].att head 3"
-    assert session.view(knockout.MapView).result is not None, "the map of A stays when B changes"
-    probability = knockout.metric_changed("probability", session)["knock_map"]
+    assert session.view(knockout_map.MapView).result is not None, \
+        "the map of A stays when B changes"
+    probability = knockout_map.metric_changed("probability", session)["knock_map"]
     assert probability != out["knock_map"]
     # a random model's probabilities are ~1/50,257: its changes read in scientific notation,
     # never as a coloured "0"; each cell's title holds the value
@@ -99,7 +100,7 @@ def test_the_map_and_a_click_on_one_of_its_cells(session):
 
 
 def test_the_builder_and_bad_interventions_get_messages(session):
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     spec = knockout.add_part("", "zero_heads", 1, False, "0, 2", session)["knock_spec"]
     spec = knockout.add_part(spec, "relu_ff", 0, True, "", session)["knock_spec"]
     assert spec == str(Interventions.parse(spec)) and "heads 0,2" in spec and "[*]" in spec
@@ -125,7 +126,7 @@ def test_the_parts_to_knock_out_are_named_in_the_pages_language():
     import re
     from explorer.app import prefs
     from explorer.app.session import Session
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     from explorer.app.tabs.knockout import KIND_NAMES, kind_choices, render
     from explorer.probes.interventions import KINDS_BY_NAME
     with prefs.using(prefs.Prefs("zh")):
@@ -147,7 +148,7 @@ def test_the_map_is_forgotten_when_model_a_changes_and_kept_when_b_does(session)
     shape and another seed, drops it (its numbers would be another model's)."""
     from explorer.app.plots.knockout import knockout_map_html
     from explorer.app.session import Made, Model
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     out = drawn(session)
     knockout.intervene("zero trf_blocks[0].att head 1", session)
     kept = knockout.render(session)["knock_map"]
@@ -158,15 +159,15 @@ def test_the_map_is_forgotten_when_model_a_changes_and_kept_when_b_does(session)
         drawn(session, everywhere=False)
         session.with_models((Model(changed, Made("built", "teach-tiny")),))
         assert knockout.render(session)["knock_map"] == knockout_map_html(None)
-        assert session.view(knockout.MapView).result is None
-        assert knockout.metric_changed("probability", session) == {}
+        assert session.view(knockout_map.MapView).result is None
+        assert knockout_map.metric_changed("probability", session) == {}
 
 
 def test_b_is_named_shortly_in_every_language(session):
     """A long intervention names B by its count in Chinese too (its characters are twice as
     wide as letters: a panel title of three such names ran into one line)."""
     from explorer.app import comparison, prefs
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     knockout.intervene("identity trf_blocks[0].norm1; zero trf_blocks[1].ff", session)
     with prefs.using(prefs.Prefs("zh")):
         zh = comparison.names(session)
@@ -182,7 +183,7 @@ def test_a_knock_out_b_ends_when_model_a_changes_and_a_pinned_b_stays(session):
     """B = A knocked out is a view of A: a new A (built, loaded, trained) ends it, where a
     pinned B stays beside the next model."""
     from explorer.app.session import Made, Model
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     knockout.intervene("zero trf_blocks[1].att head 2", session)
     same = Model(session.models[0].key, Made("built", "teach-tiny"))
     session.with_model_a(same)                       # the same model again: B stays

@@ -94,36 +94,37 @@ def _session():
 
 
 def test_the_stream_draws_the_estimate_first_then_exact_cells_and_stop_keeps_them():
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     session = _session()
-    stream = knockout.parts_map("Every effort moves you forward", "loss", True, session)
+    stream = knockout_map.parts_map("Every effort moves you forward", "loss", True, session)
     first = next(stream)["knock_numbers"]
     assert first["exact_cells"] == 0 and first["cells"] == 18
-    knockout.UPDATE_S, kept = 0.0, knockout.UPDATE_S       # every cell its own update
+    knockout_map.UPDATE_S, kept = 0.0, knockout_map.UPDATE_S       # every cell its own update
     try:
         second = next(stream)["knock_numbers"]
         assert second["exact_cells"] == 1
-        stopped = knockout.stopped(session)["knock_map"]
+        stopped = knockout_map.stopped(session)["knock_map"]
         assert "Stopped: 1 of 18 cells exact" in stopped
         assert list(stream) == [], "no cell after Stop"
     finally:
-        knockout.UPDATE_S = kept
-    result = session.view(knockout.MapView).result
+        knockout_map.UPDATE_S = kept
+    result = session.view(knockout_map.MapView).result
     assert result.n_exact == 1 and stopped.count('class="estimated"') == 17   # the rest
     # pressed again: it goes on from there, and ends exact everywhere
-    last = list(knockout.parts_map("Every effort moves you forward", "loss", True,
+    last = list(knockout_map.parts_map("Every effort moves you forward", "loss", True,
                                    session))[-1]
-    assert session.view(knockout.MapView).result is result and last["knock_numbers"]["exact_cells"] == 18
+    assert session.view(knockout_map.MapView).result is result
+    assert last["knock_numbers"]["exact_cells"] == 18
     assert "Spearman" in last["knock_map"]
 
 
 def test_exact_everywhere_is_the_exact_map():
     from explorer.app import shared
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     from explorer.book.tokenizer import get_tokenizer
     from explorer.probes.knockouts import importance
     session = _session()
-    numbers = list(knockout.parts_map("Every effort moves you forward", "loss", True,
+    numbers = list(knockout_map.parts_map("Every effort moves you forward", "loss", True,
                                       session))[-1]["knock_numbers"]
     exact = importance(shared.models_of(session)[0],
                        get_tokenizer().encode("Every effort moves you forward"))
@@ -134,21 +135,21 @@ def test_exact_everywhere_is_the_exact_map():
     np.testing.assert_allclose(np.array(numbers["head_prob"], float), exact.head_prob,
                                rtol=0, atol=1e-7)
     # without it: the top 10 and the exact-only shortcuts, the rest estimates
-    numbers = list(knockout.parts_map("Every effort moves", "loss", False,
+    numbers = list(knockout_map.parts_map("Every effort moves", "loss", False,
                                       session))[-1]["knock_numbers"]
     assert numbers["exact_cells"] == 10 + 2
 
 
 def test_the_text_radio_fills_the_box_the_map_measures():
     from explorer.app import shared
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     session = _session()
-    assert knockout.text_chosen("the prompt", "Hello there", session) == {
+    assert knockout_map.text_chosen("the prompt", "Hello there", session) == {
         "knock_prompt": "Hello there"}
-    story = knockout.text_chosen("the training story", "Hello there", session)["knock_prompt"]
+    story = knockout_map.text_chosen("the training story", "Hello there", session)["knock_prompt"]
     model = shared.models_of(session)[0]
-    assert len(get_tokenizer().encode(story)) == min(knockout.STORY_TOKENS,
+    assert len(get_tokenizer().encode(story)) == min(knockout_map.STORY_TOKENS,
                                                      model.cfg.context_length)
-    last = list(knockout.parts_map(story, "loss", False, session))[-1]
+    last = list(knockout_map.parts_map(story, "loss", False, session))[-1]
     assert last["knock_numbers"]["token_ids"] == get_tokenizer().encode(story)
     assert "Measured on: <q>" + story[:20] in last["knock_map"].replace("&#x27;", "'")

@@ -146,20 +146,20 @@ def test_the_map_of_a_session_that_left_stops_at_the_next_batch():
     from types import SimpleNamespace
 
     from explorer.app.session import Made, Model, Session
-    from explorer.app.tabs import knockout
+    from explorer.app.tabs import knockout, knockout_map
     from explorer.book.config import PRESETS
     from explorer.runtime.sources import ModelKey
     session = Session(models=(Model(ModelKey(PRESETS["teach-tiny"], 123, "cpu", "float32"),
                                     Made("built", "teach-tiny")),))
-    stream = knockout.parts_map("Every effort moves you", "loss", True, session,
+    stream = knockout_map.parts_map("Every effort moves you", "loss", True, session,
                                 request=SimpleNamespace(session_hash="the leaver"))
     first = next(stream)                          # the estimate, drawn
     assert first["knock_numbers"]["exact_cells"] == 0
-    knockout.release("the leaver")                # the page closes while the map is made
+    knockout_map.release("the leaver")                # the page closes while the map is made
     assert list(stream) == [], "no more exact cells for nobody"
-    result = session.view(knockout.MapView).result
+    result = session.view(knockout_map.MapView).result
     assert result.n_exact <= 1 < len(result.cells())
-    assert "the leaver" not in knockout._LEFT
+    assert "the leaver" not in knockout_map._LEFT
 
 
 def test_a_training_stream_follows_the_pages_language_switched_mid_stream(app_url, lab):

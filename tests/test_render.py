@@ -7,7 +7,7 @@ import pytest
 from explorer.app import prefs, refresh
 from explorer.app.layout import build_app, redrawn
 from explorer.app.session import Session
-from explorer.app.tabs import TABS, build, generate, knockout, pin
+from explorer.app.tabs import TABS, build, generate, knockout, knockout_map, pin
 from explorer.book.config import PRESETS
 
 TINY = PRESETS["teach-tiny"]
@@ -113,16 +113,17 @@ def test_each_views_state_says_what_new_models_and_remove_b_leave_of_it(session)
              build.Preview: dict(preset="teach-small"), attention.Shown: dict(on=True),
              activations.Curves: dict(shown=(-3, 3, ["gelu"], False, 0)),
              gradients.Lesson: dict(on=True), walk.Stage: dict(chosen=("attention", 0)),
-             knockout.MapView: dict(applied=3)}
+             knockout_map.MapView: dict(applied=3)}
 
     def shown(s):
         for kind, changes in kinds.items():
             s.show(kind, **changes)
         return s
     shown(session).with_models(session.models * 2)          # B pinned: new models
-    assert set(session.views) == {Pickers, activations.Curves, knockout.MapView}
-    assert session.view(Pickers).att_layer == 1 and session.view(knockout.MapView).applied == 3
+    assert set(session.views) == {Pickers, activations.Curves, knockout_map.MapView}
+    assert session.view(Pickers).att_layer == 1
+    assert session.view(knockout_map.MapView).applied == 3
     shown(session).without_b()
-    assert set(session.views) == {Pickers, activations.Curves, knockout.MapView,
+    assert set(session.views) == {Pickers, activations.Curves, knockout_map.MapView,
                                   BuildRefused, attention.Shown}
     assert session.view(build.Preview) == build.Preview()    # (a default, not kept)

@@ -21,7 +21,7 @@ import explorer.app.server  # noqa: F401 - the app as the server imports it
 from explorer.app import shared
 from explorer.app.pickers import HIST_PAIRS
 from explorer.app.session import Session
-from explorer.app.tabs import attention, build, generate, inside, knockout
+from explorer.app.tabs import attention, build, generate, inside, knockout, knockout_map
 from explorer.book.config import PRESETS
 from explorer.book.errors import ExplorerError, Message, Text
 from explorer.probes import trace
@@ -94,7 +94,7 @@ def test_a_lecture_walk_runs_on_the_cpu_and_spends_no_gpu_quota(zero_gpu):
     session = updates[-1]["session"]
     generate.next_token(PROMPT, updates[-1]["gen_output"], "greedy", 1.0, 50, 123, session)
     generate.logit_lens(PROMPT, session)
-    final = list(knockout.parts_map(knockout.story_text(), "loss", False, session))[-1]
+    final = list(knockout_map.parts_map(knockout_map.story_text(), "loss", False, session))[-1]
     assert final["knock_numbers"]["exact_cells"] > 0
     assert zero_gpu.calls == [] and zero_gpu.charged(ANONYMOUS) == 0
     # the lecture's default training comparison trains here too
@@ -149,13 +149,13 @@ def test_a_generation_cut_off_mid_stream_goes_on_on_the_cpu_with_the_same_tokens
 
 def test_the_knock_out_map_in_gpu_calls_equals_the_cpus(zero_gpu, slow_cpu, monkeypatch):
     session = built("teach-tiny")
-    text = knockout.story_text()
-    on_gpu = list(knockout.parts_map(text, "loss", True, session))[-1]["knock_numbers"]
+    text = knockout_map.story_text()
+    on_gpu = list(knockout_map.parts_map(text, "loss", True, session))[-1]["knock_numbers"]
     calls = len(zero_gpu.calls)
     assert calls >= 2 and {o for _, o in tasks(zero_gpu)} == {"ok"}
-    assert "on the GPU" in knockout.status_text(session.view(knockout.MapView).status)
+    assert "on the GPU" in knockout_map.status_text(session.view(knockout_map.MapView).status)
     monkeypatch.setenv("SPACES_ZERO_GPU", "false")
-    here = list(knockout.parts_map(text, "loss", True, built("teach-tiny")))[-1]["knock_numbers"]
+    here = list(knockout_map.parts_map(text, "loss", True, built("teach-tiny")))[-1]["knock_numbers"]
     assert len(zero_gpu.calls) == calls
     assert on_gpu["exact_cells"] == here["exact_cells"] == on_gpu["cells"]
     for name in ("head_loss", "part_loss", "head_estimate"):

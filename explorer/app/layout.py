@@ -21,7 +21,7 @@ from .plots.model import ARCHITECTURE_CSS
 from .plots.walk import STAGE_CSS
 from .session import Session
 from .shared import NO_MODEL_STATUS, session_of
-from .tabs import TABS, build, knockout, pin, train
+from .tabs import TABS, build, knockout_map, pin, train
 
 STATIC = Path(__file__).parent / "static"
 LOCALES = {code: locale for code, (_, locale) in LANGUAGES.items()}   # Gradio's, by language
@@ -144,7 +144,7 @@ def build_app() -> gr.Blocks:
                 show_progress="hidden")
         # The browser tab (or API client) went away: forget the session now, not after
         # Gradio's one-hour grace period; its training job and trained models go with it.
-        forget_closed_sessions(demo, on_close=[train.release, pin.release, knockout.release])
+        forget_closed_sessions(demo, on_close=[train.release, pin.release, knockout_map.release])
     return demo
 
 

@@ -1,0 +1,253 @@
+"""Tab 7's map of which parts matter: every head and every part of every block of model A
+knocked out in turn, for the prompt or the training story, and what each costs; first
+estimated at once (one forward and one backward pass), then exact, cell by cell, in a stream.
+A click on a cell makes that knock-out model B (``knockout.cell_clicked``)."""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import gradio as gr
+
+from ...book.errors import Message
+from ...book.tokenizer import get_tokenizer
+from ...probes.attribution import TOP, estimate_sent, exact_tables, take_exact
+from ...runtime import offload
+from ...runtime.placement import Work
+from ...runtime.training_setup import default_corpus
+from ..handlers import handler
+from ..i18n import say, t
+from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids
+from ..plots.knockout import METRICS, knockout_map_html
+from ..results import where_noted
+from ..session import View
+from ..shared import CACHE, model_a, session_of
+
+TEXTS = {"the prompt": ("knock.text_prompt", "the prompt"),
+         "the training story": ("knock.text_story", "the training story (its first tokens)")}
+STORY_TOKENS = 64
+
+
+def story_text(cfg=None) -> str:
+    """The training story's first ``STORY_TOKENS`` tokens (fewer for a short context), as text
+    for the box above the map."""
+    ids = get_tokenizer().encode(default_corpus().text[:4 * STORY_TOKENS * 8])
+    most = STORY_TOKENS if cfg is None else min(STORY_TOKENS, cfg.context_length)
+    return get_tokenizer().decode(ids[:most])
+
+
+@handler(outputs=("knock_prompt",))
+def text_chosen(text, prompt, session):
+    """The text radio fills the box above the map: the Inside tab's prompt, or the story."""
+    session = session_of(session)
+    text = as_choice(text, Message("field.knock_text", "text"), TEXTS)
+    if text == "the prompt":
+        return {"knock_prompt": prompt}
+    # (the model's context from its key: nothing is built for a radio button)
+    return {"knock_prompt": story_text(session.models[0].key.config if session.models
+                                       else None)}
+
+
+# The sessions whose map is being made -> set when the session leaves: its map then stops at
+# the next batch (it would hold a worker, and the next session's map, for nobody).
+_LEFT: dict[str, threading.Event] = {}
+UPDATE_S = 0.25            # the stream sends the map at most this often (and at its end)
+
+
+def release(session_hash) -> None:
+    """The page closed: a map it is making stops."""
+    left = _LEFT.get(session_hash)
+    if left is not None:
+        left.set()
+
+
+def _status(state: str, result, **fields) -> tuple:
+    """The progress line's state, kept with the map so that it is said in the page's language
+    when drawn."""
+    return (state, {"exact": result.n_exact, "cells": len(result.cells()), **fields})
+
+
+def status_text(status) -> str:
+    if not status:
+        return ""
+    state, f = status
+    where = " · ".join(say(note) for note in f.get("where", ()))
+    return _state_text(state, f) + (f" ({where})" if where else "")
+
+
+def _state_text(state, f) -> str:
+    if state == "estimating":
+        return t("knock.estimating", "Estimating every cell from one backward pass …")
+    if state == "refining":
+        return t("knock.refining", "Computing exact values, largest estimate first: {exact} "
+                                   "of {cells} cells exact …", **f)
+    if state == "top_done":
+        return t("knock.top_done", "The estimate's top {top} and the cells it cannot estimate "
+                                   "are exact ({exact} of {cells} cells, {seconds:.1f} s). For "
+                                   "the rest, tick <b>exact everywhere</b> and press the button "
+                                   "again.", **f)
+    if state == "stopped":
+        return t("knock.stopped", "Stopped: {exact} of {cells} cells exact; the others are "
+                                  "estimates (≈).", **f)
+    return t("knock.all_exact", "Every cell exact ({seconds:.1f} s for the exact values).", **f)
+
+
+def _chunks(result, everywhere: bool):
+    """The cells to make exact, in the order they come: the estimate's top ``TOP`` and the
+    exact-only cells one at a time (each turns exact as it comes); then, for exact everywhere
+    (asked for, or a model too sure of its next tokens for the estimate), the rest one batch
+    per block and table (as the exact map batches them)."""
+    order = result.order()
+    first = TOP + sum(1 for c in order if math.isnan(result.estimate_of(c)))
+    for cell in order[:first]:
+        yield [cell]
+    if not (everywhere or result.saturated):
+        return
+    groups: dict[tuple, list] = {}
+    for cell in order[first:]:
+        groups.setdefault(cell[:2], []).append(cell)
+    yield from groups.values()                   # (in the order of their largest estimate)
+
+
+@dataclass(frozen=True)
+class MapView(View):
+    """The knock-out map of model A (kept while B changes: B is A knocked out, or a pinned
+    model), and the last of the page's numbered clicks that was applied."""
+
+    result: object = None           # explorer.probes' KnockoutResult
+    metric: str = "loss"
+    weights_key: object = None      # model A's weights, which the map is of
+    status: tuple | None = None     # its progress: (kind, fields)
+    applied: int = 0
+
+
+@handler(outputs=("knock_map", "knock_numbers", "session"))
+def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
+    """/knockout_map: every head and every part of every block of model A, for the text
+    ``prompt``: first estimated at once (one forward and one backward pass), drawn; then
+    exact values, largest estimate first, each cell turning exact as it comes: the estimate's
+    top 10 and the cells it cannot estimate, or with ``everywhere`` every cell (the exact map).
+    ``metric`` chooses what the map colours. A stream: each update is the map so far."""
+    session = session_of(session)
+    metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
+    everywhere = as_flag(everywhere, Message("field.knock_everywhere", "exact everywhere"))
+    model = model_a(session)
+    ids = prompt_ids(prompt, model)[-model.cfg.context_length:]
+    key = session.models[0].key.weights_key
+    owner = getattr(request, "session_hash", None) or object()   # none: an in-process call
+    left = _LEFT.setdefault(owner, threading.Event())
+    budget = CACHE.budget_bytes * TRACE_MEMORY_SHARE
+    try:
+        shown = session.view(MapView)
+        if (shown.result is not None and shown.weights_key == key
+                and shown.result.token_ids == ids):
+            result = shown.result                # the same map: go on where it stopped
+            where = shown.status[1].get("where", []) if shown.status else []
+        else:
+            # about a forward and a backward pass, and the passes of the exact-only cells
+            result, ran = offload.compute(key, model, estimate_sent, (ids,),
+                                          {"max_bytes": budget},
+                                          Work.forward(model.cfg, len(ids), passes=3))
+            where = where_noted(ran)
+        session.show(MapView, result=result, metric=metric, weights_key=key,
+                     status=_status("refining", result, where=where))
+        yield _update(session, result)
+        sent = time.perf_counter()
+        for chunk in _chunks(result, everywhere):
+            if left.is_set() or not _going_on(session, result):
+                return             # the page left, Stop was pressed, or another map began
+            # each cell: the rest of the model from its block, at most a pass
+            tables, ran = offload.compute(key, model, exact_tables, (result, chunk),
+                                          {"max_bytes": budget},
+                                          Work.forward(model.cfg, len(ids), passes=len(chunk)))
+            take_exact(result, tables)
+            where = where_noted(ran)
+            if not _going_on(session, result):
+                return             # (the cell stays exact: the next redraw shows it)
+            session.show(MapView, status=_status("refining", result, where=where))
+            if time.perf_counter() - sent >= UPDATE_S:
+                sent = time.perf_counter()
+                yield _update(session, result)
+        done = ("all_exact" if result.n_exact == len(result.cells()) else "top_done")
+        session.show(MapView, status=_status(done, result, top=TOP,
+                                             seconds=result.exact_seconds, where=where))
+        yield _update(session, result)
+    finally:
+        _LEFT.pop(owner, None)
+
+
+def _going_on(session, result) -> bool:
+    shown = session.view(MapView)
+    return shown.result is result and shown.status[0] != "stopped"
+
+
+def _update(session, result) -> dict:
+    return {"knock_map": map_html(session), "knock_numbers": numbers(result),
+            "session": session}
+
+
+@handler(outputs=("knock_map",))
+def stopped(session):
+    """Stop: the map keeps the cells made exact so far; the stream makes no more."""
+    session = session_of(session)
+    shown = session.view(MapView)
+    if shown.status and shown.status[0] == "refining":
+        session.show(MapView, status=_status("stopped", shown.result))
+    return {"knock_map": map_html(session)}
+
+
+def numbers(result) -> dict:
+    """The map as plain numbers (for the API): exact values (None where not computed), the
+    estimates (None where there is none), and which cells are exact."""
+    def grid(a):
+        return None if a is None else [[None if v != v else float(v) for v in row] for row in a]
+    return {"token_ids": list(result.token_ids), "clean_loss": result.clean_loss,
+            "clean_prob": result.clean_prob, "layers": list(result.layer_labels),
+            "parts": list(result.parts), "head_loss": grid(result.head_loss),
+            "head_prob": grid(result.head_prob), "part_loss": grid(result.part_loss),
+            "part_prob": grid(result.part_prob), "head_estimate": grid(result.head_estimate),
+            "part_estimate": grid(result.part_estimate), "noise_floor": result.floor,
+            "exact_cells": result.n_exact, "cells": len(result.cells())}
+
+
+def b_interventions(session) -> str:
+    """Model B's interventions in the string form ("" if B is none, or not a knock-out)."""
+    b = session.models[1].key.interventions if len(session.models) == 2 else None
+    return str(b) if b else ""
+
+
+def map_html(session) -> str:
+    """Model A's map, if there is one, with model B's knock-out outlined."""
+    shown = shown_map(session)
+    if shown is None:
+        return knockout_map_html(None, applied=session.view(MapView).applied)
+    return knockout_map_html(shown.result, shown.metric,
+                             current=b_interventions(session) or None,
+                             status=status_text(shown.status), applied=shown.applied)
+
+
+def shown_map(session):
+    """The map's view if the map was made for the session's model A (a new B keeps it: B is
+    A knocked out, or a pinned model); None, and the map forgotten, for another A."""
+    shown = session.view(MapView)
+    if shown.result is None:
+        return None
+    if not session.models or session.models[0].key.weights_key != shown.weights_key:
+        session.show(MapView, result=None, weights_key=None, status=None)
+        return None
+    return shown
+
+
+@handler(outputs=("knock_map",))
+def metric_changed(metric, session):
+    session = session_of(session)
+    shown = shown_map(session)
+    if shown is None:
+        return {}
+    metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
+    session.show(MapView, metric=metric)
+    return {"knock_map": map_html(session)}
+
+
