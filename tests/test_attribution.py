@@ -181,7 +181,7 @@ def test_a_model_sure_of_its_next_tokens_is_saturated():
     """A model that has learnt a text by heart (its p(next) near 1) has a loss gradient near
     0 there: the estimate says so (``saturated``), and the map then goes exact everywhere. A
     random model is not."""
-    from explorer.app.tabs.knockout import _chunks
+    from explorer.app.tabs.knockout_map import _chunks
     model = tiny()
     fresh = estimate(model, IDS)
     assert fresh.sure_share == 0 and not fresh.saturated
