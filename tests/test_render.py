@@ -127,3 +127,63 @@ def test_each_views_state_says_what_new_models_and_remove_b_leave_of_it(session)
     assert set(session.views) == {Pickers, activations.Curves, knockout_map.MapView,
                                   BuildRefused, attention.Shown}
     assert session.view(build.Preview) == build.Preview()    # (a default, not kept)
+
+
+def test_the_trace_button_draws_the_other_tabs_views_of_the_trace_in_its_own_event(session):
+    """(Where the page chained the activation curves after the trace.) /trace keeps its five
+    outputs for API clients."""
+    from explorer.app.tabs import activations, attention, inside
+    view = (0, "norm1: before vs after LayerNorm", "resid_pre", "std")
+    activations.activation_view(-4, 4, ["gelu"], False, 0, session)   # (as the page's load)
+    assert len(activations.render(session)["act_plot"].data) == 1, "no trace: the curve alone"
+    inside.run_trace.__wrapped__("Every effort moves you", session, *view)
+    attention.attention_views.__wrapped__(session, 0, "mean")
+    shown = attention.render(session)["att_plot"]
+    out = inside.trace_shown.__wrapped__("A different prompt, longer than the first", session,
+                                         *view)
+    assert len(out["act_plot"].data) > 1, "the curves over the new trace's FFN inputs"
+    assert out["att_plot"].to_json() != shown.to_json(), "the attention shown, of the new trace"
+    assert set(inside.run_trace.outputs) == {"chips", "trace_info", *inside.VIEWS, "session"}
+    config = build_app().config
+    ids = {c["id"] for c in config["components"]
+           if c.get("props", {}).get("elem_id") in ("trace_btn", "trace_prompt", "att_named")}
+    started = {i for i, d in enumerate(config["dependencies"])
+               if {t[0] for t in d["targets"]} & ids}
+    assert started and not [d["api_name"] for d in config["dependencies"]
+                            if d["trigger_after"] in started], "no event chained after them"
+
+
+def test_a_named_head_shows_its_layer_and_head_and_their_views_in_one_event(session):
+    from explorer.app.tabs import attention, inside
+    inside.run_trace.__wrapped__("Every effort moves you", session, 0,
+                                 "norm1: before vs after LayerNorm", "resid_pre", "std")
+    out = attention.named_head_chosen(session, "0:1:2")
+    assert out["att_layer"] == 1 and out["att_head"] == "2"
+    assert "att_plot" in out and session.view(attention.Shown).on
+    for forged in ("", None, "0:1", "a:b:c", {"value": 1}):
+        assert attention.named_head_chosen(session, forged) == {}
+
+
+def test_a_toggle_draws_the_train_tabs_job_again_in_the_new_language(session, monkeypatch):
+    """(Where the page chained /train_view after the toggle.)"""
+    from types import SimpleNamespace
+
+    from explorer.app import shared
+    from explorer.app.tabs import train
+    from explorer.runtime.training_lab import TrainingLab
+    lab = TrainingLab(max_jobs=1)
+    monkeypatch.setattr(shared, "LAB", lab)
+    request = SimpleNamespace(session_hash="toggler")
+    try:
+        last = list(train.train_start("the default story", "", None,
+                                      ["pre-LN (book)", "no shortcut"], "teach-tiny", 2, 2, 16,
+                                      0.0004, 0, session=session, request=request))[-1]
+        assert "Finished" in last["train_progress"]
+        out = redrawn(session, "zh", False, request)
+        assert out["train_progress"] != last["train_progress"]
+        assert "步" in out["train_progress"], out["train_progress"]
+        assert out["train_loss_plot"] is not None and "train_choice" in out
+        assert "train_progress" not in redrawn(Session(), "en", False), \
+            "a session the lab knows nothing of: its Train view stays as it is"
+    finally:
+        lab.cancel("toggler")

@@ -9,7 +9,6 @@ import gradio as gr
 import pandas as pd
 
 from ..probes.head_scores import CLEAR_JOB
-from .handlers import handler
 from .i18n import label, t
 from .results import shared_head_scores
 from .shared import models_of
@@ -100,10 +99,9 @@ def create(page):
                                       elem_id="att_scores"))
 
 
-@handler(outputs=("att_layer", "att_head"))
-def head_picked(value):
-    """A named head clicked: the pickers show it (the Attention tab then draws it)."""
-    if not value:
-        return {}
-    _, layer, head = str(value).split(":")
-    return {"att_layer": int(layer), "att_head": head}
+def picked(value) -> tuple[int, str] | None:
+    """The layer and head of a named head's choice ("side:layer:head"), None for none."""
+    parts = str(value or "").split(":")
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    return int(parts[1]), parts[2]

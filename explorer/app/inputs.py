@@ -97,13 +97,6 @@ def as_flag(value, name: Message) -> bool:
     return value
 
 
-def as_text(value, name: Message) -> str:
-    if not isinstance(value, str):
-        raise ExplorerError("input.text", "{name} must be text (got {value}).", name=name,
-                            value=kind_of(value))
-    return value
-
-
 def selected(event, name: Message):
     """The value of a click on a part of the page (a select event's ``value``: a cell of the
     knock-out map, a stage of the diagram). Handlers take a ``gr.EventData``, not a

@@ -74,10 +74,13 @@ def view_settings(session, lang, lecture):
 
 
 @handler(outputs=("session", refresh.all_outputs))
-def redrawn(session, lang, lecture):
+def redrawn(session, lang, lecture, request: gr.Request = None):
     """A toggle changed: the session's settings, and every view again in them (the session's
-    streams follow from their next update)."""
+    streams follow from their next update; the Train tab's view is the job the lab knows by
+    the session's hash)."""
     session = view_settings.__wrapped__(session, lang, lecture)["session"]
+    if request is not None and getattr(request, "session_hash", None):
+        session.session_hash = request.session_hash
     with prefs.using(session.prefs):
         return {"session": session, **refresh.render_all(session)}
 
@@ -124,15 +127,11 @@ def build_app() -> gr.Blocks:
 
         # The language or lecture mode changed: the page's own part first (Gradio's locale,
         # the style sheet's lecture class), then the session's settings, and every view is
-        # drawn again. The Train tab's view is the session's training job's (the lab knows it
-        # by the session's hash, which only a request gives): drawn again as /train_view
-        # draws it.
+        # drawn again.
         for toggle, js in ((lang, "(lang) => gptExplorer.setLang(lang)"),
                            (lecture, "(on) => gptExplorer.setLecture(on)")):
-            drawn = page.then(toggle.change(None, toggle, None, js=js), redrawn,
-                              ["session", "lang", "lecture"], api_visibility="private",
-                              show_progress="hidden")
-            page.then(drawn, train.train_view, ["session"], api_visibility="private",
+            page.then(toggle.change(None, toggle, None, js=js), redrawn,
+                      ["session", "lang", "lecture"], api_visibility="private",
                       show_progress="hidden")
         # The API's way to them (a client has no toggles to click); the button is never shown.
         page.add(gr.Button(visible=False, elem_id="view_settings_btn"))

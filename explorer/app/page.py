@@ -19,7 +19,6 @@ class Page:
     def __init__(self, demo=None):
         self._parts: dict[str, gr.components.Component] = {}
         self.demo = demo
-        self.events: dict[str, object] = {}   # the public events by api_name
 
     def add(self, component, name: str | None = None):
         """Register ``component`` under ``name`` (default: its elem_id); returns it."""
@@ -46,11 +45,8 @@ class Page:
         inputs = _inputs(fn, inputs)
         listeners = [self._listener(t) for t in
                      (triggers if isinstance(triggers, (list, tuple)) else [triggers])]
-        event = gr.on(listeners, by_name(fn, self), [self[n] for n in inputs],
-                      [self[n] for n in declared(fn)], **options)
-        if options.get("api_name"):
-            self.events[options["api_name"]] = event
-        return event
+        return gr.on(listeners, by_name(fn, self), [self[n] for n in inputs],
+                     [self[n] for n in declared(fn)], **options)
 
     def then(self, dependency, fn, inputs=None, success=True, on=None, **options):
         """Run handler ``fn`` after ``dependency``: when it succeeded (default), whatever the

@@ -8,7 +8,8 @@ model does not fit.
 A render is a function of the session alone. What the user may have typed since the models
 changed (the Build tab's form, the interventions box, the generated text) and the files
 exported for them are drawn only when the models changed since the page was last drawn
-(``Session.new_models``).
+(``Session.new_models``). A view drawn from the session's trace is drawn again by every trace
+too (``render_of_trace``).
 """
 from __future__ import annotations
 
@@ -22,22 +23,38 @@ FIRST = ("status", "arch", "params_table", "params_plot", "memory")
 # (module, function) -> (outputs, function): a module loaded again (a test's reload) replaces
 # its own registration, in its place.
 _renders: dict[tuple[str, str], tuple[tuple[str, ...], Callable]] = {}
+_of_trace: set[tuple[str, str]] = set()
 
 
-def renders(*outputs: str):
-    """Decorate a view's ``render(session) -> {name: value}`` (some of ``outputs``)."""
+def renders(*outputs: str, of_trace: bool = False):
+    """Decorate a view's ``render(session) -> {name: value}`` (some of ``outputs``).
+    ``of_trace``: the view shows the session's trace, so a new trace draws it again."""
     def register(fn):
         name = (fn.__module__, fn.__qualname__)
         taken = {n for key, (names, _) in _renders.items() if key != name for n in names}
         if taken & set(outputs):
             raise RuntimeError(f"rendered twice: {sorted(taken & set(outputs))}")
         _renders[name] = (tuple(outputs), fn)
+        (_of_trace.add if of_trace else _of_trace.discard)(name)
         return fn
     return register
 
 
 def all_outputs() -> tuple[str, ...]:
     return tuple(name for names, _ in _renders.values() for name in names)
+
+
+def trace_outputs() -> tuple[str, ...]:
+    return tuple(name for key in _renders if key in _of_trace for name in _renders[key][0])
+
+
+def render_of_trace(session) -> dict:
+    """The views of the session's trace in other tabs, after a new trace."""
+    out = {}
+    for key, (_, fn) in _renders.items():
+        if key in _of_trace:
+            out.update(fn(session))
+    return out
 
 
 def render_all(session) -> dict:

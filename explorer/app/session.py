@@ -85,6 +85,8 @@ class Session:
     views: dict = field(default_factory=dict)   # a View's class -> its state
     prefs: Prefs = Prefs()                 # the page's language and lecture mode
     drawn_for: tuple = ()                  # the models' keys when the page was last drawn
+    session_hash: str | None = None        # Gradio's, once an event told it: the training
+                                           # lab knows this tab's job by it
 
     @property
     def new_models(self) -> bool:
@@ -148,8 +150,3 @@ class Session:
 
     def _keep_views(self, kept: str) -> None:
         self.views = {kind: state for kind, state in self.views.items() if getattr(kind, kept)}
-
-
-def copy_of(session: Session) -> Session:
-    """A shallow copy (tests, and a handler that must not change the caller's session)."""
-    return replace(session, views=dict(session.views))

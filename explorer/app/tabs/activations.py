@@ -63,7 +63,7 @@ def activation_view(x_min, x_max, functions, derivatives, layer, session):
                                layer)}
 
 
-@refresh.renders("act_layer", "act_plot")
+@refresh.renders("act_layer", "act_plot", of_trace=True)
 def render(session) -> dict:
     """The layer picker fitted to the models, and the curves shown, of their inputs."""
     shown = session.view(Curves).shown
@@ -92,8 +92,6 @@ def create(page):
 
 def wire(page):
     inputs = [*CONTROLS, "session"]
-    # after a trace, the curves over its real inputs
-    page.then(page.events["trace"], activation_view, inputs, api_visibility="private")
     page.on([f"{name}.change" for name in CONTROLS], activation_view, inputs,
             api_visibility="private")
     page.on(page.demo.load, activation_view, inputs, api_name="activation_curves")

@@ -93,7 +93,8 @@ def attention_views(session, layer, head):
     return {**views(session, layer, head), "session": session}
 
 
-@handler(outputs=("chips", "trace_info", *inside.VIEWS, *SHOWN, "session"),
+@handler(outputs=("chips", "trace_info", *inside.VIEWS, *SHOWN, "session",
+                  refresh.trace_outputs),
          inputs=("trace_prompt", "session", "att_layer", "att_head", *inside.CHOICES))
 def show_attention(prompt, session, layer, head, inside_layer, pair, heat_point, heat_stat):
     """The Show attention button: the views of the session's trace; without one (a new model,
@@ -103,8 +104,8 @@ def show_attention(prompt, session, layer, head, inside_layer, pair, heat_point,
     check_model(session)
     traced = {}
     if not session.traces or len(session.traces) != len(session.models):
-        traced = inside.run_trace.__wrapped__(prompt, session, inside_layer, pair, heat_point,
-                                              heat_stat)
+        traced = inside.trace_shown.__wrapped__(prompt, session, inside_layer, pair,
+                                                heat_point, heat_stat)
     return {**traced, **attention_views.__wrapped__(session, layer, head)}
 
 
@@ -117,6 +118,18 @@ def choice_changed(session, layer, head):
         choose(session, att_layer=layer, att_head=str(head))
         return {"session": session}
     return {**views(session, layer, head), "session": session}
+
+
+@handler(outputs=("att_layer", "att_head", *SHOWN, "session"))
+def named_head_chosen(session, value):
+    """A named head clicked: the pickers show it, and its views follow (as the user's own
+    choice of that layer and head)."""
+    chosen_head = heads.picked(value)
+    if chosen_head is None:
+        return {}
+    layer, head = chosen_head
+    return {"att_layer": layer, "att_head": head,
+            **choice_changed.__wrapped__(session, layer, head)}
 
 
 @handler(outputs=("export_att_file",))
@@ -136,7 +149,7 @@ def export_attention(session, layer, head):
                                             csv_text(rows))}
 
 
-@refresh.renders(*SHOWN, "export_att_file", "att_layer", "att_head")
+@refresh.renders(*SHOWN, "export_att_file", "att_layer", "att_head", of_trace=True)
 def render(session) -> dict:
     """The pickers fitted to the models (the heads named in the page's language); the
     attention shown of the traces the session kept (model A's, when B was removed), else the
@@ -191,10 +204,8 @@ def wire(page):
     # /attention: the views of the session's trace (an API client traces with /trace: a
     # hidden button, as the Inside tab's /inside_views)
     page.on("attention_api_btn.click", attention_views, inputs, api_name="attention", **inspect)
-    # a named head clicked: the pickers show it, then its views (as the user's own change)
-    picked = page.on("att_named.input", heads.head_picked, ["att_named"],
-                     api_visibility="private")
-    page.then(picked, choice_changed, inputs, api_visibility="private", **inspect)
+    page.on("att_named.input", named_head_chosen, ["session", "att_named"],
+            api_visibility="private", **inspect)
     # .input: the user's change (a new model's render fits the pickers and draws their views
     # at once; a change event of its own would redraw them again, maybe from stale values)
     page.on(["att_layer.input", "att_head.input"], choice_changed, inputs,

@@ -165,6 +165,14 @@ def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
             **views(session, layer, pair, heat_point, heat_stat), "session": session}
 
 
+@handler(outputs=(*run_trace.outputs, refresh.trace_outputs), inputs=run_trace.inputs)
+def trace_shown(prompt, session, layer, pair, heat_point, heat_stat):
+    """The Trace button: /trace, and the other tabs' views of the new trace (the activation
+    curves, the attention shown)."""
+    out = run_trace.__wrapped__(prompt, session, layer, pair, heat_point, heat_stat)
+    return {**out, **refresh.render_of_trace(out["session"])}
+
+
 @handler(outputs=("hist_plot", "heat_plot"))
 def inside_views(session, layer, pair, heat_point, heat_stat):
     """/inside_views: the distribution and heatmap of the last trace."""
@@ -280,13 +288,14 @@ def create(page):
 def wire(page):
     choices = list(CHOICES)
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
-    page.on(["trace_btn.click", "trace_prompt.submit"], run_trace, api_name="trace",
+    page.on(["trace_btn.click", "trace_prompt.submit"], trace_shown, api_visibility="private",
             show_progress_on=[page["trace_info"]], **inspect)
     # (.input: the user's change; render draws the views of the pickers it fits)
     page.on([f"{name}.input" for name in choices], choice_changed, ["session", *choices],
             api_visibility="private", **inspect)
-    # /inside_views: the same views for API clients, who get a message without a trace (a
-    # hidden button: the page's own events above stay quiet then)
+    # For API clients (a hidden button): /trace, and /inside_views, the same views as the
+    # pickers', with a message where there is no trace (the page's events stay quiet then)
+    page.on("inside_api_btn.click", run_trace, api_name="trace", **inspect)
     page.on("inside_api_btn.click", inside_views, ["session", *choices],
             api_name="inside_views", **inspect)
     exported = page.on("export_stats_btn.click", export_stats, ["session", "export_fmt"],

@@ -36,7 +36,7 @@ from ..inputs import as_choice, as_choices, as_int, as_number
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows, variant_name)
 from ..results import shared_figures
-from ..session import Made, Model
+from ..session import Made, Model, Session
 from ..shared import CACHE, session_of
 
 TITLE = ("tab.train", "6 · Train")
@@ -61,10 +61,13 @@ LIVE = ("train_progress", "train_loss_plot", "train_table", "train_grad_plot", "
         "train_choice")
 
 
-def _owner(request) -> str:
+def _owner(request, session=None) -> str:
+    """The session's hash, the lab's name for its job (kept in the session for its render)."""
     if request is None or not getattr(request, "session_hash", None):
         raise ExplorerError("train.no_session", "This request has no session; open the page "
                                                 "(or a gradio_client Client) to train.")
+    if isinstance(session, Session):
+        session.session_hash = request.session_hash
     return request.session_hash
 
 
@@ -218,7 +221,7 @@ def train_start(data, text, upload, variants, preset, steps, batch_size, context
                 request: gr.Request = None):
     """/train_start (streams): start this session's job (replacing a stopped or finished one;
     the same job as another session's when it asks for the same) and stream its view."""
-    owner = _owner(request)
+    owner = _owner(request, session)
     chosen = variants_of(variants, preset, data)
     settings = settings_of(steps, batch_size, context_length, lr, warmup_steps, eval_freq,
                            eval_iter)
@@ -244,14 +247,14 @@ def the_books_settings():
 def train_stop(session=None, request: gr.Request = None):
     """/train_stop: this session stops watching; the job stops after its current step unless
     other sessions watch it (Continue resumes exactly there, or watches again)."""
-    owner = _owner(request)
+    owner = _owner(request, session)
     return live(*job_view(shared.LAB.stop(owner), owner))
 
 
 @handler(outputs=LIVE)
 def train_continue(session=None, request: gr.Request = None):
     """/train_continue (streams)."""
-    owner = _owner(request)
+    owner = _owner(request, session)
     job = shared.LAB.job(owner)
     if job is None:
         raise ExplorerError("train.no_job", "This session has no training job: press Train "
@@ -263,7 +266,7 @@ def train_continue(session=None, request: gr.Request = None):
 @handler(outputs=LIVE)
 def train_view(session=None, request: gr.Request = None):
     """/train_view: this session's job as it is now (nothing of any other session's)."""
-    owner = _owner(request)
+    owner = _owner(request, session)
     job = shared.LAB.job(owner)
     return live(None) if job is None else live(*job_view(job, owner))
 
@@ -272,7 +275,7 @@ def train_view(session=None, request: gr.Request = None):
 def train_replay(speed, session=None, request: gr.Request = None):
     """/train_replay (streams): this session's finished job drawn again from step 0, as it
     was recorded, over the chosen time ("10 s", "30 s" or "60 s")."""
-    owner = _owner(request)
+    owner = _owner(request, session)
     seconds = REPLAY_SPEEDS[as_choice(speed, Message("field.replay_speed", "replay speed"),
                                       REPLAY_SPEEDS)]
     job = shared.LAB.job(owner)
@@ -326,7 +329,7 @@ def train_use(choice, session, request: gr.Request):
     reads only the task's words: the prompts of tabs 2, 5 and 7 become a repeated sequence of
     them (the text their attention and knock-outs are about)."""
     session = session_of(session)
-    owner = _owner(request)
+    owner = _owner(request, session)
     trained, job = _trained(choice, owner)
     caption = trained_caption(trained, job.corpus.name)
     key = CACHE.key(trained.model.cfg, device="cpu", dtype="float32",
@@ -367,11 +370,18 @@ def data_choices():
     return [(t(*name), value) for value, name in DATA_CHOICES.items()]
 
 
-@refresh.renders("train_variants", "train_data")
+@refresh.renders("train_variants", "train_data", *LIVE)
 def render(session) -> dict:
-    """The choices named in the page's language."""
-    return {"train_variants": gr.update(choices=variant_choices()),
-            "train_data": gr.update(choices=data_choices())}
+    """The choices named in the page's language; the session's job as it is now, once an
+    event has told the session its hash (the lab's name for the job)."""
+    out = {"train_variants": gr.update(choices=variant_choices()),
+           "train_data": gr.update(choices=data_choices())}
+    if session.session_hash is None:
+        return out
+    job = shared.LAB.job(session.session_hash)
+    view, sharing = (None, "") if job is None else job_view(job, session.session_hash)
+    names = [] if view is None else [(variant_name(r.label), r.label) for r in view.runs]
+    return {**out, **_drawn(view, sharing), "train_choice": gr.update(choices=names)}
 
 
 def release(session_hash):
