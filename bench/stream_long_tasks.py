@@ -240,8 +240,8 @@ def measure_training(page, seconds):
 
 
 def measure(args):
-    opts = launch_options()
     demo = create_demo()
+    opts = launch_options()     # after the page is made: its labels' translations
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
                             server_port=None, theme=opts["theme"], css=opts["css"], js=opts["js"],
                             i18n=opts["i18n"], max_file_size=opts["max_file_size"],
