@@ -154,11 +154,12 @@ class Paced:
 def measure(preset, n, pace):
     """Build ``preset`` in a fresh page, warm it, generate ``n`` tokens; the table rows."""
     build_ms = 600_000 if preset == "gpt2-small" else 60_000
-    opts = launch_options()
     demo = create_demo()
+    opts = launch_options()     # after the page is made: its labels' translations
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1",
                             server_port=None, theme=opts["theme"], css=opts["css"], js=opts["js"],
-                            max_file_size=opts["max_file_size"], ssr_mode=False)
+                            i18n=opts["i18n"], max_file_size=opts["max_file_size"],
+                            ssr_mode=False)
     try:
         with sync_playwright() as p, Paced(pace):
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
