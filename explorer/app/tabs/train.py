@@ -162,10 +162,18 @@ def _drawn(view, sharing) -> dict:
             "train_grad_plot": grad_norm_figure(view), "train_samples": samples_markdown(view)}
 
 
-def _choice(view):
+def _choice(view, keep=False):
+    """The trained variants to choose from (the first chosen, unless ``keep``: as it is)."""
     labels = [r.label for r in view.runs] if view is not None else []
-    return gr.update(choices=[(variant_name(n), n) for n in labels],
-                     value=labels[0] if labels else None)
+    choices = [(variant_name(n), n) for n in labels]
+    return gr.update(choices=choices) if keep else gr.update(
+        choices=choices, value=labels[0] if labels else None)
+
+
+def _seen(view, sharing) -> tuple:
+    """What a drawing of ``view`` shows: its status, sharing line and view settings first."""
+    return (view.status, sharing, prefs.current(), view.step,
+            tuple(len(r.eval_steps) for r in view.runs), tuple(r.sample_step for r in view.runs))
 
 
 def job_view(job, owner) -> tuple:
@@ -197,9 +205,8 @@ def _watch(job, owner, clock=time.monotonic, note=""):
         # (in the session's view settings of this step: handlers.handler)
         view, sharing = job_view(job, owner)
         sharing += note
-        said = (view.status, sharing, prefs.current())
-        seen = (*said, view.step, tuple(len(r.eval_steps) for r in view.runs),
-                tuple(r.sample_step for r in view.runs))
+        seen = _seen(view, sharing)
+        said = seen[:3]
         update = None
         if seen != last:
             if (not running or whole is None or said != whole[:3]
@@ -379,9 +386,11 @@ def render(session) -> dict:
     if session.session_hash is None:
         return out
     job = shared.LAB.job(session.session_hash)
-    view, sharing = (None, "") if job is None else job_view(job, session.session_hash)
-    names = [] if view is None else [(variant_name(r.label), r.label) for r in view.runs]
-    return {**out, **_drawn(view, sharing), "train_choice": gr.update(choices=names)}
+    if job is None:
+        return {**out, **live(None)}
+    view, sharing = job_view(job, session.session_hash)
+    return {**out, **live_of(job, _seen(view, sharing), view, sharing),
+            "train_choice": _choice(view, keep=True)}
 
 
 def release(session_hash):
