@@ -2,15 +2,16 @@
 figures, table and samples at most every FIGURE_SECONDS, and the whole view whenever the job
 ends, the sharing line changes or the page's language changes. A job that steps on its own
 clock stands in for the lab, so the test counts what each update carries, not seconds."""
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from explorer.app import prefs, shared
-from explorer.app.tabs import train as train_tab
+from explorer.app.tabs import train_live
 from explorer.runtime.training_views import JobView, RunView
 
-FULL = set(train_tab.LIVE)
+FULL = set(train_live.LIVE)
 
 
 def run_view(step, evals):
@@ -54,9 +55,9 @@ def stream(monkeypatch):
         now[0] += seconds
         job.step = min(job.step + 1, job.steps)
 
-    monkeypatch.setattr(train_tab.time, "sleep", poll)
+    monkeypatch.setattr(train_live.time, "sleep", poll)
     job = SteppingJob(steps=30)
-    updates = train_tab._watch(job, "owner", clock=lambda: now[0])
+    updates = train_live.watch(job, "owner", clock=lambda: now[0])
     return updates, job, now
 
 
@@ -68,8 +69,8 @@ def test_between_figures_only_the_progress_line_is_sent(stream):
     assert len(sent) == job.steps + 1                        # every step's progress line
     assert light and all(names == {"train_progress"} for names in light)
     gaps = [b - a for a, b in zip(whole, whole[1:-1])]       # (the last one: the job ended)
-    assert gaps and min(gaps) >= train_tab.FIGURE_SECONDS
-    assert len(whole) <= job.steps / train_tab.FIGURE_SECONDS + 2
+    assert gaps and min(gaps) >= train_live.FIGURE_SECONDS
+    assert len(whole) <= job.steps / train_live.FIGURE_SECONDS + 2
     assert sent[0][1] == FULL and sent[-1][1] == FULL        # the first view, and the end
 
 
@@ -89,3 +90,19 @@ def test_a_language_change_redraws_the_whole_view_at_the_next_poll(stream, monke
         changed = next(updates)
     assert set(changed) == FULL
     assert "步" in changed["train_progress"]
+
+
+def test_another_run_of_the_same_job_shows_its_own_time(monkeypatch):
+    """The figures are shared by the job's key; a second run of that job (the first one
+    forgotten) took another time, and its progress line says so."""
+    monkeypatch.setattr(shared, "LAB", SimpleNamespace(
+        watching=lambda owner, job: True, members=lambda job: 1, watchers=lambda job: 1))
+    lines = []
+    for seconds_a_step in (1.0, 3.0):
+        job = SteppingJob(steps=4)
+        job.key, job.step = ("stub", "the same"), 4          # finished, one key for both
+        finished = job.view()
+        job.view = lambda finished=finished, s=seconds_a_step: \
+            replace(finished, seconds=4 * s)
+        lines.append(list(train_live.watch(job, "owner"))[-1]["train_progress"])
+    assert "4 s." in lines[0] and "12 s." in lines[1], lines

@@ -6,7 +6,6 @@ The training itself runs in the server's one ``TrainingLab`` (a worker thread pe
 per session, at most N at once); the page only streams ``job.view()`` while the job runs."""
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 import time
@@ -28,16 +27,16 @@ from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAU
                                        TrainingSettings, corpus_from_file, corpus_from_text,
                                        book_settings, default_corpus, default_settings,
                                        make_variants)
-from .. import comparison, prefs, refresh, shared
+from .. import comparison, refresh, shared
 from ..handlers import handler
 from ..i18n import label, t
 from ..textbox import Textbox
 from ..inputs import as_choice, as_choices, as_int, as_number
-from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
-                              samples_markdown, table_rows, variant_name)
-from ..results import shared_figures
+from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown, table_rows,
+                              variant_name)
 from ..session import Made, Model, Session
 from ..shared import CACHE, session_of
+from .train_live import LIVE, choice_of, drawing_of, job_view, live, live_of, watch
 
 TITLE = ("tab.train", "6 · Train")
 ID = "train"
@@ -47,18 +46,11 @@ DATA_CHOICES = {"the default story": ("train.data_default", "the default story")
                 "an uploaded .txt": ("train.data_upload", "an uploaded .txt"),
                 COPYING: ("train.data_copying", "copying task (induction heads)")}
 PRESET_CHOICES = [name for name in PRESETS if name.startswith("teach-")]
-POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
-# ... and the figures, the table and the samples at most this often: redrawing the two figures
-# is most of what a live update costs the page (bench/stream_long_tasks.py --train), and once a
-# second left a slow page no time to answer a click.
-FIGURE_SECONDS = 5.0
 # Replay: the whole replay's length (seconds, by the speed chosen), one frame every
 # REPLAY_FRAME_SECONDS (each frame redraws the figures).
 REPLAY_SPEEDS = {"10 s": 10, "30 s": 30, "60 s": 60}
 REPLAY_FRAME_SECONDS = 2.0
 _BOOK = TrainingSettings()
-LIVE = ("train_progress", "train_loss_plot", "train_table", "train_grad_plot", "train_samples",
-        "train_choice")
 
 
 def _owner(request, session=None) -> str:
@@ -142,86 +134,6 @@ def data_chosen(data, variants):
 
 
 
-def live(view, sharing: str = "") -> dict:
-    """The live view: progress (and ``sharing``, what the session shares of the job), loss
-    curves, table, gradient norms, samples, the variant choice for Use / Export."""
-    return {**_drawn(view, sharing), "train_choice": _choice(view)}
-
-
-def live_of(job, seen, view, sharing) -> dict:
-    """``live(view, sharing)``, its figures drawn once for every session watching ``job`` at
-    the same point (``seen``), in the same language and mode. The cache keys them by the job's
-    key (a value): a key holding the job itself would keep its models alive."""
-    return {**shared_figures(("train", job.key, seen), lambda: _drawn(view, sharing)),
-            "train_choice": _choice(view)}
-
-
-def _drawn(view, sharing) -> dict:
-    return {"train_progress": progress_markdown(view) + sharing,
-            "train_loss_plot": loss_figure(view), "train_table": table_rows(view),
-            "train_grad_plot": grad_norm_figure(view), "train_samples": samples_markdown(view)}
-
-
-def _choice(view, keep=False):
-    """The trained variants to choose from (the first chosen, unless ``keep``: as it is)."""
-    labels = [r.label for r in view.runs] if view is not None else []
-    choices = [(variant_name(n), n) for n in labels]
-    return gr.update(choices=choices) if keep else gr.update(
-        choices=choices, value=labels[0] if labels else None)
-
-
-def _seen(view, sharing) -> tuple:
-    """What a drawing of ``view`` shows: its status, sharing line and view settings first."""
-    return (view.status, sharing, prefs.current(), view.step,
-            tuple(len(r.eval_steps) for r in view.runs), tuple(r.sample_step for r in view.runs))
-
-
-def job_view(job, owner) -> tuple:
-    """``job``'s view as this session sees it, and the line saying what it shares: a job
-    that trains on for other sessions after this one's Stop is "stopped" for this one."""
-    view, members = job.view(), shared.LAB.members(job)
-    if job.running and not shared.LAB.watching(owner, job):
-        others = shared.LAB.watchers(job)      # this session is not one of them
-        return replace(view, status="stopped", message=""), " " + t(
-            "train.watching_stopped", "You stopped watching at step {step:,}; the same job "
-            "trains on for {n} other session(s). **Continue** shows it again.",
-            step=view.step, n=others)
-    if members > 1:
-        return view, " " + t("train.shared", "*Shared:* {n} sessions asked for this same job; "
-                                             "it trains once for all of them.", n=members)
-    return view, ""
-
-
-def _watch(job, owner, clock=time.monotonic, note=""):
-    """Yield the live view while ``job`` trains and this session watches it, when anything
-    changed, at most every POLL_SECONDS: the progress line alone, and the whole view when the
-    status, the sharing line, the language or the mode changed, and otherwise at most every
-    FIGURE_SECONDS. The last yield is the whole view after the worker ended (stopped,
-    finished...) or the session stopped watching (others may watch on)."""
-    last = whole = None
-    drawn_at = -math.inf
-    while True:
-        running = job.running and shared.LAB.watching(owner, job)
-        # (in the session's view settings of this step: handlers.handler)
-        view, sharing = job_view(job, owner)
-        sharing += note
-        seen = _seen(view, sharing)
-        said = seen[:3]
-        update = None
-        if seen != last:
-            if (not running or whole is None or said != whole[:3]
-                    or clock() - drawn_at >= FIGURE_SECONDS):
-                update, whole, drawn_at = live_of(job, seen, view, sharing), seen, clock()
-            else:
-                update = {"train_progress": progress_markdown(view) + sharing}
-        if update is not None:
-            last = seen
-            yield update
-        if not running:
-            return
-        time.sleep(POLL_SECONDS)
-
-
 @handler(outputs=LIVE)
 def train_start(data, text, upload, variants, preset, steps, batch_size, context_length, lr,
                 warmup_steps, eval_freq=None, eval_iter=None, session=None,
@@ -237,7 +149,7 @@ def train_start(data, text, upload, variants, preset, steps, batch_size, context
     note = (" " + t("train.from_cache", "This job had finished already (the shared cache): "
                                         "its curves are shown whole. **Replay** draws them "
                                         "again, step by step.") if job.done else "")
-    yield from _watch(job, owner, note=note)
+    yield from watch(job, owner, note=note)
 
 
 @handler(outputs=("train_batch", "train_lr", "train_warmup", "train_eval_freq",
@@ -267,7 +179,7 @@ def train_continue(session=None, request: gr.Request = None):
         raise ExplorerError("train.no_job", "This session has no training job: press Train "
                                             "first.")
     job = shared.LAB.resume(owner)
-    yield from _watch(job, owner)
+    yield from watch(job, owner)
 
 
 @handler(outputs=LIVE)
@@ -296,9 +208,8 @@ def train_replay(speed, session=None, request: gr.Request = None):
     for i, step in enumerate(frames):
         last = step == whole.step
         view = view_at(whole, step)
-        frame = live_of(job, ("replay", step, prefs.current()),
-                        view if last else replace(view, status="replaying"), "")
-        yield frame
+        view = view if last else replace(view, status="replaying")
+        yield live_of(job, ("replay", *drawing_of(view, "")), view, "")
         if not last:
             time.sleep(REPLAY_FRAME_SECONDS)
 
@@ -389,8 +300,8 @@ def render(session) -> dict:
     if job is None:
         return {**out, **live(None)}
     view, sharing = job_view(job, session.session_hash)
-    return {**out, **live_of(job, _seen(view, sharing), view, sharing),
-            "train_choice": _choice(view, keep=True)}
+    return {**out, **live_of(job, drawing_of(view, sharing), view, sharing),
+            "train_choice": choice_of(view, keep=True)}
 
 
 def release(session_hash):

@@ -1,0 +1,107 @@
+"""What a session sees of a training job (the Train tab's live view): the progress line,
+the loss curves, the table, the gradient norms, the samples and the variant choice; and the
+stream that sends it while the job trains (the lab's job, watched by this session)."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import gradio as gr
+
+from .. import prefs, shared
+from ..i18n import t
+from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
+                              samples_markdown, table_rows, variant_name)
+from ..results import shared_figures
+
+POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
+# ... and the figures, the table and the samples at most this often: redrawing the two figures
+# is most of what a live update costs the page (bench/stream_long_tasks.py --train), and once a
+# second left a slow page no time to answer a click.
+FIGURE_SECONDS = 5.0
+LIVE = ("train_progress", "train_loss_plot", "train_table", "train_grad_plot", "train_samples",
+        "train_choice")
+
+
+def live(view, sharing: str = "") -> dict:
+    """The live view: progress (and ``sharing``, what the session shares of the job), loss
+    curves, table, gradient norms, samples, the variant choice for Use / Export."""
+    return {**_drawn(view, sharing), "train_choice": choice_of(view)}
+
+
+def live_of(job, seen, view, sharing) -> dict:
+    """``live(view, sharing)``, its figures drawn once for every session watching ``job`` at
+    the same point (``seen``), in the same language and mode. The cache keys them by the job's
+    key (a value): a key holding the job itself would keep its models alive."""
+    return {**shared_figures(("train", job.key, seen), lambda: _drawn(view, sharing)),
+            "train_choice": choice_of(view)}
+
+
+def _drawn(view, sharing) -> dict:
+    return {"train_progress": progress_markdown(view) + sharing,
+            "train_loss_plot": loss_figure(view), "train_table": table_rows(view),
+            "train_grad_plot": grad_norm_figure(view), "train_samples": samples_markdown(view)}
+
+
+def choice_of(view, keep=False):
+    """The trained variants to choose from (the first chosen, unless ``keep``: as it is)."""
+    labels = [r.label for r in view.runs] if view is not None else []
+    choices = [(variant_name(n), n) for n in labels]
+    return gr.update(choices=choices) if keep else gr.update(
+        choices=choices, value=labels[0] if labels else None)
+
+
+def drawing_of(view, sharing) -> tuple:
+    """What a drawing of ``view`` shows (the key of its figures in the shared cache): its
+    status, sharing line and view settings first. The seconds too, as the progress line says
+    them: another run of the same job (the same key) took another time."""
+    return (view.status, sharing, prefs.current(), view.step,
+            tuple(len(r.eval_steps) for r in view.runs), tuple(r.sample_step for r in view.runs),
+            round(view.seconds))
+
+
+def job_view(job, owner) -> tuple:
+    """``job``'s view as this session sees it, and the line saying what it shares: a job
+    that trains on for other sessions after this one's Stop is "stopped" for this one."""
+    view, members = job.view(), shared.LAB.members(job)
+    if job.running and not shared.LAB.watching(owner, job):
+        others = shared.LAB.watchers(job)      # this session is not one of them
+        return replace(view, status="stopped", message=""), " " + t(
+            "train.watching_stopped", "You stopped watching at step {step:,}; the same job "
+            "trains on for {n} other session(s). **Continue** shows it again.",
+            step=view.step, n=others)
+    if members > 1:
+        return view, " " + t("train.shared", "*Shared:* {n} sessions asked for this same job; "
+                                             "it trains once for all of them.", n=members)
+    return view, ""
+
+
+def watch(job, owner, clock=time.monotonic, note=""):
+    """Yield the live view while ``job`` trains and this session watches it, when anything
+    changed, at most every POLL_SECONDS: the progress line alone, and the whole view when the
+    status, the sharing line, the language or the mode changed, and otherwise at most every
+    FIGURE_SECONDS. The last yield is the whole view after the worker ended (stopped,
+    finished...) or the session stopped watching (others may watch on)."""
+    last = whole = None
+    drawn_at = -math.inf
+    while True:
+        running = job.running and shared.LAB.watching(owner, job)
+        # (in the session's view settings of this step: handlers.handler)
+        view, sharing = job_view(job, owner)
+        sharing += note
+        seen = drawing_of(view, sharing)
+        said = seen[:3]
+        update = None
+        if seen != last:
+            if (not running or whole is None or said != whole[:3]
+                    or clock() - drawn_at >= FIGURE_SECONDS):
+                update, whole, drawn_at = live_of(job, seen, view, sharing), seen, clock()
+            else:
+                update = {"train_progress": progress_markdown(view) + sharing}
+        if update is not None:
+            last = seen
+            yield update
+        if not running:
+            return
+        time.sleep(POLL_SECONDS)
