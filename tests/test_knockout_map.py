@@ -128,10 +128,12 @@ def test_exact_everywhere_is_the_exact_map():
                                       session))[-1]["knock_numbers"]
     exact = importance(shared.models_of(session)[0],
                        get_tokenizer().encode("Every effort moves you forward"))
+    # A loss change is the difference of two float32 losses near 11, 2**-20 (~1e-6) apart at
+    # the finest; the map's cells run in other batches than importance()'s: 4 such steps.
     np.testing.assert_allclose(np.array(numbers["head_loss"], float), exact.head_loss,
-                               rtol=0, atol=1e-6)
+                               rtol=0, atol=4e-6)
     np.testing.assert_allclose(np.array(numbers["part_loss"], float), exact.part_loss,
-                               rtol=0, atol=1e-6)
+                               rtol=0, atol=4e-6)
     np.testing.assert_allclose(np.array(numbers["head_prob"], float), exact.head_prob,
                                rtol=0, atol=1e-7)
     # without it: the top 10 and the exact-only shortcuts, the rest estimates
