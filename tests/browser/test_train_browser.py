@@ -28,9 +28,9 @@ def points_per_curve(page):
 def figures_often(monkeypatch):
     """The figures with every update (a live page gets them every FIGURE_SECONDS; this job
     ends within a few seconds): the test watches them grow."""
-    from explorer.app.tabs import train as train_tab
+    from explorer.app.tabs import train_live
 
-    monkeypatch.setattr(train_tab, "FIGURE_SECONDS", 0.0)
+    monkeypatch.setattr(train_live, "FIGURE_SECONDS", 0.0)
 
 
 def test_two_variants_train_and_their_curves_grow(page, shots, figures_often):
