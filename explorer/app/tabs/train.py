@@ -132,8 +132,6 @@ def data_chosen(data, variants):
             "train_eval_freq": settings.eval_freq, "train_eval_iter": settings.eval_iter}
 
 
-
-
 @handler(outputs=LIVE)
 def train_start(data, text, upload, variants, preset, steps, batch_size, context_length, lr,
                 warmup_steps, eval_freq=None, eval_iter=None, session=None,
