@@ -187,3 +187,15 @@ def test_a_toggle_draws_the_train_tabs_job_again_in_the_new_language(session, mo
             "a session the lab knows nothing of: its Train view stays as it is"
     finally:
         lab.cancel("toggler")
+
+
+def test_a_choice_made_while_the_last_one_is_drawn_is_never_dropped():
+    """Gradio's default for an event is to drop a trigger while it is pending: moving the
+    layer slider and then the head would leave the view on the old head."""
+    config = build_app().config
+    elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    chosen = [d for d in config["dependencies"]
+              if d["targets"] and all(event == "input" for _, event in d["targets"])]
+    assert {elem[t[0]] for d in chosen for t in d["targets"]} >= {"att_layer", "att_head",
+                                                                 "inside_layer", "preset"}
+    assert {d["trigger_mode"] for d in chosen} == {"always_last"}

@@ -43,8 +43,13 @@ class Page:
         ``inputs`` (default: those the handler declares) as its inputs, and its declared
         outputs."""
         inputs = _inputs(fn, inputs)
-        listeners = [self._listener(t) for t in
-                     (triggers if isinstance(triggers, (list, tuple)) else [triggers])]
+        triggers = triggers if isinstance(triggers, (list, tuple)) else [triggers]
+        if all(isinstance(t, str) and t.endswith(".input") for t in triggers):
+            # A choice the user makes always gets its view: a second choice made while the
+            # first one's view is drawn is run after it (Gradio's default drops it, and the
+            # view would stay on the first choice while the picker shows the second).
+            options.setdefault("trigger_mode", "always_last")
+        listeners = [self._listener(t) for t in triggers]
         return gr.on(listeners, by_name(fn, self), [self[n] for n in inputs],
                      [self[n] for n in declared(fn)], **options)
 

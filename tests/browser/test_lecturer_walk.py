@@ -164,11 +164,14 @@ def test_a_lecturers_walk_through_the_tabs(walk, shots):
     page.locator("#stop_btn").click()
     # Stopped: the step table shows every step the speed line counts
     rows = page.locator("#history tbody tr")
-    page.wait_for_function("""() => {
-        const n = /(\\d+) tokens/.exec(document.querySelector('#speed').innerText);
-        return n && document.querySelectorAll('#history tbody tr').length === +n[1]
+    # (stopped, or ended before the click landed; a stream's own first steps match too)
+    page.wait_for_function("""([total]) => {
+        const speed = document.querySelector('#speed').innerText;
+        const n = /(\\d+) tokens/.exec(speed);
+        return n && (speed.includes('stopped') || +n[1] >= total)
+            && document.querySelectorAll('#history tbody tr').length === +n[1]
             && !document.querySelector('#history').innerText.includes('earlier steps');
-    }""", timeout=SLOW)
+    }""", arg=[MAX_NEW_TOKENS], timeout=SLOW)
     before = rows.count()
     # After Stop, "Next token" goes on from what the page shows: exactly one more step.
     page.locator("#step_btn").click()
