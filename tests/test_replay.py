@@ -1,10 +1,12 @@
 """Replay of a finished training job (issue 34, part 3): the view cut back to an earlier step
 keeps exactly what had been recorded by then, and /train_replay draws the recorded history
 frame by frame, ending on the whole run."""
+import json
 from types import SimpleNamespace
 
 import pytest
 from local_client import local_client
+from test_plots import decode
 
 from explorer.app import shared
 from explorer.app.tabs import train as train_tab
@@ -72,8 +74,8 @@ START = dict(data="the default story", text="", upload=None,
              api_name="/train_start")
 
 
-def loss_points(figure):
-    return [len(trace.x) for trace in figure.data]
+def loss_points(figure_json):
+    return [decode(trace["x"]).size for trace in json.loads(figure_json)["data"]]
 
 
 def test_replay_draws_the_recorded_history_then_the_whole_run(app_url, lab):

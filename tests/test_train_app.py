@@ -53,7 +53,8 @@ def until(condition, seconds=120):
 
 
 def plot(value):
-    return json.loads(value["plot"])
+    """A Train figure as the API sends it: the figure's JSON (explorer/app/live_figure.py)."""
+    return json.loads(value)
 
 
 def loss_traces(figure_value):

@@ -182,7 +182,7 @@ def inside(inner, outer, slack=1.5):
 
 
 def svg_box(page, elem_id):
-    found = boxes(page, f"#{elem_id}", "[data-testid=plotly] .main-svg")
+    found = boxes(page, f"#{elem_id}", ".js-plotly-plot .main-svg")
     return found[0] if found else None
 
 

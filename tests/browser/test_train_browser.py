@@ -51,6 +51,11 @@ def test_two_variants_train_and_their_curves_grow(page, shots, figures_often):
         """() => { const t = document.querySelectorAll('#train_loss_plot g.scatterlayer g.trace');
                    return t.length == 4 && [...t].every(x => x.querySelectorAll('path.point').length >= 1); }""")
     early = points_per_curve(page)
+    # Each update changes the drawn plot (explorer/app/live_figure.py): no new plot per update,
+    # which a throttled page paid 1-2 s for (gr.Plot draws every value in a new one).
+    plots = page.locator("#train_loss_plot .js-plotly-plot, #train_grad_plot .js-plotly-plot")
+    expect(plots).to_have_count(2)
+    plots.evaluate_all("plots => plots.forEach(p => { p.dataset.drawnSince = 'early'; })")
     expect(page.locator("#train_progress")).to_contain_text("Finished", timeout=120_000)
     expect(page.locator("#train_progress")).to_contain_text(f"step {STEPS} of {STEPS}")
     evaluations = STEPS // DEFAULT_EVAL_FREQ
@@ -59,6 +64,7 @@ def test_two_variants_train_and_their_curves_grow(page, shots, figures_often):
                  .every(x => x.querySelectorAll('path.point').length >= {evaluations})""")
     late = points_per_curve(page)
     assert all(b > a for a, b in zip(early, late)), (early, late)
+    assert plots.evaluate_all("plots => plots.map(p => p.dataset.drawnSince)") == ["early"] * 2
     for label in ("pre-LN (book)", "no shortcut"):
         expect(page.locator("#train_table")).to_contain_text(label)
     expect(page.locator("#train_grad_plot g.hm image")).to_have_count(2)
@@ -126,6 +132,7 @@ def test_in_lecture_mode_three_variants_train_to_the_end_without_a_page_error(pa
     expect(page.locator("#train_table")).to_contain_text("post-LN", timeout=120_000)
     expect(page.locator("#train_progress")).to_contain_text(f"step {STEPS} of {STEPS}",
                                                             timeout=120_000)
+    expect(page.locator("#train_progress")).to_contain_text("Finished")    # the final view
     expect(page.locator("#train_loss_plot .legendtext")).to_have_count(3)   # one per variant
     shot(page, shots, "9_train_lecture_finished_1280x720")
     page.locator("#lecture input").uncheck()

@@ -181,6 +181,9 @@ def grad_norm_figure(view) -> go.Figure:
                       tickfont=dict(size=TICK_SIZE))))
     fig.update_annotations(font=dict(size=FONT_SIZE))
     fig.update_yaxes(type="category", autorange="reversed")   # whole blocks, block 0 on top
+    # few level step numbers: a narrow panel in lecture mode turned five of them on end, into
+    # the title of the panel below
+    fig.update_xaxes(tickangle=0, nticks=3)
     fig.update_yaxes(showticklabels=False, col=2)     # the first column names the blocks
     for i in range(len(runs)):
         if i + cols >= len(runs):      # no panel below it: its axis title collides with none

@@ -32,6 +32,7 @@ from ..handlers import handler
 from ..i18n import label, t
 from ..textbox import Textbox
 from ..inputs import as_choice, as_choices, as_int, as_number
+from ..live_figure import live_figure
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown, table_rows,
                               variant_name)
 from ..session import Made, Model, Session
@@ -356,11 +357,11 @@ def create(page):
                           label=label("train.replay_speed", "replay in"), container=False,
                           elem_id="train_replay_speed"))
     with gr.Row(elem_id="train_plots"):
-        page.add(gr.Plot(loss_figure(None), show_label=False, label=label("train.loss", "Loss"),
-                         elem_id="train_loss_plot"))
-        page.add(gr.Plot(grad_norm_figure(None), show_label=False,
-                         label=label("train.grad", "Gradient norm per block"),
-                         elem_id="train_grad_plot"))
+        page.add(live_figure(loss_figure(None), show_label=False,
+                             label=label("train.loss", "Loss"), elem_id="train_loss_plot"))
+        page.add(live_figure(grad_norm_figure(None), show_label=False,
+                             label=label("train.grad", "Gradient norm per block"),
+                             elem_id="train_grad_plot"))
     page.add(gr.Dataframe(table_rows(None), interactive=False,
                           label=label("train.table", "Variants"), elem_id="train_table"))
     page.add(gr.Markdown(elem_id="train_samples"))

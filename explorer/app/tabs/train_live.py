@@ -11,6 +11,7 @@ import gradio as gr
 
 from .. import prefs, shared
 from ..i18n import t
+from ..live_figure import value_of
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows, variant_name)
 from ..results import shared_figures
@@ -18,8 +19,9 @@ from ..results import shared_figures
 POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
 # ... and the figures, the table and the samples at most this often: redrawing the two figures
 # is most of what a live update costs the page (bench/stream_long_tasks.py --train), and once a
-# second left a slow page no time to answer a click.
-FIGURE_SECONDS = 5.0
+# second left a slow page little time to answer a click (bench/README.md: every 2 s now that
+# the figures are redrawn in place).
+FIGURE_SECONDS = 2.0
 LIVE = ("train_progress", "train_loss_plot", "train_table", "train_grad_plot", "train_samples",
         "train_choice")
 
@@ -40,8 +42,9 @@ def live_of(job, seen, view, sharing) -> dict:
 
 def _drawn(view, sharing) -> dict:
     return {"train_progress": progress_markdown(view) + sharing,
-            "train_loss_plot": loss_figure(view), "train_table": table_rows(view),
-            "train_grad_plot": grad_norm_figure(view), "train_samples": samples_markdown(view)}
+            "train_loss_plot": value_of(loss_figure(view)), "train_table": table_rows(view),
+            "train_grad_plot": value_of(grad_norm_figure(view)),
+            "train_samples": samples_markdown(view)}
 
 
 def choice_of(view, keep=False):
