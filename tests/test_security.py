@@ -17,6 +17,7 @@ from packaging.version import Version
 from explorer.runtime import cache, memory
 from explorer.app import server
 from explorer.runtime.memory import BUDGET_ENV, BUDGET_SHARE_OF_RAM, default_budget_bytes
+from explorer.app.live_figure import PLOTLY_JS
 from explorer.app.server import create_demo, launch_options
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,9 +103,12 @@ def test_the_only_upload_inputs_are_the_checkpoint_and_the_training_text():
     assert by_id["train_upload"]["props"]["file_types"] == [".txt"]
     assert set(by_id["weights_upload"]["props"]["file_types"]) == {".safetensors", ".pth", ".pt",
                                                                    ".json"}
-    # nothing is published as a static path but Gradio's own icons
+    # nothing is published as a static path but Gradio's own icons and the one plotly.js file
+    # that the Train tab's figures use (explorer/app/live_figure.py)
     gradio_package = Path(gr.__file__).resolve().parent
-    assert all(p.is_relative_to(gradio_package) for p in gr.data_classes._StaticFiles.all_paths)
+    published = gr.data_classes._StaticFiles.all_paths
+    assert [p for p in published if not p.is_relative_to(gradio_package)] == [
+        Path(PLOTLY_JS).resolve()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,6 +170,11 @@ def _targets():
         "/assets/..%2f..%2f..%2f..%2f..%2f..%2fetc%2fpasswd",
         f"/gradio_api/proxy=file://{passwd}",
         f"/gradio_api/proxy=http://127.0.0.1:1/{passwd}",
+        # beside the one published file, and from it
+        f"/gradio_api/file={Path(PLOTLY_JS).parent / 'widgetbundle.js'}",
+        f"/gradio_api/file={Path(PLOTLY_JS).parent.parent / '__init__.py'}",
+        f"/gradio_api/file={PLOTLY_JS}/../../__init__.py",
+        f"/gradio_api/file={PLOTLY_JS}/..%2f..%2f__init__.py",
     ]
 
 
@@ -174,6 +183,11 @@ def test_no_file_outside_the_app_is_served(app_address, path):
     status, body = fetch(app_address, path)
     assert not any(marker in body for marker in SECRET_MARKERS), f"{path} leaked a file"
     assert status in (400, 403, 404, 405, 422), f"{path} answered {status}"
+
+
+def test_the_published_plotly_js_is_served(app_address):
+    status, body = fetch(app_address, f"/gradio_api/file={PLOTLY_JS}")
+    assert status == 200 and body == Path(PLOTLY_JS).read_bytes()
 
 
 def test_an_upload_over_the_limit_is_refused(app_address):
