@@ -204,3 +204,49 @@ def test_figures_drawn_once_for_two_sessions_are_the_figures_drawn_fresh():
     for name in attention.VIEWS:
         assert shown[1][name] is not fresh[name]
         assert shown[1][name].to_json() == fresh[name].to_json(), name
+
+
+@pytest.mark.parametrize("kept", ["trace", "figures"])
+def test_a_kept_result_is_counted_at_no_less_than_the_memory_keeping_it_holds(kept):
+    """Issue 32, item 4: the cache counted a trace by its arrays alone, and a figure at 16 bytes
+    a value, so a cache "of 16 MB" held several times that. What keeping an entry holds (every
+    Python allocation, arrays' data included, as tracemalloc sees it; a tensor's data, which it
+    does not see, only adds to the count) must be counted: all of it but numpy's few bytes of
+    shape and strides per array."""
+    import gc
+    import tracemalloc
+
+    from explorer.app import results, shared
+    from explorer.app.pickers import HIST_PAIRS
+    from explorer.app.plots.statistics import layer_stats_figure
+    from explorer.app.tabs import inside
+    session = two_sessions()[0]
+    inside.run_trace("Every effort moves you", session, 0, next(iter(HIST_PAIRS)), "ln1_out",
+                     "std")          # what is made once: the model, the tokens' texts, the plots
+    key, model = session.keys[0], shared.CACHE.get(session.keys[0])[0]
+    warm = trace(model, PROMPT_IDS)
+    layer_stats_figure([warm])
+    shared.RESULTS.clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        if kept == "trace":
+            result = results.shared_trace(key, model, PROMPT_IDS)
+        else:
+            result = results.shared_figures(("test", "stats"), lambda: {
+                "plot": layer_stats_figure([warm])})
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert result is not None and len(shared.RESULTS) == 1
+    assert shared.RESULTS.used_bytes() >= 0.9 * held > 0, (shared.RESULTS.used_bytes(), held)
+
+
+def test_an_array_view_is_counted_with_the_whole_array_it_keeps_alive():
+    from explorer.runtime.sizes import deep_nbytes
+    whole = np.zeros((256, 1024), dtype=np.float32)       # 1 MiB
+    row = whole[3]                                         # 4 KiB of it, holding all of it
+    assert deep_nbytes({"row": row}) >= whole.nbytes
+    assert deep_nbytes([row, whole[4], whole]) < 1.1 * whole.nbytes   # the base once

@@ -31,8 +31,8 @@ def deep_nbytes(obj) -> int:
             continue
         seen.add(id(item))
         total += sys.getsizeof(item)
-        if isinstance(item, np.ndarray) and not item.flags.owndata:
-            total += item.nbytes      # a view: its base is not among the referents
+        if isinstance(item, np.ndarray) and item.base is not None:
+            todo.append(item.base)    # a view keeps its whole base alive (not a gc referent)
         elif isinstance(item, torch.Tensor):      # getsizeof counts only the Python object
             storage = item.untyped_storage()
             if storage.data_ptr() not in storages:
