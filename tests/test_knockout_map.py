@@ -145,10 +145,11 @@ def test_exact_everywhere_is_the_exact_map():
 def test_the_text_radio_fills_the_box_the_map_measures():
     from explorer.app import shared
     from explorer.app.tabs import knockout, knockout_map
+    from explorer.app import prompts
     session = _session()
-    assert knockout_map.text_chosen("the prompt", "Hello there", session) == {
-        "knock_prompt": "Hello there"}
-    story = knockout_map.text_chosen("the training story", "Hello there", session)["knock_prompt"]
+    prompts.use(session, "Hello there")        # (the session's prompt: one for every tab)
+    assert knockout_map.text_chosen("the prompt", session) == {"knock_prompt": "Hello there"}
+    story = knockout_map.text_chosen("the training story", session)["knock_prompt"]
     model = shared.models_of(session)[0]
     assert len(get_tokenizer().encode(story)) == min(knockout_map.STORY_TOKENS,
                                                      model.cfg.context_length)

@@ -208,3 +208,39 @@ def test_the_entry_point_imports_the_apps_main():
     spec.loader.exec_module(module)           # runs its imports; main() only under __main__
     from explorer.app.server import main
     assert module.main is main
+
+
+# ---------------------------------------------------------------------------------------------
+# No tab module imports another tab module (ARCHITECTURE, the app layer): what several tabs
+# show lives in the session. (The before-stop hook checks the same, textually.)
+TABS_DIR = PACKAGE / "app" / "tabs"
+
+
+def tab_modules() -> tuple[str, ...]:
+    """The page's tabs' modules (``explorer.app.tabs.TABS``), read from its source."""
+    tree = ast.parse((TABS_DIR / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "TABS":
+            return tuple(f"explorer.app.tabs.{elt.id}" for elt in node.value.elts)
+    raise AssertionError("no TABS in explorer/app/tabs/__init__.py")
+
+
+def other_tabs_imported(path: Path, source: str | None = None) -> list[str]:
+    tabs = tab_modules()
+    me = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    return sorted({name for name in imports_of(path, source) if name in tabs and name != me})
+
+
+@pytest.mark.parametrize("module", tab_modules())
+def test_no_tab_module_imports_another_tab_module(module):
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    assert other_tabs_imported(path) == []
+
+
+@pytest.mark.parametrize("line", ["from . import inside", "from .attention import Shown",
+                                  "from ..tabs import inside",
+                                  "import explorer.app.tabs.inside"])
+def test_a_tab_importing_another_tab_is_caught(line):
+    assert other_tabs_imported(TABS_DIR / "knockout.py", line) == ["explorer.app.tabs.inside"] \
+        or other_tabs_imported(TABS_DIR / "knockout.py", line) == [
+            "explorer.app.tabs.attention"]

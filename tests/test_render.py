@@ -68,12 +68,18 @@ def test_an_intervention_traces_the_sessions_prompt_again_for_both_in_one_call(s
     prompt = "Every effort moves you"
     inside.run_trace.__wrapped__(prompt, session, 0, "norm1: before vs after LayerNorm",
                                  "resid_pre", "std")
-    out = knockout.intervene("zero trf_blocks[1].att head 1", session)
+    attention.attention_views.__wrapped__(session, 1, "3")       # the lecturer's layer, head
+    out = knockout.intervene("zero trf_blocks[0].att head 2", session)
     assert len(session.traces) == 2 and session.prompt == prompt
     assert out["chips"] and out["trace_info"]
     hint = attention.hints()["att_plot"]
     assert out["att_plot"] is not hint and session.view(attention.Shown).on
-    assert out["att_layer"]["value"] == min(2, TINY.n_layers - 1)   # the block after it
+    # Issue 47, item 3: the Attention tab stays where the lecturer put it (it moved, silently,
+    # to the block after the knocked-out one: layer 1 here, but layer 9 from 3 on GPT-2)
+    attention.attention_views.__wrapped__(session, 0, "3")
+    out = knockout.intervene("zero trf_blocks[1].att head 2", session)
+    assert out["att_layer"]["value"] == 0 and out["att_head"]["value"] == "3"
+    assert "Changed" not in out["status"]
     fresh = Session()                          # nothing traced: nothing traced for it either
     fresh.with_models(session.models[:1])
     knockout.intervene("zero trf_blocks[0].att head 1", fresh)

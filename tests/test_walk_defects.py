@@ -117,8 +117,7 @@ def test_a_knocked_out_b_is_described_as_a_with_the_knock_out(session):
 
 def test_show_attention_after_a_new_model_traces_the_prompt(session):
     """Item 13: after "Use this model" (a new model A: no trace yet), Show attention gave three
-    "Error" badges and "Trace a prompt first"; it traces the Inside tab's prompt instead."""
-    from explorer.app.pickers import HIST_PAIRS
+    "Error" badges and "Trace a prompt first"; it traces the session's prompt instead."""
     from explorer.app.session import Made, Model
     from explorer.app.tabs import attention
     traced(session)
@@ -127,13 +126,11 @@ def test_show_attention_after_a_new_model_traces_the_prompt(session):
     assert session.traces == ()
     with pytest.raises(gr.Error, match="Trace a prompt first"):
         attention.attention_views(session, 0, "mean")          # /attention for API clients
-    out = attention.show_attention(PROMPT, session, 1, "mean", 1, next(iter(HIST_PAIRS)),
-                                   "ln1_out", "std")
+    out = attention.show_attention(session, 1, "mean")
     assert len(session.traces) == 1 and session.prompt == PROMPT
     assert "Attention in layer 1" in out["att_plot"].layout.title.text
     assert 'class="chip"' in out["chips"]            # the Inside tab shows the trace too
-    again = attention.show_attention("another prompt", session, 0, "mean", 1,
-                                     next(iter(HIST_PAIRS)), "ln1_out", "std")
+    again = attention.show_attention(session, 0, "mean")
     assert "chips" not in again and session.prompt == PROMPT   # a trace there: not again
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from . import gradio_private, prefs, refresh, share_view
+from . import gradio_private, prefs, prompts, refresh, share_view
 from .handlers import handler
 from .i18n import label, t
 from ..book.errors import Message
@@ -106,6 +106,7 @@ def build_app() -> gr.Blocks:
     # made, checked hourly; Gradio's default keeps them until the server stops.
     with gr.Blocks(title="GPT Explorer", delete_cache=(3600, 3600)) as demo:
         page = Page(demo)
+        demo.parts = page     # (its components and events by name, for tests)
         page.add(gr.State(Session()), "session")
         lang, lecture, share = header(page)
         share_view.create(page, share)
@@ -117,13 +118,18 @@ def build_app() -> gr.Blocks:
             for tab in TABS:
                 with gr.Tab(label(*tab.TITLE), id=tab.ID) as block:
                     page.add(block, f"{tab.ID}_tab")
+                    page.tab = tab.ID
                     tab.create(page)
+                    page.tab = None
                 block.select(None, None, None, js="() => gptExplorer.relayoutShown()",
                              api_visibility="private")
         page.tab_ids = tuple(tab.ID for tab in TABS)
         for tab in TABS:
+            page.tab = tab.ID
             tab.wire(page)
+        page.tab = None
         share_view.wire(page)
+        prompts.wire(page)
 
         # The language or lecture mode changed: the page's own part first (Gradio's locale,
         # the style sheet's lecture class), then the session's settings, and every view is

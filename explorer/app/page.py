@@ -19,6 +19,11 @@ class Page:
     def __init__(self, demo=None):
         self._parts: dict[str, gr.components.Component] = {}
         self.demo = demo
+        # Which tab made each component and wired each event (layout.py says which tab is
+        # being made or wired): a test holds that no tab reads another tab's widgets.
+        self.tab: str | None = None
+        self.owners: dict[str, str | None] = {}
+        self.events: list[tuple[str | None, str, tuple, tuple]] = []   # tab, fn, ins, outs
 
     def add(self, component, name: str | None = None):
         """Register ``component`` under ``name`` (default: its elem_id); returns it."""
@@ -26,6 +31,7 @@ class Page:
         if not name or name in self._parts:
             raise RuntimeError(f"a component needs a new, unique name (got {name!r})")
         self._parts[name] = component
+        self.owners[name] = self.tab
         return component
 
     def __getitem__(self, name: str):
@@ -43,6 +49,7 @@ class Page:
         ``inputs`` (default: those the handler declares) as its inputs, and its declared
         outputs."""
         inputs = _inputs(fn, inputs)
+        self.events.append((self.tab, fn.__name__, tuple(inputs), declared(fn)))
         triggers = triggers if isinstance(triggers, (list, tuple)) else [triggers]
         if all(isinstance(t, str) and t.endswith(".input") for t in triggers):
             # A choice the user makes always gets its view: a second choice made while the
@@ -57,6 +64,7 @@ class Page:
         """Run handler ``fn`` after ``dependency``: when it succeeded (default), whatever the
         outcome (``success=False``), or ``on="failure"``."""
         inputs = _inputs(fn, inputs)
+        self.events.append((self.tab, fn.__name__, tuple(inputs), declared(fn)))
         chain = getattr(dependency, on or ("success" if success else "then"))
         return chain(by_name(fn, self), [self[n] for n in inputs],
                      [self[n] for n in declared(fn)], **options)

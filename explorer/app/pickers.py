@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from ..book.errors import Message
 from ..book.probe_points import POINT_LABELS
 from .i18n import label, t
-from .session import View
+from .session import Changed, View
 from .shared import DEFAULT_CONFIG
 
 
@@ -27,6 +28,32 @@ class Pickers(View):
     pair: str | None = None
     heat_point: str | None = None
     heat_stat: str = "std"
+    knock_text: str = "the prompt"      # what the knock-out map measures: the prompt or the story
+
+
+# The tab of each picker, and what it picks, for the status line's note of a choice a new
+# model changed (the tabs' own titles).
+_WHERE = {"inside_layer": (("tab.inside", "2 · Inside the forward pass"), "field.layer", "layer"),
+          "att_layer": (("tab.attention", "3 · Attention"), "field.layer", "layer"),
+          "att_head": (("tab.attention", "3 · Attention"), "field.head", "head"),
+          "act_layer": (("tab.activations", "4 · Activation functions"), "field.layer",
+                        "layer"),
+          "knock_layer": (("tab.knockout", "7 · Knock out"), "field.block", "block"),
+          "walk_block": (("tab.build", "1 · Build"), "field.block", "block"),
+          "pair": (("tab.inside", "2 · Inside the forward pass"), "field.pair", "distribution"),
+          "heat_point": (("tab.inside", "2 · Inside the forward pass"), "field.heat_point",
+                         "heatmap: probe point")}
+
+
+def _changed(session, name: str, was, now, why: Message) -> None:
+    """Say (in the status line) that a new model moved picker ``name`` from ``was`` to
+    ``now``: a silent move would show another layer than the one asked for."""
+    if str(was) == str(now):
+        return
+    tab, what_id, what = _WHERE[name]
+    note = Message("changed.choice", "{tab}: {what} {was} → {now} ({why})", tab=Message(*tab),
+                   what=Message(what_id, what), was=was, now=now, why=why)
+    session.views[Changed] = session.view(Changed).said(note)
 
 
 def chosen(session, name: str):
@@ -53,8 +80,11 @@ def fitted_layer(session, name: str, **changes):
     maximum: a one-block model gets a fixed 0..1 slider (layer 1 is then refused with a
     message naming the layers that exist)."""
     n = config_of(session).n_layers
-    value = min(int(chosen(session, name)), n - 1)
+    was = int(chosen(session, name))
+    value = min(was, n - 1)
     choose(session, **{name: value})
+    _changed(session, name, was, value, Message("changed.layers", "this model has layers 0 "
+                                                                  "to {last}", last=n - 1))
     return gr.update(maximum=max(n - 1, 1), value=value, interactive=n > 1, **changes)
 
 
@@ -66,10 +96,13 @@ def head_choices(n_heads: int):
 
 def fitted_head(session, name: str = "att_head"):
     n = config_of(session).n_heads
-    value = str(chosen(session, name))
+    was = value = str(chosen(session, name))
     if value != "mean" and not (value.isdigit() and int(value) < n):
         value = "mean"
     choose(session, **{name: value})
+    mean = Message("picker.mean", "mean")
+    _changed(session, name, was, mean if value == "mean" else value,
+             Message("changed.heads", "this model has heads 0 to {last}", last=n - 1))
     return gr.update(choices=head_choices(n), value=value)
 
 
@@ -109,11 +142,16 @@ def fitted_probes(session) -> dict:
     cfg = config_of(session)
     pairs = pair_choices(cfg)
     values = [value for _, value in pairs]
-    pair = chosen(session, "pair")
-    pair = pair if pair in values else values[0]
+    was_pair = chosen(session, "pair")
+    pair = was_pair if was_pair in values else values[0]
     points = [p for p in HEAT_POINTS if recorded(cfg, p)]
-    point = chosen(session, "heat_point")
-    point = point if point in points else "resid_pre"
+    was_point = chosen(session, "heat_point")
+    point = was_point if was_point in points else "resid_pre"
     choose(session, pair=pair, heat_point=point)
+    no_norm = Message("changed.no_norm", "this model has no LayerNorm")
+    if was_pair is not None:
+        _changed(session, "pair", was_pair, pair, no_norm)
+    if was_point is not None:
+        _changed(session, "heat_point", was_point, point, no_norm)
     return {"pair": gr.update(choices=pairs, value=pair),
             "heat_point": gr.update(choices=points, value=point)}

@@ -58,10 +58,13 @@ def render_of_trace(session) -> dict:
 
 
 def render_all(session) -> dict:
-    """Every view, from the session; then the session knows the page shows its models."""
+    """Every view, from the session; then the session knows the page shows its models. The
+    status line last: it says what fitting the views to new models changed (``pickers``)."""
     out = {}
     for _, fn in _renders.values():
-        out.update(fn(session))
+        if fn is not _models_named:
+            out.update(fn(session))
+    out.update(_models_named(session))
     session.drawn_for = session.keys
     return out
 

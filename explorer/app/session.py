@@ -19,6 +19,8 @@ from ..book.errors import Message
 from ..runtime.sources import ModelKey
 from .prefs import Prefs
 
+DEFAULT_PROMPT = "Every effort moves you"
+
 
 @dataclass(frozen=True)
 class Made:
@@ -70,6 +72,41 @@ class View:
 
     KEPT_BY_NEW_MODELS: ClassVar[bool] = True
     KEPT_WITHOUT_B: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class Prompt(View):
+    """The session's one prompt: every tab that reads a prompt (Inside, Attention, the walk,
+    Generate, the knock-out map) reads this one, and the one a tab used becomes it. A copying
+    task's prompt is its model's (``task``): another model A brings back the one before."""
+
+    text: str = DEFAULT_PROMPT
+    drawn: str = DEFAULT_PROMPT       # what the page's prompt boxes were last drawn with
+    task: ModelKey | None = None      # the model whose task set ``text``
+    before: str = DEFAULT_PROMPT      # the prompt before the task's
+
+
+@dataclass(frozen=True)
+class AttentionShown(View):
+    """Whether the Attention tab shows the attention (of its pickers' layer and head), until
+    new models. (Here, not in the tab: an intervention and a link show it too.)"""
+
+    on: bool = False
+
+    KEPT_BY_NEW_MODELS = False
+
+
+@dataclass(frozen=True)
+class Changed(View):
+    """What the last new models changed in what the page shows (a picker beyond the model's
+    layers, the copying task's prompt): the status line says it until the next new models."""
+
+    notes: tuple = ()                 # Messages
+
+    KEPT_BY_NEW_MODELS = KEPT_WITHOUT_B = False
+
+    def said(self, note) -> "Changed":
+        return replace(self, notes=(*self.notes, note))
 
 
 @dataclass
@@ -134,6 +171,18 @@ class Session:
         self.prompt, self.traces, self.lenses = None, (), ()
         self.generation, self.walk = None, None
         self._keep_views("KEPT_BY_NEW_MODELS")
+        self._fit_prompt()
+
+    def _fit_prompt(self) -> None:
+        """A task's prompt (the copying task's symbols) goes with its model: a new model A
+        gets the prompt from before the task's, and the status line says so."""
+        prompt = self.view(Prompt)
+        if prompt.task is None or (self.models and self.models[0].key == prompt.task):
+            return
+        self.show(Prompt, text=prompt.before, task=None)
+        self.views[Changed] = self.view(Changed).said(Message(
+            "changed.prompt", "the prompt is “{before}” again (“{task}” was the trained "
+            "model's task)", before=prompt.before, task=prompt.text))
 
     def view(self, kind: type[V]) -> V:
         """The state of view ``kind`` (its defaults until one is shown)."""

@@ -13,11 +13,10 @@ from ..runtime.results import SharedResults, results_limit_bytes
 from ..runtime.training_lab import TrainingLab
 from . import guard
 from .i18n import say, t
-from .session import Session, View
+from .session import DEFAULT_PROMPT, Changed, Session, View  # noqa: F401 (the page's prompt)
 
 DEFAULT_PRESET = "teach-small"
 DEFAULT_CONFIG = PRESETS[DEFAULT_PRESET]   # what the page shows before the first build
-DEFAULT_PROMPT = "Every effort moves you"
 
 # Every session's models live here (the session keeps only their keys); sessions share them.
 CACHE = ModelCache()
@@ -99,12 +98,16 @@ class BuildRefused(View):
 
 
 def status_line(session: Session) -> str:
-    """The line under the title: model A, how it came, and the model beside it, if any; and
-    why the last build was refused, until the next model."""
+    """The line under the title: model A, how it came, and the model beside it, if any; what
+    the new model changed in the page's choices; and why the last build was refused, until
+    the next model."""
     refused = session.view(BuildRefused).message
     refusal = ("\n\n" + t("status.refused", "**Not built:** {message}", message=say(refused))
                if refused is not None else "")
-    return _models_line(session) + refusal
+    notes = session.view(Changed).notes
+    changed = ("\n\n" + t("status.changed", "**Changed to fit this model:** {changes}.",
+                            changes="; ".join(say(n) for n in notes)) if notes else "")
+    return _models_line(session) + changed + refusal
 
 
 def _models_line(session: Session) -> str:

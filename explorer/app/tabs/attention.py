@@ -3,14 +3,11 @@ layer, the entropy of every head, and the matrix as a CSV file; for one model or
 their difference A − B)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import gradio as gr
 
 from ...book.errors import ExplorerError, Message
 from ...probes import with_attention_of_layer
 from .. import comparison, head_scores as heads, refresh
-from . import inside
 from ..exports import csv_text, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, t
@@ -21,7 +18,8 @@ from ..plots.attention import attention_figure, attention_grid_figure, entropy_f
 from ..plots.style import empty_figure
 from ...runtime.placement import Work
 from ..results import run_placed, shared_figures, shared_views
-from ..session import View
+from ..prompts import prompt_of, trace_all
+from ..session import AttentionShown as Shown
 from ..shared import NO_MODEL_NOTE, check_model, models_of, session_of, traces_of
 
 TITLE = ("tab.attention", "3 · Attention")
@@ -51,15 +49,6 @@ def _head(head, n_heads: int):
         raise ExplorerError("attention.head_missing", "Head {head} does not exist: model A "
                             "has heads 0 to {last} (or 'mean').", head=head, last=n_heads - 1)
     return head
-
-
-@dataclass(frozen=True)
-class Shown(View):
-    """Whether the attention is shown (of the pickers' layer and head), until new models."""
-
-    on: bool = False
-
-    KEPT_BY_NEW_MODELS = False
 
 
 def views(session, layer, head) -> dict:
@@ -93,20 +82,19 @@ def attention_views(session, layer, head):
     return {**views(session, layer, head), "session": session}
 
 
-@handler(outputs=("chips", "trace_info", *inside.VIEWS, *SHOWN, "session",
-                  refresh.trace_outputs),
-         inputs=("trace_prompt", "session", "att_layer", "att_head", *inside.CHOICES))
-def show_attention(prompt, session, layer, head, inside_layer, pair, heat_point, heat_stat):
+@handler(outputs=(*SHOWN, "session", refresh.trace_outputs),
+         inputs=("session", "att_layer", "att_head"))
+def show_attention(session, layer, head):
     """The Show attention button: the views of the session's trace; without one (a new model,
-    such as a trained one just used) the Inside tab's prompt is traced first, as its Trace
-    button would, so the Inside tab shows it too."""
+    such as a trained one just used) the session's prompt is traced first, and every view of
+    the trace (the Inside tab's too) is drawn."""
     session = session_of(session)
     check_model(session)
-    traced = {}
-    if not session.traces or len(session.traces) != len(session.models):
-        traced = inside.trace_shown.__wrapped__(prompt, session, inside_layer, pair,
-                                                heat_point, heat_stat)
-    return {**traced, **attention_views.__wrapped__(session, layer, head)}
+    if session.traces and len(session.traces) == len(session.models):
+        return attention_views.__wrapped__(session, layer, head)
+    trace_all(session, prompt_of(session))
+    shown = attention_views.__wrapped__(session, layer, head)
+    return {**refresh.render_of_trace(session), **shown}
 
 
 @handler(outputs=(*SHOWN, "session"))

@@ -23,6 +23,7 @@ from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, check_trace_si
                       models_prompt_ids, prompt_ids)
 from ..plots.generation import steps_table_html
 from ..plots.lens import logit_lens_figure
+from ..prompts import use
 from ..results import generation_steps, next_step, shared_trace
 from ..session import Generation
 from ..shared import CACHE, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, models_of, session_of
@@ -100,6 +101,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
     session = session_of(session)
     models = models_of(session)
     ids = models_prompt_ids(prompt, models)
+    use(session, prompt)                   # the session's prompt, for every tab
     max_new, temperature, top_k, seed = _arguments(max_new_tokens, mode, temperature, top_k,
                                                    seed)
     for model in models:
@@ -163,6 +165,7 @@ def next_token(prompt, output, mode, temperature, top_k, seed, session):
                   and output == gen.text)
     if not continuing:
         ids = models_prompt_ids(prompt, models)
+        use(session, prompt)
         gen = Generation(prompt, len(ids), [list(ids) for _ in models], [],
                          [None] * len(models), {}, prompt, keys=session.keys)
     _, temperature, top_k, seed = _arguments(1, mode, temperature, top_k, seed)
@@ -215,6 +218,7 @@ def logit_lens(prompt, session):
     for model, name in zip(models, NAMES if len(models) == 2 else (None,)):
         ids = prompt_ids(prompt, model, name)      # within every model's vocabulary
     shortest = min(model.cfg.context_length for model in models)
+    use(session, prompt)
     ids = ids[-shortest:]                    # the lens reads the last positions anyway
     for model in models:
         check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)

@@ -14,18 +14,19 @@ from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES
 from .. import comparison, head_scores as heads, refresh
+from ..prompts import trace_all
 from ..exports import csv_text, json_default, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..textbox import Textbox
-from ..inputs import as_choice, check_trace_size, layer_in, models_prompt_ids
-from ..results import shared_figures, shared_trace, shared_views
+from ..inputs import as_choice, layer_in
+from ..results import shared_figures, shared_views
 from ..pickers import (HEAT_POINTS, HIST_PAIRS, Pickers, choose, fitted_layer, fitted_probes,
                        layer_slider, pair_choices)
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
-from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, models_of,
-                      session_of, traces_of)
+from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, session_of,
+                      traces_of)
 from . import gradients
 
 TITLE = ("tab.inside", "2 · Inside the forward pass")
@@ -142,18 +143,6 @@ def views(session, layer, pair, heat_point, heat_stat) -> dict:
 CHOICES = ("inside_layer", "pair", "heat_point", "heat_stat")   # the views' pickers
 
 
-def trace_all(session, prompt) -> None:
-    """Every model of the session traces ``prompt`` (the session's traces from then on)."""
-    models = models_of(session)
-    ids = models_prompt_ids(prompt, models)
-    for model in models:
-        if len(ids) <= model.cfg.context_length:   # longer: trace() says to shorten it
-            check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
-    session.traces = tuple(shared_trace(key, model, ids)
-                           for key, model in zip(session.keys, models))
-    session.prompt = prompt
-
-
 @handler(outputs=("chips", "trace_info", *VIEWS, "session"),
          inputs=("trace_prompt", "session", *CHOICES))
 def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
@@ -170,7 +159,7 @@ def trace_shown(prompt, session, layer, pair, heat_point, heat_stat):
     """The Trace button: /trace, and the other tabs' views of the new trace (the activation
     curves, the attention shown)."""
     out = run_trace.__wrapped__(prompt, session, layer, pair, heat_point, heat_stat)
-    return {**out, **refresh.render_of_trace(out["session"])}
+    return {**refresh.render_of_trace(out["session"]), **out}
 
 
 @handler(outputs=("hist_plot", "heat_plot"))
@@ -227,7 +216,7 @@ def export_stats(session, fmt):
     return {"export_stats_file": path}
 
 
-@refresh.renders(*RESULTS, "inside_layer", "pair", "heat_point")
+@refresh.renders(*RESULTS, "inside_layer", "pair", "heat_point", of_trace=True)
 def render(session) -> dict:
     """The pickers fitted to the models; the last trace's views (model A's, when B was
     removed), else the hints; no export of models that are gone."""

@@ -21,12 +21,13 @@ from .. import gradio_private, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import as_choice, as_flag, as_int, selected
-from ..pickers import choose, fitted_layer, layer_slider
+from ..pickers import fitted_layer, layer_slider
 from ..plots.knockout import METRICS, knockout_map_html
-from ..session import Made, Model
+from ..prompts import trace_all
+from ..session import AttentionShown, Made, Model
 from ..shared import DEFAULT_PROMPT, check_model, session_of
 from ..textbox import Textbox
-from . import attention, inside, pin
+from . import pin
 from .knockout_map import (TEXTS, MapView, b_interventions, map_html, metric_changed,
                            parts_map, stopped, text_chosen)
 
@@ -87,18 +88,15 @@ def note(session) -> str:
 def intervene(spec, session):
     """/intervene: model B = model A with the interventions of ``spec`` (the string form,
     parts joined by ';'). The prompt the session had traced is traced again, by both, for the
-    Inside and Attention tabs; the Attention tab moves to the block after the first
-    knocked-out one: the blocks before it (and its own attention) are unchanged."""
+    Inside and Attention tabs. The Attention tab stays on the layer and head the user chose
+    (it once moved to the block after the first knocked-out one, unasked)."""
     session = session_of(session)
     interventions = spec_of(spec)
     prompt = session.prompt
     intervened(session, interventions)
-    layers = [i.layer for i in interventions if i.layer is not None]
-    if layers:
-        choose(session, att_layer=min(layers) + 1)        # (fitted to the model's layers)
     if prompt is not None:
-        inside.trace_all(session, prompt)
-        session.show(attention.Shown, on=True)           # (the pickers' layer and head)
+        trace_all(session, prompt)
+        session.show(AttentionShown, on=True)            # (the pickers' layer and head)
     return {"session": session, **refresh.render_all(session)}     # (the box: B's, tidied)
 
 
@@ -273,7 +271,7 @@ def wire(page):
                                         api_visibility="private")
     page.then(stop, stopped, ["session"], success=False, api_visibility="private")
     page.then(mapping, stopped, ["session"], on="failure", api_visibility="private")
-    page.on("knock_text.change", text_chosen, ["knock_text", "trace_prompt", "session"],
+    page.on("knock_text.change", text_chosen, ["knock_text", "session"],
             api_visibility="private", show_progress="hidden")
     page.on("knock_metric.change", metric_changed, ["knock_metric", "session"],
             api_visibility="private", show_progress="hidden")

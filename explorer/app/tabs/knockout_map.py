@@ -20,7 +20,9 @@ from ...runtime.training_setup import default_corpus
 from ..handlers import handler
 from ..i18n import say, t
 from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids
+from ..pickers import choose, chosen
 from ..plots.knockout import METRICS, knockout_map_html
+from ..prompts import prompt_of, use
 from ..results import where_noted
 from ..session import View
 from ..shared import CACHE, model_a, session_of
@@ -39,12 +41,13 @@ def story_text(cfg=None) -> str:
 
 
 @handler(outputs=("knock_prompt",))
-def text_chosen(text, prompt, session):
-    """The text radio fills the box above the map: the Inside tab's prompt, or the story."""
+def text_chosen(text, session):
+    """The text radio fills the box above the map: the session's prompt, or the story."""
     session = session_of(session)
     text = as_choice(text, Message("field.knock_text", "text"), TEXTS)
+    choose(session, knock_text=text)
     if text == "the prompt":
-        return {"knock_prompt": prompt}
+        return {"knock_prompt": prompt_of(session)}
     # (the model's context from its key: nothing is built for a radio button)
     return {"knock_prompt": story_text(session.models[0].key.config if session.models
                                        else None)}
@@ -135,6 +138,8 @@ def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
     everywhere = as_flag(everywhere, Message("field.knock_everywhere", "exact everywhere"))
     model = model_a(session)
     ids = prompt_ids(prompt, model)[-model.cfg.context_length:]
+    if chosen(session, "knock_text") == "the prompt":
+        use(session, prompt)                     # (the session's prompt, for every tab)
     key = session.models[0].key.weights_key
     owner = getattr(request, "session_hash", None) or object()   # none: an in-process call
     left = _LEFT.setdefault(owner, threading.Event())

@@ -35,6 +35,7 @@ from ..inputs import as_choice, as_choices, as_int, as_number
 from ..live_figure import live_figure
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown, table_rows,
                               variant_name)
+from ..prompts import BOXES, set_by_task
 from ..session import Made, Model, Session
 from ..shared import CACHE, session_of
 from .train_live import LIVE, choice_of, drawing_of, job_view, live, live_of, watch
@@ -236,10 +237,14 @@ def trained_caption(trained, corpus: str) -> Message:
                    steps=trained.steps, corpus=corpus, variant=variant)
 
 
-PROMPTS = ("trace_prompt", "gen_prompt", "knock_prompt")
+PROMPTS = BOXES      # (drawn by prompts.render: declared here too, the API's outputs)
 
 
-@handler(outputs=("session", *refresh.FIRST, refresh.all_outputs, *PROMPTS))
+def _views_but_prompts() -> tuple[str, ...]:
+    return tuple(n for n in refresh.all_outputs() if n not in PROMPTS)
+
+
+@handler(outputs=("session", *refresh.FIRST, _views_but_prompts, *PROMPTS))
 def train_use(choice, session, request: gr.Request):
     """/train_use: the chosen trained variant becomes model A: Inside, Attention, Activations
     and Generate then show it, and the Build tab shows its config. A model of the copying task
@@ -256,9 +261,10 @@ def train_use(choice, session, request: gr.Request):
     session.with_model_a(Model(key, Made("trained",
                                          VARIANT_LABELS.get(trained.label, trained.label),
                                          caption=caption)))
-    prompts = ({name: repeated_text(job.corpus) for name in PROMPTS}
-               if isinstance(job.corpus, CopyingTask) else {})
-    return {"session": session, **refresh.render_all(session), **prompts}
+    if isinstance(job.corpus, CopyingTask):
+        # the session's prompt: the task's (another model A brings back the one of now)
+        set_by_task(session, repeated_text(job.corpus))
+    return {"session": session, **refresh.render_all(session)}
 
 
 @handler(outputs=("train_export_file",))

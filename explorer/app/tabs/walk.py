@@ -28,6 +28,7 @@ from ..textbox import Textbox
 from ..inputs import as_choice, as_int, check_trace_size, prompt_ids, selected
 from ..pickers import choose, fitted_layer
 from ..plots.walk import stage_html, walk_hint
+from ..prompts import prompt_of
 from ..session import View
 from ..shared import CACHE, DEFAULT_CONFIG, model_a, session_of
 
@@ -102,23 +103,24 @@ def show_stage(stage, block, prompt, session):
 
 
 @handler(outputs=("walk_stage", "walk_card", "session", "walk_block"))
-def stage_clicked(block, prompt, session, evt: gr.EventData):
-    """A stage of the diagram was clicked (its name is the event's value)."""
+def stage_clicked(block, session, evt: gr.EventData):
+    """A stage of the diagram was clicked (its name is the event's value): its card for the
+    session's prompt."""
     session = session_of(session)
     stage = as_choice(selected(evt, STAGE), STAGE, STAGE_NAMES)
-    return {"walk_stage": stage, "walk_card": _show(stage, block, prompt, session),
+    return {"walk_stage": stage, "walk_card": _show(stage, block, prompt_of(session), session),
             "session": session,
             "walk_block": gr.update(visible=STAGES_BY_NAME[stage].scope == "block")}
 
 
 @handler(outputs=("walk_card", "session"))
-def block_changed(stage, block, prompt, session):
+def block_changed(stage, block, session):
     """The block picker moved: the chosen stage again, if it is a block's (quiet otherwise)."""
     session = session_of(session)
     choose(session, walk_block=block)
     if stage not in STAGE_NAMES or STAGES_BY_NAME[stage].scope != "block":
         return {}
-    return {"walk_card": _show(stage, block, prompt, session), "session": session}
+    return {"walk_card": _show(stage, block, prompt_of(session), session), "session": session}
 
 
 @refresh.renders("walk_card", "walk_stage", "walk_block")
@@ -151,16 +153,19 @@ def create(page):
         # /stage_details's block: a number without the page slider's range (which follows
         # the page's builds, not an API client's)
         page.add(gr.Number(0, precision=0, visible=False, elem_id="walk_api_block"))
+        page.add(Textbox("", label=label("inside.prompt", "Prompt"), visible=False,
+                         elem_id="walk_api_prompt"))
         page.add(gr.Button(visible=False, elem_id="walk_api_btn"))
 
 
 def wire(page):
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
-    page.on("arch.select", stage_clicked, ["walk_block", "trace_prompt", "session"],
+    page.on("arch.select", stage_clicked, ["walk_block", "session"],
             api_visibility="private", show_progress_on=[page["walk_card"]], **inspect)
     page.on("walk_block.change", block_changed,
-            ["walk_stage", "walk_block", "trace_prompt", "session"], api_visibility="private",
+            ["walk_stage", "walk_block", "session"], api_visibility="private",
             show_progress_on=[page["walk_card"]], **inspect)
+    # (the API's prompt: a box of its own, never shown; the page's clicks read the session's)
     page.on("walk_api_btn.click", show_stage,
-            ["walk_stage", "walk_api_block", "trace_prompt", "session"],
+            ["walk_stage", "walk_api_block", "walk_api_prompt", "session"],
             api_name="stage_details", **inspect)

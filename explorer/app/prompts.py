@@ -1,0 +1,77 @@
+"""The session's one prompt (``session.Prompt``) and the page's boxes that show it: the Inside
+tab's, the Generate tab's and the knock-out map's (when it measures the prompt). A tab that
+uses its box's text (Trace, Generate, the map, the lens) makes it the session's prompt
+(``use``); the boxes are drawn from the session by one render: with the trace (a trace is of
+the prompt), with every view, and when a tab is chosen (``shown``). A box is drawn only when
+the session's prompt changed since the boxes were last drawn, so that a language switch keeps
+what the user has typed."""
+from __future__ import annotations
+
+from . import refresh
+from .handlers import handler
+from .inputs import check_trace_size, models_prompt_ids
+from .pickers import chosen
+from .results import shared_trace
+from .session import Prompt
+from .shared import CACHE, models_of, session_of
+
+BOXES = ("trace_prompt", "gen_prompt", "knock_prompt")
+
+
+def prompt_of(session) -> str:
+    return session.view(Prompt).text
+
+
+def use(session, text) -> None:
+    """``text`` (a box's, used by its tab) becomes the session's prompt. Not text: the tab's
+    own checks refuse it."""
+    if isinstance(text, str) and text != prompt_of(session):
+        session.show(Prompt, text=text)
+
+
+def set_by_task(session, text: str) -> None:
+    """The prompt of model A's task (the copying task's symbols): another model A brings back
+    the prompt of now (``Session.clear_results``)."""
+    before = session.view(Prompt)
+    session.show(Prompt, text=text, task=session.keys[0],
+                 before=before.before if before.task is not None else before.text)
+
+
+def trace_all(session, prompt) -> None:
+    """Every model of the session traces ``prompt`` (the session's traces, and its prompt,
+    from then on)."""
+    models = models_of(session)
+    ids = models_prompt_ids(prompt, models)
+    for model in models:
+        if len(ids) <= model.cfg.context_length:   # longer: trace() says to shorten it
+            check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
+    session.traces = tuple(shared_trace(key, model, ids)
+                           for key, model in zip(session.keys, models))
+    session.prompt = prompt
+    use(session, prompt)
+
+
+@refresh.renders(*BOXES, of_trace=True)
+def render(session) -> dict:
+    """Every prompt box, if the session's prompt changed since they were drawn (the map's box
+    only while the map measures the prompt: else it shows the training story)."""
+    prompt = session.view(Prompt)
+    if prompt.text == prompt.drawn:
+        return {}
+    session.show(Prompt, drawn=prompt.text)
+    boxes = [b for b in BOXES if b != "knock_prompt" or chosen(session, "knock_text")
+             == "the prompt"]
+    return {box: prompt.text for box in boxes}
+
+
+@handler(outputs=(*BOXES, "session"))
+def shown(session):
+    """A tab was chosen: its prompt box shows the session's prompt (set by another tab)."""
+    session = session_of(session)
+    return {**render(session), "session": session}
+
+
+def wire(page):
+    for tab_id in page.tab_ids:
+        page.on(page[f"{tab_id}_tab"].select, shown, ["session"], api_visibility="private",
+                show_progress="hidden")
