@@ -1,8 +1,9 @@
 """Shareable links: the page's state as a query string, and a query string read back.
 
 ``link_query(page, rules)`` writes what differs from the page's defaults (a preset and the
-knobs that differ from it, the seed, pretrained GPT-2 and its size, the prompt), then always
-the tab and the language: ``?preset=teach-tiny&n_layers=3&tab=inside&lang=zh``.
+knobs that differ from it, the seed, pretrained GPT-2 and its size, model B's intervention,
+the prompt, the tab's layer and head, lecture mode), then always the tab and the language:
+``?preset=teach-tiny&n_layers=3&b=zero%20trf_blocks%5B0%5D.att%20head%201&tab=inside&lang=zh``.
 ``read_query(query, rules)`` reads one back into a checked ``Page``, the problems it met
 (``Message``s, for the page to say in its language), and whether the link asks for a model.
 Anything wrong gets the default and a problem: unknown names, repeated names, malformed
@@ -22,7 +23,8 @@ from typing import Callable
 from urllib.parse import quote, unquote_plus
 
 from ..book.config import PRESETS, GPTConfig
-from ..book.errors import Message
+from ..book.errors import ExplorerError, Message
+from ..probes.interventions import Interventions
 from ..runtime.build import SEED_LIMIT
 from .languages import LANGUAGES as LANGS
 
@@ -38,9 +40,12 @@ LINK_WEIGHTS = ("random", "pretrained")   # a file never travels in a link
 # The order of a link's parameters (after them, silently ignored: Gradio's own ``view``, ``ui``
 # and ``deep_link``, and names starting with "__", which Gradio and Hugging Face Spaces add,
 # such as ``__theme`` and a private Space's ``__sign``).
-NAMES = ("preset", *KNOBS, "seed", "weights", "size", "prompt", "tab", "layer", "head", "lang")
-# The tabs whose views a link's layer and head choose (the Attention tab's pickers).
-VIEW_TABS = ("attention",)
+NAMES = ("preset", *KNOBS, "seed", "weights", "size", "b", "prompt", "tab", "layer", "head",
+         "lecture", "lang")
+# The tabs whose views a link's layer (and head) choose: their pickers, by name.
+VIEW_TABS = {"inside": ("inside_layer", None), "attention": ("att_layer", "att_head"),
+             "activations": ("act_layer", None), "knockout": ("knock_layer", None)}
+MAX_LINK_B_CHARS = 1_000      # model B's interventions: a few dozen parts
 FOREIGN = ("view", "ui", "deep_link")
 
 # What a knob's value looks like in a link (checked before GPTConfig checks its range): plain
@@ -71,8 +76,10 @@ class Page:
     prompt: str
     tab: str
     lang: str
-    layer: int = 0             # the Attention tab's layer and head, for a link to that tab
+    layer: int = 0             # the tab's layer (and the Attention tab's head): VIEW_TABS
     head: str = "mean"
+    lecture: bool = False      # lecture mode
+    b: str = ""                # model B: model A with these interventions (their string form)
 
 
 @dataclass(frozen=True)
@@ -125,14 +132,18 @@ def link_query(page: Page, rules: Rules) -> str:
         items.append(("weights", page.weights))
         if page.size != d.size:
             items.append(("size", page.size))
+    if page.b:
+        items.append(("b", page.b))
     if page.prompt != d.prompt:
         items.append(("prompt", page.prompt))
     items.append(("tab", page.tab))
     if page.tab in VIEW_TABS:
         if page.layer != d.layer:
             items.append(("layer", str(page.layer)))
-        if page.head != d.head:
+        if page.head != d.head and VIEW_TABS[page.tab][1]:
             items.append(("head", page.head))
+    if page.lecture:
+        items.append(("lecture", "true"))
     items.append(("lang", page.lang))
     return "?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in items)
 
@@ -266,10 +277,40 @@ def read_query(query, rules: Rules) -> Reading:
             problems.append(Message("link.head", "head must be mean or a whole number (got "
                                     "{value}); the page uses {default}.",
                                     value=shown(value["head"]), default=d.head))
+    lecture = d.lecture
+    if "lecture" in value:
+        if _SYNTAX[bool][0].fullmatch(value["lecture"]):
+            lecture = value["lecture"] in ("true", "1")
+        else:
+            problems.append(Message("link.lecture", "lecture must be true or false (got "
+                                    "{value}); the page opens without lecture mode.",
+                                    value=shown(value["lecture"])))
+    b = _b(value.get("b", ""), problems)
     preset, config = _config(preset, value, rules, problems)
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
-                prompt=prompt, tab=tab, lang=lang, layer=layer, head=head)
-    return Reading(page, tuple(problems), any(name != "lang" for name in given))
+                prompt=prompt, tab=tab, lang=lang, layer=layer, head=head, lecture=lecture, b=b)
+    # (the view settings alone build nothing: a link to the page in Chinese, in lecture mode)
+    return Reading(page, tuple(problems), any(name not in ("lang", "lecture") for name in given))
+
+
+def _b(text: str, problems) -> str:
+    """Model B's interventions as a link carries them, in their own string form; what the
+    parser refuses is left out, and said. (Whether they fit the model is known once it is
+    built: ``share_view``.)"""
+    if not text:
+        return ""
+    if len(text) > MAX_LINK_B_CHARS:
+        problems.append(Message("link.b_long", "The link's model B has {n:,} characters; a link "
+                                "carries at most {most:,}. The page opens without B.",
+                                n=len(text), most=MAX_LINK_B_CHARS))
+        return ""
+    try:
+        return str(Interventions.parse(text))
+    except ExplorerError as refused:
+        problems.append(Message("link.b_refused", "The link's model B ({value}) is refused: "
+                                "{message} The page opens without B.", value=shown(text),
+                                message=refused.message))
+        return ""
 
 
 def _config(preset, value, rules, problems) -> tuple[str, GPTConfig]:

@@ -22,16 +22,17 @@ from ..book.config import PRESETS, GPTConfig
 from ..book.errors import ExplorerError, Message
 from ..book.load_weights import gpt2_config
 from ..runtime.build import check_seed
-from . import prefs, refresh
+from . import prefs, prompts, refresh
 from .handlers import handler
 from .i18n import label, say, t
 from .textbox import Textbox
 from .inputs import as_choice, as_int
-from .share import MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, Page, Rules, link_query, read_query
+from .share import (MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, VIEW_TABS, Page, Rules, link_query,
+                    read_query)
 from .shared import CACHE, session_of, status_line
 from .pickers import choose, chosen
-from .session import View
-from .tabs import attention, build, inside
+from .session import AttentionShown, Changed, Prompt, View
+from .tabs import build, knockout
 
 # The button keeps its own size at the end of the header's row, as the toggles do.
 SHARE_CSS = """
@@ -80,7 +81,8 @@ def rules_of(page) -> Rules:
 
 # ---------------------------------------------------------------------------------------------
 LINK_OUTPUTS = ("preset", *build.FIELDS, "seed", "weights", "gpt2_size", "trace_prompt",
-                "gen_prompt", "current_tab", "share_note", "share_row", "session", "tabs")
+                "gen_prompt", "current_tab", "share_note", "share_row", "session", "tabs",
+                "lecture")
 
 
 def open_link_handler(rules):
@@ -91,8 +93,15 @@ def open_link_handler(rules):
         # the toggle's own event, which sets it too, may come after this one.
         session = session_of(session)
         session.prefs = replace(session.prefs, lang=prefs.parse(lang, False).lang)
+        reading = read_query(query, rules)
+        if reading.page.lecture:
+            # lecture mode: the session's at once, and the page's toggle (its change event
+            # sets the page's style, and draws every view again)
+            session.prefs = replace(session.prefs, lecture=True)
         with prefs.using(session.prefs):
-            out = _opened(read_query(query, rules), session)
+            out = _opened(reading, session)
+            if reading.page.lecture:
+                out["lecture"] = True
             if out.pop("link_builds"):
                 out.update(_built(session, out, device, dtype))
             return out
@@ -112,14 +121,20 @@ def _opened(reading, session) -> dict:
     if not reading.builds:
         return {**out, "link_builds": False, "session": session}
     p = reading.page
-    # The Attention tab's layer and head wait in the session, not in its pickers: the
-    # model the link builds fits the pickers to them, choices and value in one update. (A
-    # head set before that, beyond the heads the picker had, was refused by the next event
-    # that read it: the language's redraw, racing the link, gave the picker back its 4.)
-    choose(session, att_layer=p.layer, att_head=p.head)
+    # The tab's layer and head wait in the session, not in its pickers: the model the link
+    # builds fits the pickers to them, choices and value in one update, and says what it
+    # changed. (A head set before that, beyond the heads the picker had, was refused by the
+    # next event that read it: the language's redraw, racing the link, gave the picker back
+    # its 4.)
+    layer_picker, head_picker = VIEW_TABS.get(p.tab, (None, None))
+    if layer_picker:
+        choose(session, **{layer_picker: p.layer})
+    if head_picker:
+        choose(session, **{head_picker: p.head})
+    prompts.use(session, p.prompt)
     return {**out, "preset": p.preset, **{k: getattr(p.config, k) for k in build.FIELDS},
             "seed": p.seed, "weights": p.weights, "gpt2_size": p.size,
-            "trace_prompt": p.prompt, "gen_prompt": p.prompt,
+            **prompts.render(session),
             "current_tab": p.tab, "link_builds": True, "session": session, "link": p,
             "tabs": gr.Tabs(selected=p.tab)}   # (an update of the Tabs: no tab is mounted again)
 
@@ -129,14 +144,24 @@ def _built(session, out, device, dtype) -> dict:
     Inside and Attention tabs, and every view drawn; or, if that fails, the page says why and
     keeps what it could set."""
     p = out.pop("link")
+    left_out = []
     try:
         build.build.__wrapped__(p.preset, *(getattr(p.config, k) for k in build.FIELDS),
                                 p.seed, device, dtype, p.weights, p.size, session=session,
                                 progress=lambda *args, **kwargs: None)
+        if p.b:
+            fitted = session.view(Changed)      # (what the build's fitting said stays said)
+            try:
+                knockout.intervened(session, knockout.spec_of(p.b))
+            except ExplorerError as refused:
+                left_out.append(t("share.b_refused", "Model B ({spec}) does not fit this model: "
+                                                     "{reason} The page shows A alone.",
+                                  spec=inert(p.b), reason=say(refused.message)))
+            session.views[Changed] = fitted
         if p.tab in ("inside", "attention"):
-            inside.trace_all(session, p.prompt)
+            prompts.trace_all(session, p.prompt)
         if p.tab == "attention":
-            session.show(attention.Shown, on=True)      # (the link's layer and head)
+            session.show(AttentionShown, on=True)      # (the link's layer and head)
     except ExplorerError as refused:
         gr.Warning(say(refused.message))
         return {"share_note": t("share.not_built", "**This link could not be opened in "
@@ -144,7 +169,19 @@ def _built(session, out, device, dtype) -> dict:
                                                    "could set; press **Build the model** to "
                                                    "try again.", reason=say(refused.message)),
                 "share_row": gr.update(visible=True), "status": status_line(session)}
-    return refresh.render_all(session)
+    drawn = refresh.render_all(session)
+    # What the link asked for that this model cannot show (a layer it does not have, a B
+    # that does not fit it) is said beside the link's other problems, not put right silently.
+    changed = [say(n) for n in session.view(Changed).notes]
+    if changed:
+        left_out.append(t("share.fitted", "The link's choices were fitted to this model: "
+                                          "{changes}.", changes="; ".join(changed)))
+    if left_out:
+        note = out.get("share_note") or t("share.not_in_full", "**This link could not be "
+                                                               "used in full.**")
+        drawn.update(share_note=note + "\n\n" + "\n".join(f"- {m}" for m in left_out),
+                     share_row=gr.update(visible=True))
+    return drawn
 
 
 def share_link(rules, *args):
@@ -172,6 +209,10 @@ def share_link(rules, *args):
         notes.append(t("share.no_trained", "A link cannot carry the weights trained in the "
                                            "Train tab: it opens the Build tab's config and "
                                            "weights."))
+    # The page's prompt box may be one the user has not typed in since another tab used
+    # another prompt: then the session's prompt is the page's (an API client's is its own).
+    shown = session.view(Prompt)
+    prompt = shown.text if prompt == shown.drawn else prompt
     if len(prompt) > MAX_LINK_PROMPT_CHARS or not prompt.strip():
         if prompt.strip():
             notes.append(t("share.prompt_long", "The prompt has {n:,} characters; a link "
@@ -181,12 +222,25 @@ def share_link(rules, *args):
         prompt = rules.default.prompt
     if weights == "random":
         rules.check_config(config)   # the memory budget: a link that could never build
-    layer, head = chosen(session, "att_layer"), str(chosen(session, "att_head"))
+    b = ""
+    if session.comparing:
+        interventions = session.models[1].key.interventions
+        b = str(interventions) if interventions else ""
+        if not b:
+            notes.append(t("share.no_pinned", "A link cannot carry a model B pinned beside A "
+                                              "(only an intervention): it opens A alone."))
+    layer_picker, head_picker = VIEW_TABS.get(tab, (None, None))
+    layer = int(chosen(session, layer_picker)) if layer_picker else 0
+    head = str(chosen(session, head_picker)) if head_picker else "mean"
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
-                prompt=prompt, tab=tab, lang=prefs.current().lang, layer=int(layer), head=head)
+                prompt=prompt, tab=tab, lang=prefs.current().lang, layer=layer, head=head,
+                lecture=prefs.current().lecture, b=b)
     session.show(LinkBox, open=True)    # (new models close the box: render)
-    note = t("share.note", "This link opens the page with this model, prompt and tab; the page "
-                           "copied it to the clipboard (or copy it from the box).")
+    note = t("share.note", "This link opens the page with this model and B's intervention, "
+                           "the prompt, the tab with its layer and head, the language and "
+                           "lecture mode; the page copied it to the clipboard (or copy it from "
+                           "the box). What was computed (a generation, the knock-out map, a "
+                           "training job) is not in it: press its button again there.")
     return {"share_link": link_query(page, rules), "share_note": " ".join([note, *notes])}
 
 

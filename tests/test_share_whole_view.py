@@ -1,0 +1,100 @@
+"""Issue 47, item 4 and item 21: a share link carries the whole view (the language, lecture
+mode, the model, B's intervention, the tab and its layer and head), opens the same view, and
+says what it left out or changed (a layer 9999 of a two-layer model was put right silently)."""
+from urllib.parse import quote
+
+import pytest
+
+from explorer.app import prefs, share_view
+from explorer.app.layout import build_app
+from explorer.app.share import Page, Rules, link_query, read_query
+from explorer.app.session import Session
+from explorer.app.tabs import attention, build, inside, knockout
+from explorer.book.config import PRESETS
+
+TABS = ("build", "inside", "attention", "activations", "generate", "train", "knockout")
+RULES = Rules(default=Page(preset="teach-small", config=PRESETS["teach-small"],
+                           weights="random", size="small", seed=123,
+                           prompt="Every effort moves you", tab="build", lang="en"),
+              tabs=TABS, sizes=("small",), check_config=lambda cfg: None)
+B = "zero trf_blocks[1].att head 2"
+VIEW = (0, "norm1: before vs after LayerNorm", "resid_pre", "std")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def page():
+    return build_app()      # (every tab registered its render)
+
+
+def opened(query, lang="en"):
+    session = Session()
+    out = share_view.open_link_handler(RULES)(query, session, lang, "cpu", "float32")
+    return session, out
+
+
+def link_of(session, tab):
+    """/share_link of the session, as the page's button asks for it."""
+    cfg = session.models[0].key.config
+    with prefs.using(session.prefs):
+        return share_view.share_link(RULES, "teach-tiny", *(getattr(cfg, k) for k in
+                                                            build.FIELDS),
+                                     123, "random", "small", "Every effort moves you", tab,
+                                     session)
+
+
+def test_a_link_carries_lecture_mode_and_bs_intervention_and_reads_them_back():
+    whole = Page(preset="teach-tiny", config=PRESETS["teach-tiny"], weights="random",
+                 size="small", seed=123, prompt="Every effort moves you", tab="attention",
+                 lang="zh", layer=1, head="3", lecture=True, b=B)
+    query = link_query(whole, RULES)
+    assert "lecture=true" in query and "b=" + quote(B, safe="") in query
+    reading = read_query(query, RULES)
+    assert reading.page == whole and reading.problems == () and reading.builds
+    assert not read_query("?lecture=true&lang=zh", RULES).builds, "view settings alone"
+    for bad in ("?b=explode%20everything", "?b=" + "x" * 5000, "?lecture=maybe"):
+        reading = read_query(bad, RULES)
+        assert len(reading.problems) == 1 and not reading.page.b and not reading.page.lecture
+
+
+def test_a_link_from_zh_lecture_mode_and_a_knocked_out_b_reopens_all_of_them():
+    """Item 4: the link reopened without B and without lecture mode, and said only "same
+    model, prompt and tab"."""
+    session, _ = opened("?preset=teach-tiny&tab=attention&lang=zh")
+    session.prefs = prefs.parse("zh", True)
+    inside.run_trace.__wrapped__("Every effort moves you", session, *VIEW)
+    knockout.intervene(B, session)
+    attention.attention_views.__wrapped__(session, 1, "3")
+    made = link_of(session, "attention")
+    link = made["share_link"]
+    assert "lecture=true" in link and "lang=zh" in link and "b=zero" in link
+    assert "layer=1" in link and "head=3" in link
+    assert "授课模式" in made["share_note"]          # it says what it carries, in zh
+    again, out = opened(link, "zh")
+    assert again.prefs == prefs.parse("zh", True) and out["lecture"] is True
+    assert len(again.models) == 2 and str(again.models[1].key.interventions) == B
+    assert len(again.traces) == 2, "A and B both traced for the Attention tab"
+    assert out["att_layer"]["value"] == 1 and out["att_head"]["value"] == "3"
+    assert "B" in out["status"] and "share_row" not in out or not out["share_note"]
+
+
+def test_a_pinned_b_is_said_to_be_left_out_of_the_link():
+    session, _ = opened("?preset=teach-tiny&tab=inside")
+    session.with_models(session.models * 2)          # B pinned: not an intervention
+    made = link_of(session, "inside")
+    assert "&b=" not in made["share_link"] and "pinned" in made["share_note"]
+
+
+def test_a_link_asking_for_layer_and_head_9999_says_what_it_changed():
+    """Item 21: the page put them right (the last layer, "mean") and said nothing."""
+    session, out = opened("?preset=teach-tiny&tab=attention&layer=9999&head=9999")
+    last = PRESETS["teach-tiny"].n_layers - 1
+    assert out["att_layer"]["value"] == last and out["att_head"]["value"] == "mean"
+    assert "layer 9999 → 1" in out["share_note"] and "head 9999 → mean" in out["share_note"]
+    assert "9999" in out["status"]
+    assert out["share_row"]["visible"] is True
+
+
+def test_a_links_b_that_does_not_fit_the_model_is_said():
+    session, out = opened("?preset=teach-tiny&tab=inside&b=" + quote("zero trf_blocks[7].att "
+                                                                     "head 1"))
+    assert len(session.models) == 1 and "does not fit" in out["share_note"]
