@@ -90,7 +90,7 @@ def test_a_link_asking_for_layer_and_head_9999_says_what_it_changed():
     last = PRESETS["teach-tiny"].n_layers - 1
     assert out["att_layer"]["value"] == last and out["att_head"]["value"] == "mean"
     assert "layer 9999 → 1" in out["share_note"] and "head 9999 → mean" in out["share_note"]
-    assert "9999" in out["status"]
+    assert "9999" not in out["status"], "said once, in the link's note"
     assert out["share_row"]["visible"] is True
 
 

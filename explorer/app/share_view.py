@@ -176,6 +176,8 @@ def _built(session, out, device, dtype) -> dict:
     if changed:
         left_out.append(t("share.fitted", "The link's choices were fitted to this model: "
                                           "{changes}.", changes="; ".join(changed)))
+        session.forget(Changed)                  # (said here: not twice on the page)
+        drawn["status"] = status_line(session)
     if left_out:
         note = out.get("share_note") or t("share.not_in_full", "**This link could not be "
                                                                "used in full.**")
