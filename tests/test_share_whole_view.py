@@ -98,3 +98,20 @@ def test_a_links_b_that_does_not_fit_the_model_is_said():
     session, out = opened("?preset=teach-tiny&tab=inside&b=" + quote("zero trf_blocks[7].att "
                                                                      "head 1"))
     assert len(session.models) == 1 and "does not fit" in out["share_note"]
+
+
+def test_the_readme_says_what_a_link_carries_and_what_use_this_model_changes():
+    """Item 20: the README never said what a share link carries, called Use this model
+    "(tabs 2–5)" while it changes tab 7 too, and put "For teachers" about 240 lines down."""
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    heads = [line for line in readme.splitlines() if line.startswith("## ")]
+    assert heads[0].startswith("## For teachers"), heads[:3]
+    assert readme.index("## For teachers") < 100 * 80           # near the top
+    link = readme[readme.index("**Share the set-up:**"):]
+    link = link[:link.index("\n2. ")]
+    for carried in ("B's intervention", "lecture mode", "the language", "layer", "head",
+                    "pinned", "trained", "what was computed", "note says so"):
+        assert carried in link, carried
+    assert "tabs 2–5" not in readme and "Knock out (the status line" in readme.replace(
+        "\n   ", " ")
