@@ -72,7 +72,8 @@ def test_the_copying_tasks_prompt_goes_with_its_model_and_the_page_says_so(sessi
     assert prompts.prompt_of(session) == "@2>1:?7)@2>1:?7)"
     out = built("teach-small", session)
     assert out["trace_prompt"] == out["gen_prompt"] == out["knock_prompt"] == CAT
-    assert "Changed to fit this model" in out["status"] and CAT in out["status"]
+    assert "Changed to fit this model" in out["status"]
+    assert "prompt is yours again" in out["status"]
 
 
 def test_use_this_model_sets_the_sessions_prompt_not_the_tabs_widgets():

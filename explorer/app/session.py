@@ -180,9 +180,11 @@ class Session:
         if prompt.task is None or (self.models and self.models[0].key == prompt.task):
             return
         self.show(Prompt, text=prompt.before, task=None)
+        # (the prompts themselves are not quoted: the status line is Markdown, and a prompt
+        # may have come from anyone's link)
         self.views[Changed] = self.view(Changed).said(Message(
-            "changed.prompt", "the prompt is “{before}” again (“{task}” was the trained "
-            "model's task)", before=prompt.before, task=prompt.text))
+            "changed.prompt", "the prompt is yours again (the copying task's prompt was for "
+                              "the model trained on it)"))
 
     def view(self, kind: type[V]) -> V:
         """The state of view ``kind`` (its defaults until one is shown)."""

@@ -213,8 +213,8 @@ def share_link(rules, *args):
                                            "weights."))
     # The page's prompt box may be one the user has not typed in since another tab used
     # another prompt: then the session's prompt is the page's (an API client's is its own).
-    shown = session.view(Prompt)
-    prompt = shown.text if prompt == shown.drawn else prompt
+    boxes = session.view(Prompt)
+    prompt = boxes.text if prompt == boxes.drawn else prompt
     if len(prompt) > MAX_LINK_PROMPT_CHARS or not prompt.strip():
         if prompt.strip():
             notes.append(t("share.prompt_long", "The prompt has {n:,} characters; a link "
