@@ -211,3 +211,48 @@ def test_replay_without_a_finished_job_says_so_beside_its_button_and_nothing_els
         on_top = page.evaluate("([x, y, sel]) => !!document.elementFromPoint(x, y)"
                                ".closest(sel)", [x, y, button])
         assert on_top, f"{button} is covered ({lang})"
+
+
+# =============================================================================================
+# Item 9: the generated text follows its newest tokens
+TEXT_SCROLL_JS = """() => {
+  window.__text = [];
+  const read = () => {
+    const box = document.querySelector('#gen_output textarea');
+    if (box && box.value) window.__text.push({top: box.scrollTop, seen: box.clientHeight,
+                                              all: box.scrollHeight});
+    setTimeout(read, 100);
+  };
+  read();
+}"""
+
+
+def build(page, preset=None):
+    """Build the Build tab's preset (the default: teach-small)."""
+    page.locator("#build_btn").click()
+    expect(page.locator("#status")).to_contain_text(preset or "teach-small", timeout=SLOW)
+
+
+def test_the_generated_text_follows_its_newest_tokens(open_page):
+    """Item 9: while generating, the Text box stayed scrolled to its top, so new tokens left
+    the screen after about 4 lines. Once the text is longer than its box, the box must show
+    its end: at every read but a few (a read may fall between a new text and its scroll),
+    and at the end."""
+    page = open_page("en")
+    build(page)
+    tab(page, "5 · Generate")
+    n = 100
+    box = page.locator("#max_new input[type=number]")
+    box.fill(str(n))
+    box.press("Enter")
+    page.evaluate(TEXT_SCROLL_JS)
+    page.locator("#gen_btn").click()
+    expect(page.locator("#history tbody tr")).to_have_count(n, timeout=SLOW)   # the end
+    page.wait_for_timeout(500)
+    reads = [r for r in page.evaluate("() => window.__text") if r["all"] > r["seen"] + 40]
+    assert reads, "the text never grew longer than its box"
+    behind = [r for r in reads if r["all"] - r["top"] - r["seen"] > 4]
+    assert len(behind) <= max(2, len(reads) // 10), (
+        f"the box did not show the text's end at {len(behind)} of {len(reads)} reads, e.g. "
+        f"{behind[:3]}")
+    assert reads[-1]["all"] - reads[-1]["top"] - reads[-1]["seen"] <= 4, reads[-1]

@@ -68,6 +68,17 @@
       else if (kid.nodeValue !== m.nodeValue) kid.nodeValue = m.nodeValue;
     });
   };
+  // The generated text follows its newest tokens, unless the reader scrolled it up (back at
+  // its end, it follows again); a new run starts following. Gradio 6.31's Textbox autoscroll
+  // scrolls only once: its effect does not run again for a new value, and the text's new
+  // tokens left the screen after ~4 lines (issue 47, item 9).
+  const followText = (restart) => {
+    const box = document.querySelector("#gen_output textarea");
+    if (!box) return;
+    if (!restart && box.__followed !== undefined && box.scrollTop < box.__followed - 2) return;
+    box.scrollTop = box.scrollHeight;
+    box.__followed = box.scrollTop;
+  };
   let stopSteps = () => {};
   ex.paintSteps = (bars, speed) => {
     const roots = [bars, speed];
@@ -94,6 +105,9 @@
     const changed = () => {
       const found = roots.map((root) => Array.from(root.querySelectorAll(".nt-step")));
       const first = found[0][0] || found[1][0];
+      // (after this update's text is in its box too: the same task sets both)
+      const restart = !first || first.dataset.run !== run;
+      requestAnimationFrame(() => followText(restart));
       if (!first) { run = null; queue = []; copies.clear(); current = null; return; }
       if (first.dataset.run !== run) {
         run = first.dataset.run; queue = []; copies.clear(); queued = 0; current = null;
