@@ -256,3 +256,51 @@ def test_the_generated_text_follows_its_newest_tokens(open_page):
         f"the box did not show the text's end at {len(behind)} of {len(reads)} reads, e.g. "
         f"{behind[:3]}")
     assert reads[-1]["all"] - reads[-1]["top"] - reads[-1]["seen"] <= 4, reads[-1]
+
+
+# =============================================================================================
+# Item 10: Stop ends the generation at the step on screen
+PAINTED_JS = """() => {
+  window.__painted = [];
+  const frame = () => {
+    const m = /^(\\d+) (?:tokens|个词元) ·/.exec(document.querySelector('#speed').innerText);
+    const n = m ? +m[1] : null, last = window.__painted[window.__painted.length - 1];
+    if (n !== null && n !== last) window.__painted.push(n);
+    requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
+}"""
+STOP_JS = """() => {   // Stop pressed, and the step on screen at that moment
+  const m = /^(\\d+) (?:tokens|个词元) ·/.exec(document.querySelector('#speed').innerText);
+  document.querySelector('#stop_btn').click();
+  return +m[1];
+}"""
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_stop_ends_the_generation_at_the_step_on_screen(open_page, lang):
+    """Item 10: Stop clicked while step 66 was shown stopped at 91, and steps 71-90 were never
+    shown (the page shows the steps in turn, behind the model). After Stop, the speed line,
+    the step table and the text must end at the step on screen when Stop was pressed, and
+    every step up to it must have been shown."""
+    page = open_page(lang)
+    build(page)
+    tab(page, said(lang, "5 · Generate"))
+    box = page.locator("#max_new input[type=number]")
+    box.fill("500")
+    box.press("Enter")
+    page.evaluate(PAINTED_JS)
+    page.locator("#gen_btn").click()
+    page.wait_for_function("() => window.__painted.some((n) => n >= 40)", timeout=SLOW)
+    on_screen = page.evaluate(STOP_JS)
+    speed = page.locator("#speed")
+    expect(speed).to_contain_text(said(lang, " · <b>stopped</b>").replace("<b>", "")
+                                  .replace("</b>", "").strip(" ·"))
+    final = int(re.search(r"^(\d+) (?:tokens|个词元) ·", speed.inner_text())[1])
+    assert final == on_screen, f"Stop pressed at step {on_screen}, it stopped at {final}"
+    expect(page.locator("#history tbody tr")).to_have_count(final)
+    expect(page.locator("#history tbody tr").first.locator("td").first).to_have_text(
+        str(final))
+    painted = page.evaluate("() => window.__painted")
+    unseen = sorted(set(range(1, final + 1)) - set(painted))
+    assert not unseen, f"steps {unseen} were never shown (stopped at {final})"

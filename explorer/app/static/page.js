@@ -79,7 +79,8 @@
     box.scrollTop = box.scrollHeight;
     box.__followed = box.scrollTop;
   };
-  let stopSteps = () => {};
+  let stopSteps = () => {}, shownStep = () => null;
+  ex.shownStep = () => shownStep();
   ex.paintSteps = (bars, speed) => {
     const roots = [bars, speed];
     let run = null, copies = new Map(), queue = [], queued = 0, current = null;
@@ -144,6 +145,8 @@
     // Stop pressed: the steps still queued are not shown, nor are later ones of the run (the
     // server's last view, as far as it got, follows).
     stopSteps = () => { halted = run; queue = []; };
+    // The step on screen (Stop ends the generation there: tabs/generate.py), or null
+    shownStep = () => (run === null ? null : current);
     // (an update with as many steps as the one before changes only texts and data-step)
     const watch = { childList: true, subtree: true, characterData: true, attributes: true,
                     attributeFilter: ["data-step"] };
