@@ -304,3 +304,26 @@ def test_stop_ends_the_generation_at_the_step_on_screen(open_page, lang):
     painted = page.evaluate("() => window.__painted")
     unseen = sorted(set(range(1, final + 1)) - set(painted))
     assert not unseen, f"steps {unseen} were never shown (stopped at {final})"
+
+
+# =============================================================================================
+# Item 11: switching the language keeps the page's place
+def test_switching_the_language_keeps_the_pages_place(open_page):
+    """Item 11: switching the language scrolled the page to its top (mid-training, the live
+    figures left the screen). On the Inside tab, traced and scrolled down to its figure, the
+    switch to 中文 must leave the page where it was once the views are drawn again."""
+    page = open_page("en")
+    build(page)
+    tab(page, "2 · Inside the forward pass")
+    page.locator("#trace_btn").click()
+    expect(page.locator("#stats_plot .gtitle")).to_be_visible(timeout=SLOW)
+    page.wait_for_timeout(500)
+    page.evaluate("() => window.scrollTo(0, 300)")
+    assert page.evaluate("() => window.scrollY") == 300
+    # (clicked as a lecturer does, the toggle on screen, without the test's own scrolling)
+    page.evaluate("() => document.querySelector('#lang input[value=zh]').click()")
+    expect(page.locator("#trace_btn")).to_have_text(zh("Trace"))
+    expect(page.locator("#stats_plot .gtitle")).to_contain_text(zh("Statistics across layers"),
+                                                                 timeout=SLOW)
+    page.wait_for_timeout(1500)      # every view drawn again, and the page settled
+    assert page.evaluate("() => window.scrollY") == 300, "the switch moved the page"

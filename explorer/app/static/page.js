@@ -25,7 +25,22 @@
     return "en";
   };
 
+  // A language or lecture-mode switch redraws every view, and Gradio's redraw of them put the
+  // page back at its top (the live training figures left the screen: issue 47, item 11). The
+  // page's place is kept at the switch and put back once the views are drawn again
+  // (restorePlace, run after the redraw: explorer/app/layout.py).
+  let kept = null;
+  const keepPlace = () => { if (kept === null) kept = window.scrollY; };
+  ex.restorePlace = () => {
+    if (kept === null) return;
+    const y = kept;
+    kept = null;
+    const put = () => { if (Math.abs(window.scrollY - y) > 1) window.scrollTo(0, y); };
+    requestAnimationFrame(() => { put(); requestAnimationFrame(put); });
+  };
+
   ex.setLang = async (lang) => {
+    keepPlace();
     const locale = LOCALES[lang] || "en";
     document.documentElement.lang = locale;
     try {
@@ -40,6 +55,7 @@
   };
 
   ex.setLecture = (on) => {
+    keepPlace();
     document.body.classList.toggle("lecture", !!on);
     return on;
   };
