@@ -18,6 +18,7 @@ from explorer.app import prefs
 from explorer.app.plots.attention import attention_figure, attention_grid_figure
 from explorer.app.plots.curves import gpt_gradient_figure, gradient_figure
 from explorer.app.plots.model import parameter_figure
+from explorer.app.plots.style import _wrap
 from explorer.app.plots.training import grad_norm_figure, loss_figure
 from explorer.book.config import PRESETS, count_parameters
 from explorer.book.gradients import gpt_gradients, shortcut_demo
@@ -188,8 +189,13 @@ def test_the_loss_legend_sits_outside_the_plot_one_entry_per_variant(mode):
     legend = fig.layout.legend
     assert fig.layout.showlegend and legend.x >= 1 and legend.xanchor == "left"
     assert legend.orientation != "h" and legend.yref in (None, "paper")
-    shown = [d.name for d in fig.data if d.showlegend is not False]
-    assert shown == [d.name for d in fig.data if d.line.dash == "solid"]     # one per variant
+    # one per variant; and in lecture mode, what the solid and the dashed line are (the note
+    # that said it took the plot's room: issue 47, item 7)
+    styles = [d.name for d in fig.data if d.legendgroup == "styles"]
+    variants = [d for d in fig.data if d.legendgroup != "styles"]
+    shown = [d.name for d in variants if d.showlegend is not False]
+    assert shown == [d.name for d in variants if d.line.dash == "solid"]
+    assert styles == (["train", "val"] if mode == "lecture" else [])
 
 
 def figures_of_a_training_run():
@@ -225,3 +231,15 @@ def test_no_figure_leaves_its_plot_too_little_room(traces, mode):
             if key[1:5] == "axis" and axis.get("type") == "log" and "range" in axis:
                 assert all(math.isfinite(v) for v in axis["range"]), f"{name}: {key}"
                 assert axis["range"][0] < axis["range"][1], f"{name}: {key}"
+
+
+@pytest.mark.parametrize("width", range(4, 24))
+def test_a_wrapped_chinese_title_never_starts_a_line_with_closing_punctuation(width):
+    """Issue 47, item 7: Chinese axis titles wrapped leaving a lone "）" on a line. A line
+    never starts with punctuation that closes, nor ends with punctuation that opens."""
+    for text in ("块（输入 → 输出）", "交叉熵损失（每个词元，nats）", "注意力权重（查询 → 键）",
+                 "下一个词元的概率（%）"):
+        lines = _wrap(text, width).split("<br>")
+        assert "".join(lines).replace(" ", "") == text.replace(" ", "")
+        assert not [line for line in lines[1:] if line[0] in "）」』】》，。、：；！？)"], lines
+        assert not [line for line in lines[:-1] if line[-1] in "（「『【《"], lines

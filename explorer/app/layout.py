@@ -136,9 +136,11 @@ def build_app() -> gr.Blocks:
         # drawn again.
         for toggle, js in ((lang, "(lang) => gptExplorer.setLang(lang)"),
                            (lecture, "(on) => gptExplorer.setLecture(on)")):
-            page.then(toggle.change(None, toggle, None, js=js), redrawn,
-                      ["session", "lang", "lecture"], api_visibility="private",
-                      show_progress="hidden")
+            drawn = page.then(toggle.change(None, toggle, None, js=js), redrawn,
+                              ["session", "lang", "lecture"], api_visibility="private",
+                              show_progress="hidden")
+            drawn.then(None, None, None, js="() => gptExplorer.restorePlace()",
+                       api_visibility="private")
         # The API's way to them (a client has no toggles to click); the button is never shown.
         page.add(gr.Button(visible=False, elem_id="view_settings_btn"))
         page.on("view_settings_btn.click", view_settings, ["session", "lang", "lecture"],

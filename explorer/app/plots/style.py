@@ -74,8 +74,15 @@ def _size(px: float) -> int:
 scaled = _size   # a type size as drawn: larger in lecture mode
 
 
-_PIECES = re.compile(r"\s+|[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|"
-                     r"[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+")
+# The pieces a line may break between: spaces, a Chinese character (or full-width sign) each,
+# and runs of other letters. Punctuation that opens stays with what follows it and
+# punctuation that closes with what precedes it: a line never starts with "）" or "，" nor
+# ends with "（" (issue 47, item 7: a wrapped axis title left a lone "）").
+_OPENS = "（「『【《“‘"
+_CLOSES = "）」』】》”’，。、：；！？)"
+_PIECES = re.compile(rf"\s+|[{_OPENS}]*(?:[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|"
+                     rf"[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef{_OPENS}{_CLOSES}]+)"
+                     rf"[{_CLOSES}]*|[{_OPENS}{_CLOSES}]")
 
 
 def _width(piece: str) -> int:
@@ -162,13 +169,13 @@ def _axis_defaults(axis: dict) -> None:
 
 def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y_title=None,
            legend=False, margin=None, axes=True, wrap: int = 68,
-           plot_min: int = PLOT_MIN) -> go.Figure:
+           plot_min: int = PLOT_MIN, max_height: int = LECTURE_MAX_HEIGHT) -> go.Figure:
     """Apply the shared lean layout: no template, our font, white background, light grid,
     explicit height, title (with notes) that fits, axis titles and readable ticks. ``wrap``:
     the longest note line; a figure as wide as the page takes longer lines. ``legend``: True
     (below the x axis) or "right" (outside the plot, on its right). ``plot_min``: in lecture
-    mode the height is capped (a projector's 720 px), but never below what leaves the
-    plotting area this many px under the title, the notes and the x axis.
+    mode the height is capped (a projector's 720 px: ``max_height``), but never below what
+    leaves the plotting area this many px under the title, the notes and the x axis.
 
     The layout is put together as a plain dict and set once: plotly validates each property
     it is given, and setting them one by one costs tens of milliseconds a figure."""
@@ -219,7 +226,7 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
             layout["margin"]["t"] += _size(FONT_SIZE) + 8
         bottom = _bottom_room(layout, fig.data)
         room = layout["margin"]["t"] + bottom + plot_min
-        layout["height"] = int(min(height, max(LECTURE_MAX_HEIGHT, room)))
+        layout["height"] = int(min(height, max(max_height, room)))
         _fit_y_titles(layout, layout["height"] - layout["margin"]["t"] - bottom)
     fig.layout = layout
     return fig

@@ -14,10 +14,15 @@ from ...runtime.placement import gpu_kind
 from ...runtime.training_setup import VARIANT_LABELS
 from ..i18n import say, t
 from .labels import human_count
-from .style import FONT_SIZE, PALETTE, SEQUENTIAL_SCALE, TICK_SIZE, clean, empty_figure, finish
+from ..prefs import current
+from .style import (FONT_SIZE, GREY, PALETTE, SEQUENTIAL_SCALE, TICK_SIZE, clean, empty_figure,
+                    finish)
 
 MARKER_POINTS = 40     # evaluation points up to which the loss curves show markers
 HALF_WIDTH_WRAP = 50   # the two figures sit side by side: shorter note lines
+# Lecture mode: the curves' figure no taller than this, so that it fits under the settings and
+# the progress line at 720 px (issue 47, item 8)
+LECTURE_HEIGHT = 360
 TABLE_HEADERS = (("training.h_variant", "variant"), ("training.h_parameters", "parameters"),
                  ("training.h_tokens", "tokens seen"), ("training.h_train", "train loss"),
                  ("training.h_val", "val loss"), ("training.h_step", "s / step"),
@@ -52,6 +57,24 @@ def is_copying(view) -> bool:
     return view is not None and any(r.repeated_half_loss for r in view.runs)
 
 
+def _planned_steps(fig: go.Figure, view) -> None:
+    """Every x axis fixed to the job's planned steps from its first update: a live figure whose
+    axes rescaled with each update (0-450, then 0-800, then 0-1000) moved every curve under the
+    lecturer's pointer (issue 47, item 12). A little room each side for the end markers."""
+    pad = max(0.5, 0.02 * view.total_steps)
+    fig.update_xaxes(range=[-pad, view.total_steps + pad], autorange=False)
+
+
+def _line_styles(fig: go.Figure, styles) -> None:
+    """Legend entries (in grey) that say what each line style is, ``styles`` ((name, dash),
+    ...): in lecture mode they replace the note that said it, whose lines under the title left
+    the plot ~150 px at 720 px (issue 47, item 7)."""
+    for name, dash in styles:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=name,
+                                 legendgroup="styles", hoverinfo="skip",
+                                 line=dict(color=GREY, width=3, dash=dash)))
+
+
 def loss_figure(view) -> go.Figure:
     """Train (solid) and validation (dashed) loss at the book's evaluation points, against
     steps; one colour per variant, named once in a legend to the right of the plot. The
@@ -61,7 +84,7 @@ def loss_figure(view) -> go.Figure:
     if view is None or not any(r.eval_steps for r in view.runs):
         return empty_figure(t("training.loss", "Loss"),
                             t("training.curves_grow_here_while",
-                              "The curves grow here while the variants train."), 380)
+                              "The curves grow here while the variants train."), 340)
     fig = go.Figure()
     for i, run in enumerate(view.runs):
         name = _text(variant_name(run.label))
@@ -79,18 +102,23 @@ def loss_figure(view) -> go.Figure:
                 + t("training.loss_2", "loss") + " %{y:.3f}<extra></extra>"))
     notes = [t("training.solid_training_loss_dashed", "solid: training loss · dashed: validation "
                "loss (the book's evaluate_model)")]
+    if current().lecture:
+        _line_styles(fig, ((t("training.train", "train"), "solid"),
+                           (t("training.val", "val"), "dash")))
+        notes = []
     diverged = [t("training.diverged_at_step", "{variant} diverged at step {step}",
                   variant=variant_name(r.label), step=r.diverged_at)
                 for r in view.runs if r.diverged]
     if diverged:
         notes.append("; ".join(diverged))
+    _planned_steps(fig, view)
     # The legend sits right of the plot, never over it nor below it: below, its rows (one per
     # two or three variants) pushed the bottom margin past what lecture mode's height left
     # the plot, and plotly.js 3 stopped the page ("Something went wrong with axis scaling").
     return finish(fig, t("training.loss", "Loss"), 440, notes=notes,
                   x_title=t("training.step", "step"),
                   y_title=t("training.cross_entropy_loss", "cross-entropy loss"),
-                  legend="right", wrap=HALF_WIDTH_WRAP)
+                  legend="right", wrap=HALF_WIDTH_WRAP, max_height=LECTURE_HEIGHT)
 
 
 def _series_figure(view, series, title, notes, y_title, y_range=None, hline=None):
@@ -109,12 +137,17 @@ def _series_figure(view, series, title, notes, y_title, y_range=None, hline=None
                 line=dict(color=color_of(i), width=3, dash=dash), marker=dict(size=6),
                 hovertemplate=f"{name} {kind}<br>" + t("training.step", "step")
                 + " %{x}: %{y:.3f}<extra></extra>"))
+    if current().lecture:
+        _line_styles(fig, [(kind, dash) for _, dash, kind in series])
+        notes = []
+    _planned_steps(fig, view)
     if hline is not None:
         fig.add_hline(y=hline, line=dict(color="#777777", width=1.5, dash="dot"))
     if y_range is not None:
         fig.update_yaxes(range=y_range)
     return finish(fig, title, 440, notes=notes, x_title=t("training.step", "step"),
-                  y_title=y_title, legend="right", wrap=HALF_WIDTH_WRAP)
+                  y_title=y_title, legend="right", wrap=HALF_WIDTH_WRAP,
+                  max_height=LECTURE_HEIGHT)
 
 
 def halves_figure(view) -> go.Figure:
@@ -184,6 +217,7 @@ def grad_norm_figure(view) -> go.Figure:
     # few level step numbers: a narrow panel in lecture mode turned five of them on end, into
     # the title of the panel below
     fig.update_xaxes(tickangle=0, nticks=3)
+    _planned_steps(fig, view)
     fig.update_yaxes(showticklabels=False, col=2)     # the first column names the blocks
     for i in range(len(runs)):
         if i + cols >= len(runs):      # no panel below it: its axis title collides with none
@@ -194,7 +228,7 @@ def grad_norm_figure(view) -> go.Figure:
                   notes=[t("training.block_0_is_next", "block 0 is next to the input; dark: "
                            "gradients that barely reach the block")],
                   y_title=t("training.block_input_output", "block (input → output)"),
-                  wrap=HALF_WIDTH_WRAP, plot_min=150 * rows)
+                  wrap=HALF_WIDTH_WRAP, plot_min=150 * rows, max_height=LECTURE_HEIGHT)
 
 
 def table_rows(view) -> dict:

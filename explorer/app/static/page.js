@@ -25,7 +25,22 @@
     return "en";
   };
 
+  // A language or lecture-mode switch redraws every view, and Gradio's redraw of them put the
+  // page back at its top (the live training figures left the screen: issue 47, item 11). The
+  // page's place is kept at the switch and put back once the views are drawn again
+  // (restorePlace, run after the redraw: explorer/app/layout.py).
+  let kept = null;
+  const keepPlace = () => { if (kept === null) kept = window.scrollY; };
+  ex.restorePlace = () => {
+    if (kept === null) return;
+    const y = kept;
+    kept = null;
+    const put = () => { if (Math.abs(window.scrollY - y) > 1) window.scrollTo(0, y); };
+    requestAnimationFrame(() => { put(); requestAnimationFrame(put); });
+  };
+
   ex.setLang = async (lang) => {
+    keepPlace();
     const locale = LOCALES[lang] || "en";
     document.documentElement.lang = locale;
     try {
@@ -40,6 +55,7 @@
   };
 
   ex.setLecture = (on) => {
+    keepPlace();
     document.body.classList.toggle("lecture", !!on);
     return on;
   };
@@ -68,7 +84,19 @@
       else if (kid.nodeValue !== m.nodeValue) kid.nodeValue = m.nodeValue;
     });
   };
-  let stopSteps = () => {};
+  // The generated text follows its newest tokens, unless the reader scrolled it up (back at
+  // its end, it follows again); a new run starts following. Gradio 6.31's Textbox autoscroll
+  // scrolls only once: its effect does not run again for a new value, and the text's new
+  // tokens left the screen after ~4 lines (issue 47, item 9).
+  const followText = (restart) => {
+    const box = document.querySelector("#gen_output textarea");
+    if (!box) return;
+    if (!restart && box.__followed !== undefined && box.scrollTop < box.__followed - 2) return;
+    box.scrollTop = box.scrollHeight;
+    box.__followed = box.scrollTop;
+  };
+  let stopSteps = () => {}, shownStep = () => null;
+  ex.shownStep = () => shownStep();
   ex.paintSteps = (bars, speed) => {
     const roots = [bars, speed];
     let run = null, copies = new Map(), queue = [], queued = 0, current = null;
@@ -94,6 +122,9 @@
     const changed = () => {
       const found = roots.map((root) => Array.from(root.querySelectorAll(".nt-step")));
       const first = found[0][0] || found[1][0];
+      // (after this update's text is in its box too: the same task sets both)
+      const restart = !first || first.dataset.run !== run;
+      requestAnimationFrame(() => followText(restart));
       if (!first) { run = null; queue = []; copies.clear(); current = null; return; }
       if (first.dataset.run !== run) {
         run = first.dataset.run; queue = []; copies.clear(); queued = 0; current = null;
@@ -130,6 +161,8 @@
     // Stop pressed: the steps still queued are not shown, nor are later ones of the run (the
     // server's last view, as far as it got, follows).
     stopSteps = () => { halted = run; queue = []; };
+    // The step on screen (Stop ends the generation there: tabs/generate.py), or null
+    shownStep = () => (run === null ? null : current);
     // (an update with as many steps as the one before changes only texts and data-step)
     const watch = { childList: true, subtree: true, characterData: true, attributes: true,
                     attributeFilter: ["data-step"] };

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
+from dataclasses import replace
 
 import gradio as gr
 
@@ -45,6 +46,9 @@ DECODING = ("greedy", "sample")
 STEP_INTERVAL_S = 1 / 30
 STREAM_INTERVAL_S = 0.5
 TABLE_INTERVAL_S = 1.0
+# Stop ends a stream at the step the page shows, which may be this many steps behind the model
+# at most (two updates' worth, and more): each step's bars and speed line are kept so long.
+KEPT_STEPS = 128
 # The C one-token step and greedy summary, where they apply (else the model's own forward).
 FAST_DECODING = dict(step=native.model_step, summarize=native.next_token_summary)
 SHOWN = ("gen_output", "bars", "history", "speed", "session")
@@ -54,6 +58,8 @@ STEP_ROOT_JS = ("const ex = (window.gptExplorer = window.gptExplorer || {}); "
                 "(ex.stepRoots = ex.stepRoots || {}).NAME = element; "
                 "if (ex.stepRootLoaded) ex.stepRootLoaded();")
 MAX_NEW = Message("field.max_new", "max new tokens")
+SHOWN_STEP_JS = ("() => { const ex = window.gptExplorer; "
+                 "return ex && ex.shownStep ? ex.shownStep() : null; }")
 
 
 def _arguments(max_new_tokens, mode, temperature, top_k, seed):
@@ -126,6 +132,8 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         gen.rows.insert(0, views.row(n - 1, steps))
         views.record(gen, steps, models, n / max(time.perf_counter() - started, 1e-9), new,
                      shared, where())
+        gen.shown[n] = (list(gen.bars), gen.speed)     # where a Stop may end it (``stopped``)
+        gen.shown.pop(n - KEPT_STEPS, None)
         views.logged(gen, fresh)
         fresh = False
         wait = paced + STEP_INTERVAL_S - time.perf_counter()
@@ -196,16 +204,35 @@ def clear(session):
     return {**views.shown(session), "session": session}
 
 
+def cut_at(gen: Generation, step) -> Generation:
+    """``gen`` as it was at ``step`` (its text, table, bars and speed line then), if that step
+    of it is kept; else ``gen`` itself."""
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or step not in gen.shown:
+        return gen
+    step = int(step)
+    bars, speed = gen.shown[step]
+    ids = [i[:gen.start + step] for i in gen.ids]
+    return replace(gen, ids=ids, rows=[r for r in gen.rows if r[0] <= step], bars=list(bars),
+                   speed=dict(speed), text=gen.prompt + views.decode(ids[0][gen.start:]),
+                   shown={})
+
+
 @handler(outputs=SHOWN)
-def stopped(session):
-    """After Stop (or a failure): the generation as far as the server got (a step or two past
-    the page's last update, perhaps), with the whole step table, no longer streaming."""
+def stopped(session, shown=None):
+    """After Stop (or a failure): the generation as far as the page showed it (``shown``: the
+    step on screen when Stop was pressed; the steps after it, which the model had made, were
+    never shown: issue 47, item 10), else as far as the server got, with the whole step table,
+    no longer streaming. It takes the generation's place (a new object: the stream, should it
+    make one more step, adds it to its own)."""
     session = session_of(session)
-    if session.generation is not None:
-        if session.generation.streaming:       # cut short: the speed line says so
-            session.generation.speed["stopped"] = True
-        session.generation.streaming = False
-        session.generation.log = ((), ())
+    gen = session.generation
+    if gen is not None:
+        stopping = gen.streaming
+        gen.streaming = False
+        gen = replace(cut_at(gen, shown) if stopping else gen, log=((), ()))
+        if stopping:                            # cut short: the speed line says so
+            gen.speed = {**gen.speed, "stopped": True}
+        session.generation = gen
     return {**views.shown(session), "session": session}
 
 
@@ -293,6 +320,7 @@ def create(page):
             page.add(gr.HTML(elem_id="speed", js_on_load=_step_root("speed")))
             page.add(Textbox(label=label("gen.text", "Text"), lines=4, max_lines=4,
                                 autoscroll=True, elem_id="gen_output", interactive=False))
+            page.add(gr.Number(None, precision=0, visible=False, elem_id="gen_shown"))
         with gr.Column(scale=1):
             page.add(gr.HTML(views.bars_hint(), label=label("gen.bars", "Next-token "
                                                             "probabilities (top 10)"),
@@ -327,9 +355,12 @@ def wire(page):
             api_name="next_token", **decoding)
     page.on("gen_clear_btn.click", clear, ["session"], api_visibility="private",
             show_progress="hidden")
-    stop = page["stop_btn"].click(None, None, None, cancels=[generating],
-                                  api_visibility="private")
-    page.then(stop, stopped, ["session"], success=False, api_visibility="private")
+    # Stop: the page says which step it shows (page.js; it shows the steps in turn, behind
+    # the model), and the generation ends there.
+    stop = page["stop_btn"].click(None, None, page["gen_shown"], cancels=[generating],
+                                  js=SHOWN_STEP_JS, api_visibility="private")
+    page.then(stop, stopped, ["session", "gen_shown"], success=False,
+              api_visibility="private")
     page.then(generating, stopped, ["session"], on="failure", api_visibility="private")
     page.on("lens_btn.click", logit_lens, ["gen_prompt", "session"], api_name="logit_lens",
             concurrency_limit=2, concurrency_id="inspect")

@@ -53,6 +53,9 @@ PRESET_CHOICES = [name for name in PRESETS if name.startswith("teach-")]
 REPLAY_SPEEDS = {"10 s": 10, "30 s": 30, "60 s": 60}
 REPLAY_FRAME_SECONDS = 2.0
 _BOOK = TrainingSettings()
+# A number box wide enough for five digits (10000 steps) in lecture mode's 20 px type: at 90 px
+# "1000" read "100" (issue 47, item 5).
+NUMBER_WIDTH = 100
 
 
 def _owner(request, session=None) -> str:
@@ -190,19 +193,23 @@ def train_view(session=None, request: gr.Request = None):
     return live(None) if job is None else live(*job_view(job, owner))
 
 
-@handler(outputs=LIVE)
+@handler(outputs=(*LIVE, "train_replay_note"))
 def train_replay(speed, session=None, request: gr.Request = None):
     """/train_replay (streams): this session's finished job drawn again from step 0, as it
-    was recorded, over the chosen time ("10 s", "30 s" or "60 s")."""
+    was recorded, over the chosen time ("10 s", "30 s" or "60 s"). With no finished job, it
+    says so beside the button and changes nothing else: an error's toast covered Stop and
+    Continue, and the live view's three outputs each showed a red "Error" (issue 47, item
+    13)."""
     owner = _owner(request, session)
     seconds = REPLAY_SPEEDS[as_choice(speed, Message("field.replay_speed", "replay speed"),
                                       REPLAY_SPEEDS)]
     job = shared.LAB.job(owner)
     if job is None or not job.done:
-        raise ExplorerError("train.replay_unfinished", "Replay draws a finished job again: "
-                                                       "press Train and let it finish first "
-                                                       "(a job another session finished "
-                                                       "counts too).")
+        yield {"train_replay_note": t("train.replay_unfinished", "Replay draws a finished job "
+                                      "again: press Train and let it finish first (a job "
+                                      "another session finished counts too).")}
+        return
+    yield {"train_replay_note": ""}
     whole = job.view()
     frames = replay_steps(whole.step, max(1, round(seconds / REPLAY_FRAME_SECONDS)))
     for i, step in enumerate(frames):
@@ -333,20 +340,24 @@ def create(page):
                 ("train_batch", "train.batch", "batch size", _BOOK.batch_size),
                 ("train_context", "train.context", "context", DEFAULT_CONTEXT),
                 ("train_warmup", "train.warmup", "warm-up", _BOOK.warmup_steps)):
-            page.add(gr.Number(value, precision=0, label=label(text_id, text), min_width=90,
-                               elem_id=name))
+            page.add(gr.Number(value, precision=0, label=label(text_id, text),
+                               min_width=NUMBER_WIDTH, elem_id=name))
         # (wide enough for the book's 0.0004 whole, at lecture mode's type too)
         page.add(gr.Number(DEFAULT_LR, label="lr", min_width=120, elem_id="train_lr"))
-        page.add(gr.Number(DEFAULT_EVAL_FREQ, precision=0, min_width=90, elem_id="train_eval_freq",
+        page.add(gr.Number(DEFAULT_EVAL_FREQ, precision=0, min_width=NUMBER_WIDTH,
+                           elem_id="train_eval_freq",
                            label=label("train.eval_freq", "evaluate every")))
-        page.add(gr.Number(DEFAULT_EVAL_ITER, precision=0, min_width=90, elem_id="train_eval_iter",
+        page.add(gr.Number(DEFAULT_EVAL_ITER, precision=0, min_width=NUMBER_WIDTH,
+                           elem_id="train_eval_iter",
                            label=label("train.eval_iter", "evaluation batches")))
+        # (the buttons no wider than their words: the rest of the row is the number boxes')
         page.add(gr.Button(label("train.train", "Train"), variant="primary", min_width=90,
-                           elem_id="train_btn"))
-        page.add(gr.Button(label("train.stop", "Stop"), min_width=90, elem_id="train_stop_btn"))
-        page.add(gr.Button(label("train.continue", "Continue"), min_width=90,
+                           scale=0, elem_id="train_btn"))
+        page.add(gr.Button(label("train.stop", "Stop"), min_width=90, scale=0,
+                           elem_id="train_stop_btn"))
+        page.add(gr.Button(label("train.continue", "Continue"), min_width=90, scale=0,
                            elem_id="train_continue_btn"))
-        page.add(gr.Button(label("train.book", "The book's settings"), min_width=90,
+        page.add(gr.Button(label("train.book", "The book's settings"), min_width=90, scale=0,
                            elem_id="train_book_btn"))
     with gr.Accordion(label("train.own_text", "Your own text (paste it, or upload a .txt) — "
                             "then choose it under data"), open=False, elem_id="train_own_text"):
@@ -362,6 +373,7 @@ def create(page):
         page.add(gr.Radio(list(REPLAY_SPEEDS), value="30 s", scale=1, min_width=300,
                           label=label("train.replay_speed", "replay in"), container=False,
                           elem_id="train_replay_speed"))
+        page.add(gr.Markdown(elem_id="train_replay_note"))
     with gr.Row(elem_id="train_plots"):
         page.add(live_figure(loss_figure(None), show_label=False,
                              label=label("train.loss", "Loss"), elem_id="train_loss_plot"))
