@@ -8,6 +8,7 @@ import math
 import gradio as gr
 import pandas as pd
 
+from ..probes.interventions import Interventions
 from .i18n import label, t
 from .results import shared_head_scores
 from .shared import models_of
@@ -36,15 +37,26 @@ def _picked(side: int, layer: int, head: int) -> str:
     return f"{side}:{layer}:{head}"
 
 
-def named_choices(scores: list, names, n_layers: int, n_heads: int, layer, head) -> dict:
+def removed_of(session) -> list:
+    """Each model's heads whose output its interventions take away (B = A with a head
+    zeroed): their pattern is still computed, and scores as before."""
+    return [Interventions.of(key.interventions).removed_heads(key.config.n_layers,
+                                                              key.config.n_heads)
+            for key in session.keys]
+
+
+def named_choices(scores: list, names, n_layers: int, n_heads: int, layer, head,
+                  removed=None) -> dict:
     """The radio of named heads: each model's heads with a score at least ``CLEAR_JOB`` of
     the way from its chance level to 1 (``HeadScores.named``) that model A's pickers can show,
     each with that chance level; the head shown selected when it is one of them."""
-    choices, beyond = [], 0
+    choices, beyond, knocked = [], 0, 0
     for side, found in enumerate(scores):
         prefix = f"{names[side]} — " if names else ""
         for l, h, job, score, chance in found.named():
-            if l < n_layers and h < n_heads:
+            if removed and (l, h) in removed[side]:
+                knocked += 1     # its output is gone: it does no job in this model
+            elif l < n_layers and h < n_heads:
                 text = t("heads.named", "layer {layer}, head {head}: {job}, {score:.2f} "
                          "(uniform attention: {chance:.2f})", layer=l, head=h,
                          job=t(*JOBS[job]), score=score, chance=chance)
@@ -62,6 +74,10 @@ def named_choices(scores: list, names, n_layers: int, n_heads: int, layer, head)
     if beyond:
         info += " " + t("heads.beyond", "{n} more of B's, in layers or heads A lacks: see the "
                                         "table.", n=beyond)
+    if knocked:
+        info += " " + t("heads.knocked_out", "{n} knocked-out heads are not named: knocking "
+                        "out a head removes its output, not its pattern, which still scores "
+                        "as before (see the table).", n=knocked)
     return gr.update(choices=choices, value=shown, info=info)
 
 
@@ -93,7 +109,7 @@ def views(session, layer, head, names) -> dict:
     scores = scores_of(session)
     cfg = session.traces[0].config
     return {"att_named": named_choices(scores, names, cfg["n_layers"], cfg["n_heads"], layer,
-                                       head),
+                                       head, removed_of(session)),
             "att_scores": table(scores, names)}
 
 
