@@ -179,6 +179,30 @@ def measure(model, batches, device) -> tuple[float, float, float, float]:
     return first, repeated, previous, induction
 
 
+def evaluation_note(task: CopyingTask, settings: TrainingSettings, val_batches: int) -> Text:
+    """What each evaluation measures (the curves, the table's losses): the validation
+    sequences of its first ``eval_iter`` batches; all of them once ``eval_iter`` reaches
+    their number, so that more batches then change nothing."""
+    if settings.eval_iter >= val_batches:
+        return Text("copying.evaluation_all", "Each evaluation measures all {val:,} validation "
+                    "sequences ({batches} batches of {batch}): evaluation batches beyond "
+                    "{batches} change nothing.", val=task.val_sequences, batches=val_batches,
+                    batch=settings.batch_size)
+    return Text("copying.evaluation", "Each evaluation measures {batches} batches of {batch} of "
+                "the {val:,} validation sequences.", val=task.val_sequences,
+                batches=settings.eval_iter, batch=settings.batch_size)
+
+
+def induction_variant(runs) -> int:
+    """Which of a job's runs (``RunView``s) to use first: on the copying task the one whose
+    best induction score was highest at the last evaluation (the model with an induction head,
+    "2 blocks", not "1 block", which cannot form one); the first for any other job."""
+    last = [r.best_induction[-1] if getattr(r, "best_induction", None) else float("nan")
+            for r in runs]
+    scored = [(score, -i) for i, score in enumerate(last) if score == score]    # (not NaN)
+    return -max(scored)[1] if scored else 0
+
+
 def copying_settings(**changes) -> TrainingSettings:
     """The copying task's default settings (``COPYING_SETTINGS``), with ``changes``."""
     return TrainingSettings(**{**COPYING_SETTINGS, **changes})
