@@ -169,3 +169,24 @@ def test_non_finite_values_are_drawn_and_never_formatted_as_numbers():
     shown = cells(page)
     assert shown["zero trf_blocks[1].att"][1] == "∞"
     assert "activations overflow" in page and "+nan" not in page
+
+
+def test_the_map_of_a_model_whose_activations_overflow_says_so_for_both_metrics(monkeypatch):
+    """Issue 47, item 23, through the tab's handler: "This is a bug in GPT Explorer
+    (ValueError)" for both metrics, from a NaN noise floor formatted "+nan"."""
+    import gradio as gr
+    import pytest
+    import torch
+    from explorer.app.tabs import knockout_map
+    from explorer.book.config import PRESETS
+    from explorer.runtime.build import build_model
+    model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1e30)                                  # weights near 1e30 (a checkpoint's)
+    monkeypatch.setattr(knockout_map, "model_a", lambda session: model)
+    for metric in ("loss", "probability"):
+        with pytest.raises(gr.Error) as err:
+            list(knockout_map.parts_map("Every effort moves you", metric, False, _session()))
+        assert "activations overflow" in err.value.message
+        assert "bug" not in err.value.message
