@@ -200,7 +200,8 @@ def test_evaluation_batches_are_used_up_to_the_validation_sets_batches():
         return job, job.advance(1).view().runs[1].first_half_loss[0]
     (one, at_1), (_, at_2), (four, at_4), (five, at_5) = map(first_eval, (1, 2, 4, 5))
     assert at_1 != at_2 and at_4 == at_5
-    assert "measures 1 batches of 8 of the 32 validation sequences" in str(one.caption)
+    assert ("measures 8 of the 32 validation sequences (evaluation batches 1 × batch size 8)"
+            in str(one.caption))
     for job in (four, five):
         assert ("measures all 32 validation sequences (4 batches of 8): evaluation batches "
                 "beyond 4 change nothing") in str(job.caption)

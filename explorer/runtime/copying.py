@@ -188,8 +188,9 @@ def evaluation_note(task: CopyingTask, settings: TrainingSettings, val_batches: 
                     "sequences ({batches} batches of {batch}): evaluation batches beyond "
                     "{batches} change nothing.", val=task.val_sequences, batches=val_batches,
                     batch=settings.batch_size)
-    return Text("copying.evaluation", "Each evaluation measures {batches} batches of {batch} of "
-                "the {val:,} validation sequences.", val=task.val_sequences,
+    return Text("copying.evaluation", "Each evaluation measures {measured:,} of the {val:,} "
+                "validation sequences (evaluation batches {batches} × batch size {batch}).",
+                measured=settings.eval_iter * settings.batch_size, val=task.val_sequences,
                 batches=settings.eval_iter, batch=settings.batch_size)
 
 
