@@ -21,6 +21,8 @@ through the model as the book writes it (the probe points hand the values over: 
 
 Exact values: ``exact_cells`` runs the chosen knock-outs as ``importance`` does (copies of the
 stream entering their block, the stream kept from the estimate's pass), and writes them in.
+What the estimate can miss (the cells shown without one, and when no estimate of a text is
+trusted): ``explorer.probes.misses``.
 """
 from __future__ import annotations
 
@@ -39,27 +41,13 @@ from .budget import SCORE_ROWS, attribution_peak_bytes, longest_attribution
 from .knockouts import (PARTS, Importance, _batch_size, _run_from, block_parts,
                         check_finite_loss, map_ids)
 from .interventions import Intervention
+from .misses import MISS, SURE, blind_cells
 
 EXACT_ONLY = ("shortcut",)     # parts whose first-order estimate fails (measured): exact only
 # The noise floor: changes smaller than this many float steps (ulps) of the loss, times
 # sqrt(T) (a mean over T - 1 positions rounds T times), are rounding, not the part.
 NOISE_ULPS = 4
 TOP = 10                       # the cells that count: the estimate's top 10 are made exact first
-# What the estimate can miss, decided per text and per cell (bench/README.md, "Which parts
-# matter, estimated"):
-# - where the model is sure of its next token (p > SURE) the loss's gradient is near 0, so a
-#   knock-out that breaks that certainty (an induction head on a repeat) is estimated near 0
-#   while it costs nats. A cell whose change at such a position is at least BLIND_CHANGE of the
-#   stream there is "blind": it has no estimate shown, and is made exact with the exact-only
-#   cells;
-# - the exact values made first show how far off the estimate is on this text: once it has
-#   missed one by more than MISS nats (half the tenth of a nat the map may be off by), no
-#   estimate of this text is trusted, and every cell is made exact. (On the copying model it
-#   misses by 0.2 to 2 nats also where no position is sure: a large change of a sharp
-#   softmax is far from first order; on random gpt2-small by less than 0.001.)
-SURE = 0.9
-BLIND_CHANGE = 0.1
-MISS = 0.05
 
 
 def exact_only_parts(cfg) -> tuple[str, ...]:
@@ -108,6 +96,7 @@ class Attribution:
     part_blind: np.ndarray | None = None   # (layers, len(PARTS)) bool
 
     def blind(self, which: str) -> np.ndarray:
+        """The blind cells of "head" or "part" (``misses.blind_cells``), a bool grid."""
         grid = self.head_blind if which == "head" else self.part_blind
         shape = (self.head_estimate if which == "head" else self.part_estimate).shape
         return np.zeros(shape, bool) if grid is None else grid
@@ -302,7 +291,7 @@ def estimate(model, token_ids, *, max_bytes=None, exact_only=None) -> Attributio
     with torch.no_grad():
         heads, parts = _first_order(cfg, watcher.values, grads, exact_only)
         # (the bench asks for every estimate, exact_only=(): nothing blind either)
-        head_blind, part_blind = (_blind(model, watcher.values, sure, exact_only)
+        head_blind, part_blind = (blind_cells(model, watcher.values, sure, exact_only)
                                   if explicit_exact_only is None else (None, None))
     n_layers = cfg.n_layers
     has_part = np.zeros((n_layers, len(PARTS)), bool)
@@ -317,48 +306,6 @@ def estimate(model, token_ids, *, max_bytes=None, exact_only=None) -> Attributio
         streams=[watcher.values[(layer, "resid_pre")].detach() for layer in range(n_layers)],
         dtype=str(dtype).removeprefix("torch."),
         sure_share=float(sure.float().mean()), head_blind=head_blind, part_blind=part_blind)
-
-
-def _blind(model, values, sure, exact_only):
-    """(heads (layers, heads), parts (layers, len(PARTS))) bool: the cells whose knock-out
-    changes the stream, at a position where the model is sure of its next token (``sure``,
-    (T-1,)), by at least ``BLIND_CHANGE`` of its size there: a head its share of
-    ``out_proj``'s output, att / ff their output (of the sum it joins), a norm made the
-    identity its input against its output (what the sub-layer then reads)."""
-    cfg = model.cfg
-    heads = np.zeros((cfg.n_layers, cfg.n_heads), bool)
-    parts = np.zeros((cfg.n_layers, len(PARTS)), bool)
-    at = torch.nonzero(sure).flatten().to(values[(0, "resid_pre")].device)
-    if len(at) == 0:
-        return heads, parts
-    post = cfg.norm_placement == "post"
-
-    def v(layer, point):
-        return values[(layer, point)][0, at].float()                  # (S, ...)
-
-    def large(change, stream) -> bool:                                # (S, emb) each
-        return bool((change.norm(dim=-1) >= BLIND_CHANGE * stream.norm(dim=-1)).any())
-
-    for layer in range(cfg.n_layers):
-        after_att = v(layer, "ln1_in" if post else "resid_mid")
-        after_ff = v(layer, "ln2_in" if post else "resid_post")
-        context = v(layer, "attn_context")                            # (S, heads, hd)
-        weight = model.trf_blocks[layer].att.out_proj.weight.float()  # (emb, heads * hd)
-        written = torch.einsum("shd,ehd->she", context,
-                               weight.view(weight.shape[0], cfg.n_heads, -1))
-        heads[layer] = [large(written[:, h], after_att) for h in range(cfg.n_heads)]
-        if "att" not in exact_only:
-            parts[layer, PARTS.index("att")] = large(v(layer, "attn_out"), after_att)
-        if "ff" not in exact_only:
-            parts[layer, PARTS.index("ff")] = large(v(layer, "ff_out"), after_ff)
-        if cfg.norm_placement != "none":
-            for norm, point in (("norm1", "ln1"), ("norm2", "ln2")):
-                if norm not in exact_only:
-                    out = v(layer, point + "_out")
-                    parts[layer, PARTS.index(norm)] = large(v(layer, point + "_in") - out, out)
-    return heads, parts
-
-
 
 
 def _loss_and_gradient(model, normed, targets):

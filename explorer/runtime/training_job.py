@@ -35,7 +35,7 @@ from ..book.tokenizer import get_tokenizer
 from ..book.training import (TRAIN_RATIO, calc_loss_batch, check_training_text,
                              create_dataloader_v1, split_text)
 from .build import resolve_device
-from .copying import CopyingTask, evaluation_note, greedy_copy, measure
+from .copying import CopyingTask, greedy_copy, measure
 from .training_chunks import placed, train_on_gpu
 from .training_run import (VariantRun, block_grad_norms, first_batches, greedy_sample,
                            mean_loss, one_thread)
@@ -80,14 +80,10 @@ class TrainingJob:
         configs = job_configs(variants, settings)
         tokenizer = self.tokenizer = get_tokenizer()
         self.copying = corpus if copying else None
-        self.caption = ""
+        self.caption = corpus.caption(self.window, configs[0], settings) if copying else ""
         if copying:
             self.train_loader, self.val_loader = corpus.loaders(self.window, settings.batch_size)
             self.batches_per_epoch = len(self.train_loader)
-            self.caption = Text("copying.caption_and_evaluation", "{caption} {evaluation}",
-                                caption=corpus.caption(self.window, configs[0]),
-                                evaluation=evaluation_note(corpus, settings,
-                                                           len(self.val_loader)))
         else:
             self._text_loaders(corpus, settings, tokenizer)
         self.runs = [VariantRun(v, c, settings, self.device) for v, c in zip(variants, configs)]

@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from ...probes.attribution import BLIND_CHANGE, MISS, noise_floor
+from ...probes.attribution import noise_floor
+from ...probes.misses import BLIND_CHANGE, MISS
 from ..i18n import t
 
 HURT, HELP, NEUTRAL = (213, 94, 0), (0, 114, 178), (255, 255, 255)   # Okabe-Ito, white
