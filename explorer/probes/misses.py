@@ -10,7 +10,7 @@ miss, decided per text and per cell (bench/README.md, "Which parts matter, estim
   missed one by more than ``MISS`` nats (half the tenth of a nat the map may be off by), no
   estimate of this text is trusted, and every cell is made exact. (On the copying model it
   misses by 0.2 to 2 nats also where no position is sure: a large change of a sharp output
-  softmax is far from first order; on random gpt2-small by less than 0.001.)
+  softmax is far from first order; on random gpt2-small by 0.003 at most, 18 tokens.)
 """
 from __future__ import annotations
 
