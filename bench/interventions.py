@@ -93,12 +93,12 @@ def estimate_against_exact(model, ids, name):
     estimated cells, heads alone, and each part; the cells it misses most; the shortcuts'
     first-order estimate (which the map does not use) against their exact values."""
     est = estimate(model, ids, exact_only=())          # every part estimated, to measure
+    blind = estimate(model, ids).n_blind               # as the map makes it
     exact = importance(model, ids)
     print(f"\nThe estimate against the exact map: {name}, {len(ids)} tokens, own loss "
           f"{exact.clean_loss:.3f} nats; estimate {est.seconds:.2f} s, exact map "
           f"{exact.seconds:.1f} s; noise floor {est.floor:.1e} nats; p(next) > 0.9 at "
-          f"{est.sure_share:.0%} of the positions ("
-          f"{'saturated: exact everywhere' if est.saturated else 'not saturated'})")
+          f"{est.sure_share:.0%} of the positions ({blind} cells blind there: exact only)")
     cells = [(f"head {l}.{h}", est.head_estimate[l, h], exact.head_loss[l, h])
              for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
     for i, part in enumerate(PARTS):

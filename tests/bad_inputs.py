@@ -820,9 +820,11 @@ CASES += _typed_cases()
 # Raw HTTP requests (items 6 to 9): what reaches Gradio's routes directly. Each must get a
 # 4xx answer whose body matches ``expect`` (``stream``: a call taken, whose event stream says
 # ``expect`` as its error). ``{port}`` in a header is the server's port; an ``fn_index`` given
-# as "/name" is that endpoint's index in the running app. What only Gradio's internal protocol
-# would tell (an unknown fn_index or component id, the number of a call's inputs, a file
-# input's form) is Gradio's own to answer (issue 36: public Gradio only).
+# as "/name" is that endpoint's index in the running app. An unknown fn_index is refused from
+# the page's own public config (the event ids every browser reads at /config): Gradio answered
+# it with a bare 500 (issue 47, item 22). What only Gradio's internal protocol would tell (a
+# component id, the number of a call's inputs, a file input's form) is Gradio's own to answer
+# (issue 36: public Gradio only).
 @dataclass(frozen=True)
 class HttpCase:
     id: str
@@ -864,6 +866,9 @@ HTTP_CASES: list[HttpCase] = [
     HttpCase("join-empty-session-hash", "POST", "/gradio_api/queue/join",
              {"data": [*gen_args(n=2), None], "fn_index": 0, "session_hash": ""},
              expect=EMPTY_SESSION),
+    *[HttpCase(f"join-fn-index-{index}", "POST", "/gradio_api/queue/join",
+               {"data": [], "fn_index": index, "session_hash": "hostile2"},
+               expect=rf"no function with fn_index {index}") for index in (99999, -1)],
     HttpCase("call-v2-unknown-endpoint", "POST", "/gradio_api/call/v2/no_such_endpoint", {},
              expect=r"no endpoint /no_such_endpoint"),
     HttpCase("call-too-few-inputs", "POST", "/gradio_api/call/trace", {"data": [PROMPT]},

@@ -100,10 +100,13 @@ def test_trace_attention_and_views_answer(app_url):
     assert plotly_json(hist2)["data"] and plotly_json(heat2)["data"]
     att, grid, entropy, named, scores = c.predict(1, "mean", api_name="/attention")
     assert all(plotly_json(f)["data"] for f in (att, grid, entropy))
-    # every head's scores, one row each (teach-tiny: 2 layers x 4 heads)
+    # every head's scores, one row each (teach-tiny: 2 layers x 4 heads), then what uniform
+    # attention scores (the chance level: on the 4-token prompt 0.361 for the first two)
     assert scores["headers"] == ["layer", "head", "previous token", "first token", "induction"]
-    assert [row[:2] for row in scores["data"]] == [[l, h] for l in range(2) for h in range(4)]
-    assert all(0 <= v <= 1 for row in scores["data"] for v in row[2:])
+    *head_rows, uniform = scores["data"]
+    assert [row[:2] for row in head_rows] == [[l, h] for l in range(2) for h in range(4)]
+    assert all(0 <= v <= 1 for row in head_rows for v in row[2:])
+    assert uniform[0] == "uniform" and uniform[2] == uniform[3] == 0.361
     path = c.predict(1, "0", api_name="/export_attention")
     rows = open(path, encoding="utf-8").read().splitlines()
     assert len(rows) == 5  # header + one row per query token
@@ -114,7 +117,7 @@ def test_trace_attention_and_views_answer(app_url):
     exported = stats_json["head_scores"]["A"]
     assert [[round(v, 3) for v in exported[s][l]] for l in range(2) for s in
             ("previous", "first", "induction")] == [
-        [row[2 + i] for row in scores["data"] if row[0] == l] for l in range(2)
+        [row[2 + i] for row in head_rows if row[0] == l] for l in range(2)
         for i in range(3)]
 
 

@@ -3,6 +3,7 @@ they claim, a job records them with the head scores at each evaluation, and the 
 data choice trains it through /train_start."""
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -144,7 +145,66 @@ def test_choosing_the_copying_task_brings_its_own_comparison_and_settings():
     assert chosen["train_context"] == copying_settings().context_length
     back = train_tab.data_chosen("the default story", list(COPYING_VARIANTS))
     assert back["train_variants"] != list(COPYING_VARIANTS)
-    assert train_tab.data_chosen("pasted text", ["pre-LN (book)", "post-LN"]) == {}
+    assert set(train_tab.data_chosen("pasted text", ["pre-LN (book)", "post-LN"])) == {
+        "train_preset"}
+
+
+def test_the_copying_task_hides_the_model_it_does_not_use():
+    """Issue 47, item 18: "model: teach-deep" stayed shown, though the task trains its own."""
+    assert train_tab.data_chosen(train_tab.COPYING, [])["train_preset"]["visible"] is False
+    assert train_tab.data_chosen("the default story", list(COPYING_VARIANTS))[
+        "train_preset"]["visible"] is True
+
+
+def test_the_variant_to_use_is_the_one_with_the_induction_head():
+    """Issue 47, item 18: "trained variant" defaulted to "1 block", which cannot form one."""
+    from explorer.app.tabs.train_live import choice_of
+    from explorer.runtime.copying import induction_variant
+    job = small_job().advance(4)
+    view = job.view()
+    runs = [replace(view.runs[0], best_induction=[0.1, 0.12]),
+            replace(view.runs[1], best_induction=[0.1, 0.81])]
+    assert induction_variant(runs) == 1
+    assert choice_of(replace(view, runs=runs))["value"] == "2 blocks"
+    from explorer.runtime.training_setup import default_corpus, default_settings
+    plain = TrainingJob(make_variants(["pre-LN (book)", "post-LN"], "teach-tiny"),
+                        default_corpus(), default_settings(steps=1, context_length=16,
+                                                           batch_size=2))
+    assert induction_variant(plain.view().runs) == 0          # any other job: the first
+
+
+def test_the_copying_table_says_what_its_losses_are():
+    """Issue 47, item 17: "val loss 2.474" read against curves at 0.055 (repeated half) and
+    3.48 (first half): it is the loss over every position, both halves."""
+    from explorer.app.plots.training import table_rows
+    view = small_job().advance(4).view()
+    table = table_rows(view)
+    assert table["headers"][4:7] == ["val loss, both halves", "val loss, first half",
+                                     "val loss, repeated half"]
+    for run, row in zip(view.runs, table["data"]):
+        both, first, repeated = (float(v) for v in row[4:7])
+        assert (first, repeated) == (round(run.first_half_loss[-1], 3),
+                                     round(run.repeated_half_loss[-1], 3))
+        assert min(first, repeated) <= both <= max(first, repeated)    # their weighted mean
+
+
+def test_evaluation_batches_are_used_up_to_the_validation_sets_batches():
+    """Issue 47, item 17: "Evaluation batches" 4 -> 5 changed nothing visible: the task has 128
+    validation sequences, 4 batches of 32, and each evaluation measures at most those. Fewer
+    batches measure fewer, and the page says which."""
+    task = CopyingTask(train_sequences=256, val_sequences=32)            # 4 batches of 8
+
+    def first_eval(eval_iter):
+        settings = copying_settings(steps=1, batch_size=8, eval_freq=1, eval_iter=eval_iter)
+        job = TrainingJob(make_variants(COPYING_VARIANTS, COPYING_MODEL), task, settings)
+        return job, job.advance(1).view().runs[1].first_half_loss[0]
+    (one, at_1), (_, at_2), (four, at_4), (five, at_5) = map(first_eval, (1, 2, 4, 5))
+    assert at_1 != at_2 and at_4 == at_5
+    assert ("measures 8 of the 32 validation sequences (evaluation batches 1 × batch size 8)"
+            in str(one.caption))
+    for job in (four, five):
+        assert ("measures all 32 validation sequences (4 batches of 8): evaluation batches "
+                "beyond 4 change nothing") in str(job.caption)
 
 
 def test_the_copying_task_trains_through_train_start(app_url, monkeypatch):

@@ -10,7 +10,7 @@ from explorer.book.config import GPTConfig
 from explorer.book.model import MultiHeadAttention
 from explorer.probes import trace
 from explorer.probes.head_scores import (
-    HeadScores, first_token_scores, head_scores, induction_prompt, induction_scores,
+    HeadScores, chance_levels, first_token_scores, head_scores, induction_prompt, induction_scores,
     model_induction_scores, previous_token_scores)
 from explorer.runtime.build import build_model
 
@@ -85,7 +85,39 @@ def test_named_heads_are_those_with_a_best_score_of_one_half_or_more():
     scores = HeadScores(previous=np.array([[0.9, 0.1], [0.2, 0.3]]),
                         first=np.array([[0.1, 0.6], [0.2, 0.3]]),
                         induction=np.array([[0.0, 0.0], [np.nan, 0.49]]))
-    assert scores.named() == [(0, 0, "previous", 0.9), (0, 1, "first", 0.6)]
+    assert scores.named() == [(0, 0, "previous", 0.9, 0.0), (0, 1, "first", 0.6, 0.0)]
+
+
+def test_the_chance_level_is_what_uniform_attention_scores_on_that_prompt():
+    """Issue 47, item 14: on a 4-token prompt uniform attention already scores 0.36."""
+    levels = chance_levels(4, 3)
+    assert levels["previous"] == levels["first"] == pytest.approx(np.mean([1/2, 1/3, 1/4]))
+    assert levels["previous"] == pytest.approx(0.361, abs=1e-3)
+    assert levels["induction"] == pytest.approx(np.mean([1/4, 1/5, 1/6]))
+    assert chance_levels(2, None)["previous"] == 0.5 and np.isnan(chance_levels(2, None)[
+        "induction"])
+
+
+def test_a_head_is_named_only_well_above_its_chance_level():
+    chance = {"previous": 0.36, "first": 0.36, "induction": 0.01}
+    scores = HeadScores(previous=np.array([[0.52, 0.9]]), first=np.array([[0.3, 0.1]]),
+                        induction=np.array([[0.0, 0.0]]), chance=chance)
+    # 0.52 is a quarter of the way from 0.36 to 1: not named; 0.9 is 84 % of it
+    assert scores.named() == [(0, 1, "previous", 0.9, 0.36)]
+    assert scores.above_chance("previous")[0, 0] == pytest.approx(0.25)
+
+
+def test_random_gpt2_small_names_no_head_on_the_default_prompt():
+    """Issue 47, item 14: random gpt2-small (seed 123) named three previous-token heads at
+    0.51-0.52 on "Every effort moves you", where uniform attention scores 0.36."""
+    from explorer.book.config import PRESETS
+    from explorer.book.tokenizer import get_tokenizer
+    model = build_model(PRESETS["gpt2-small"], seed=123, device="cpu")
+    ids = get_tokenizer().encode("Every effort moves you")
+    scores = head_scores(model, trace(model, ids), induction=np.zeros((12, 12)))
+    assert scores.chance["previous"] == pytest.approx(0.361, abs=1e-3)
+    assert np.nanmax(scores.previous) > 0.5          # the premise: scores above one half
+    assert scores.named() == []
 
 
 # --- the book's model: weights rebuilt from forward hooks ----------------------------------
@@ -157,3 +189,19 @@ def test_a_tiny_vocabulary_or_context_still_gets_induction_scores_or_none():
                                  n_layers=2), device="cpu")
     none = model_induction_scores(tiny)                              # no room for n = 2
     assert none.shape == (2, 2) and np.isnan(none).all()
+
+
+def test_the_page_names_a_head_with_its_chance_level_and_says_it_when_none_is_named():
+    from explorer.app.head_scores import named_choices, table
+    chance = {"previous": 0.36, "first": 0.36, "induction": 0.01}
+    found = HeadScores(previous=np.array([[0.52, 0.9]]), first=np.array([[0.3, 0.1]]),
+                       induction=np.array([[0.0, 0.0]]), chance=chance)
+    radio = named_choices([found], None, 1, 2, 0, "mean")
+    assert [text for text, _ in radio["choices"]] == [
+        "layer 0, head 1: previous token, 0.90 (uniform attention: 0.36)"]
+    near_chance = HeadScores(previous=np.array([[0.52]]), first=np.array([[0.3]]),
+                             induction=np.array([[0.0]]), chance=chance)
+    none = named_choices([near_chance], None, 1, 1, 0, "mean")
+    assert none["choices"] == [] and "previous token 0.36" in none["info"]
+    rows = table([found], None)
+    assert rows.iloc[-1].tolist() == ["uniform", "", 0.36, 0.36, 0.01]

@@ -198,3 +198,30 @@ def test_a_knock_out_b_ends_when_model_a_changes_and_a_pinned_b_stays(session):
     session.with_model_a(Model(ModelKey(PRESETS["teach-tiny"], 123, "cpu", "float32"),
                                Made("built", "teach-tiny")))
     assert session.models[1] is pinned
+
+
+def test_a_knocked_out_head_keeps_its_pattern_and_b_does_not_name_it_by_its_job(session):
+    """Issue 47, item 15: with B = A with the induction head zeroed, B's Attention view of that
+    head was unchanged, named "induction, 0.81", and said only "A − B is zero everywhere"."""
+    from explorer.app.head_scores import named_choices, removed_of
+    from explorer.app.tabs import attention, knockout
+    from explorer.probes.head_scores import HeadScores
+    knockout.intervene("zero trf_blocks[1].att head 2", session)
+    traced(session)
+    assert removed_of(session) == [frozenset(), frozenset({(1, 2)})]
+    shown = json.dumps(attention.attention_views(session, 1, 2)["att_plot"].to_plotly_json()[
+        "layout"], ensure_ascii=False)
+    assert "A − B is zero everywhere" in shown          # the pattern is the same ...
+    assert ("knocking out head 2 of layer 1 removes its output, not its pattern"
+            in shown.replace("<br>", " "))                         # ... and the page says why
+    other = json.dumps(attention.attention_views(session, 1, 1)["att_plot"].to_plotly_json()[
+        "layout"], ensure_ascii=False)
+    assert "knocked out" not in other
+    # the same scores in A and B (the pattern stays): A names the head, B does not
+    job = np.zeros((2, 4))
+    job[1, 2] = 0.81
+    scores = HeadScores(previous=np.zeros((2, 4)), first=np.zeros((2, 4)), induction=job)
+    radio = named_choices([scores, scores], ("A", "B"), 2, 4, 1, "2", removed_of(session))
+    assert [text for text, _ in radio["choices"]] == [
+        "A — layer 1, head 2: induction, 0.81 (uniform attention: 0.00)"]
+    assert "1 knocked-out heads are not named" in radio["info"]

@@ -156,3 +156,38 @@ def test_the_text_radio_fills_the_box_the_map_measures():
     last = list(knockout_map.parts_map(story, "loss", False, session))[-1]
     assert last["knock_numbers"]["token_ids"] == get_tokenizer().encode(story)
     assert "Measured on: <q>" + story[:20] in last["knock_map"].replace("&#x27;", "'")
+
+
+def test_non_finite_values_are_drawn_and_never_formatted_as_numbers():
+    """Issue 47, item 23: a NaN floor read "+nan" and was split on "e" (a ValueError); a
+    knock-out whose loss overflows is exact, and reads so, not "not computed yet"."""
+    from explorer.app.plots.knockout import _number
+    assert _number(float("nan")) == "NaN" and _number(float("inf")) == "∞"
+    result = made()
+    result.floor = float("nan")
+    result.part_loss[1, 0] = float("inf")                  # exact: the loss overflowed
+    page = knockout_map_html(result)
+    shown = cells(page)
+    assert shown["zero trf_blocks[1].att"][1] == "∞"
+    assert "activations overflow" in page and "+nan" not in page
+
+
+def test_the_map_of_a_model_whose_activations_overflow_says_so_for_both_metrics(monkeypatch):
+    """Issue 47, item 23, through the tab's handler: "This is a bug in GPT Explorer
+    (ValueError)" for both metrics, from a NaN noise floor formatted "+nan"."""
+    import gradio as gr
+    import pytest
+    import torch
+    from explorer.app.tabs import knockout_map
+    from explorer.book.config import PRESETS
+    from explorer.runtime.build import build_model
+    model = build_model(PRESETS["teach-tiny"], seed=123, device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1e30)                                  # weights near 1e30 (a checkpoint's)
+    monkeypatch.setattr(knockout_map, "model_a", lambda session: model)
+    for metric in ("loss", "probability"):
+        with pytest.raises(gr.Error) as err:
+            list(knockout_map.parts_map("Every effort moves you", metric, False, _session()))
+        assert "activations overflow" in err.value.message
+        assert "bug" not in err.value.message

@@ -9,8 +9,10 @@ through Gradio's public ``app_kwargs``, and keeps Gradio's monitoring pages off:
 - ``RequestCheck``: plain HTTP and JSON hygiene that needs nothing of Gradio's insides: a JSON
   body no larger than 8 MB, JSON that Python's parser cannot take (too deep, an integer too
   long), an empty ``session_hash``, an endpoint name that Gradio's own API description
-  (``/gradio_api/info``) does not list, and an upload part that is not a file. Gradio answers
-  each of these with a bare ``500 Internal Server Error``; here they get a 4xx and a message.
+  (``/gradio_api/info``) does not list, an ``fn_index`` that the page's own config (``/config``,
+  what every browser reads) does not list, and an upload part that is not a file. Gradio
+  answers each of these with a bare ``500 Internal Server Error``; here they get a 4xx and a
+  message.
 
 A text box's value must be text: ``inputs.Text`` checks that (a public ``preprocess``).
 Everything else about a call (how many inputs, a file input's form) is Gradio's own to answer.
@@ -117,7 +119,7 @@ class RequestCheck:
 
     def __init__(self, app):
         self.app = app
-        self._endpoints = None
+        self._endpoints = self._events = None
 
     async def __call__(self, scope, receive, send):
         path = scope.get("path", "")
@@ -167,7 +169,19 @@ class RequestCheck:
             session = payload.get("session_hash")
             if isinstance(session, str) and not session.strip():
                 return 422, "session_hash is empty: leave it out, or send a non-empty string."
+            index = payload.get("fn_index")
+            if (path.rstrip("/") == f"{API}/queue/join" and isinstance(index, int)
+                    and not isinstance(index, bool) and index not in self._event_ids(scope)):
+                return 404, (f"There is no function with fn_index {index}. The endpoints are "
+                             f"listed at {API}/info.")
         return problem
+
+    def _event_ids(self, scope) -> set[int]:
+        """The ids of the page's events, as its public config lists them (``/config``)."""
+        if self._events is None:
+            config = scope["app"].get_blocks().get_config_file()
+            self._events = {d["id"] for d in config.get("dependencies", [])}
+        return self._events
 
     def _endpoint_names(self, scope) -> set[str]:
         """The named endpoints of Gradio's own API description (what /gradio_api/info lists)."""

@@ -8,7 +8,7 @@ import math
 import gradio as gr
 import pandas as pd
 
-from ..probes.head_scores import CLEAR_JOB
+from ..probes.interventions import Interventions
 from .i18n import label, t
 from .results import shared_head_scores
 from .shared import models_of
@@ -21,8 +21,10 @@ DEFINITIONS = ("heads.definitions", "**Head scores**, from 0 to 1. *Previous tok
                "attention on the token just before (mean over the prompt's tokens). *First "
                "token*: the attention on position 0. *Induction*: on a standard prompt of up to "
                "50 random tokens repeated twice, the attention from each repeated token to the "
-               "token after its earlier occurrence (once per model). A head is named when one "
-               "score reaches 0.5.")
+               "token after its earlier occurrence (once per model). Uniform attention already "
+               "scores something (on a 4-token prompt 0.36 for the previous token): a head is "
+               "named when one score is at least half the way from that chance level to 1, and "
+               "the chance level is shown beside it.")
 
 
 def scores_of(session) -> list:
@@ -35,29 +37,54 @@ def _picked(side: int, layer: int, head: int) -> str:
     return f"{side}:{layer}:{head}"
 
 
-def named_choices(scores: list, names, n_layers: int, n_heads: int, layer, head) -> dict:
-    """The radio of named heads: each model's heads with a best score of ``CLEAR_JOB`` or more
-    that model A's pickers can show; the head shown selected when it is one of them."""
-    choices, beyond = [], 0
+def removed_of(session) -> list:
+    """Each model's heads whose output its interventions take away (B = A with a head
+    zeroed): their pattern is still computed, and scores as before."""
+    return [Interventions.of(key.interventions).removed_heads(key.config.n_layers,
+                                                              key.config.n_heads)
+            for key in session.keys]
+
+
+def named_choices(scores: list, names, n_layers: int, n_heads: int, layer, head,
+                  removed=None) -> dict:
+    """The radio of named heads: each model's heads with a score at least ``CLEAR_JOB`` of
+    the way from its chance level to 1 (``HeadScores.named``) that model A's pickers can show,
+    each with that chance level; the head shown selected when it is one of them."""
+    choices, beyond, knocked = [], 0, 0
     for side, found in enumerate(scores):
         prefix = f"{names[side]} — " if names else ""
-        for l, h, job, score in found.named():
-            if l < n_layers and h < n_heads:
-                text = t("heads.named", "layer {layer}, head {head}: {job}, {score:.2f}",
-                         layer=l, head=h, job=t(*JOBS[job]), score=score)
+        for l, h, job, score, chance in found.named():
+            if removed and (l, h) in removed[side]:
+                knocked += 1     # its output is gone: it does no job in this model
+            elif l < n_layers and h < n_heads:
+                text = t("heads.named", "layer {layer}, head {head}: {job}, {score:.2f} "
+                         "(uniform attention: {chance:.2f})", layer=l, head=h,
+                         job=t(*JOBS[job]), score=score, chance=chance)
                 choices.append((prefix + text, _picked(side, l, h)))
             else:
                 beyond += 1          # B's, in a layer or head that A's pickers lack
     values = [v for _, v in choices]
     shown = next((v for v in values if head != "mean"
                   and v.split(":")[1:] == [str(layer), str(head)]), None)
+    chance = scores[0].chance if scores else {}
     info = (t("heads.click", "Click a head to show it.") if choices else
-            t("heads.none", "No head has a clear job here (every score below {at:.1f}).",
-              at=CLEAR_JOB))
+            t("heads.none", "No head has a clear job here: no score is half the way from what "
+              "uniform attention scores on this prompt ({chance}) to 1.",
+              chance=_chance_text(chance)))
     if beyond:
         info += " " + t("heads.beyond", "{n} more of B's, in layers or heads A lacks: see the "
                                         "table.", n=beyond)
+    if knocked:
+        info += " " + t("heads.knocked_out", "{n} knocked-out heads are not named: knocking "
+                        "out a head removes its output, not its pattern, which still scores "
+                        "as before (see the table).", n=knocked)
     return gr.update(choices=choices, value=shown, info=info)
+
+
+def _chance_text(chance: dict) -> str:
+    """"previous token 0.36, first token 0.36, induction 0.01" (the scores that apply)."""
+    return ", ".join(f"{t(*JOBS[job])} {value:.2f}" for job, value in chance.items()
+                     if job in JOBS and not math.isnan(value))
 
 
 def table(scores: list, names) -> pd.DataFrame:
@@ -71,6 +98,10 @@ def table(scores: list, names) -> pd.DataFrame:
                 values = [getattr(found, job)[l, h] for job in JOBS]
                 rows.append(([names[side]] if names else []) + [l, h, *(
                     None if math.isnan(v) else round(float(v), 3) for v in values)])
+        # what uniform attention scores on the same prompts: the level a score is read against
+        rows.append(([names[side]] if names else []) + [t("heads.uniform", "uniform"), "", *(
+            None if math.isnan(v) else round(float(v), 3)
+            for v in (found.chance.get(job, math.nan) for job in JOBS))])
     return pd.DataFrame(rows, columns=([t("heads.model", "model")] if names else []) + columns)
 
 
@@ -78,7 +109,7 @@ def views(session, layer, head, names) -> dict:
     scores = scores_of(session)
     cfg = session.traces[0].config
     return {"att_named": named_choices(scores, names, cfg["n_layers"], cfg["n_heads"], layer,
-                                       head),
+                                       head, removed_of(session)),
             "att_scores": table(scores, names)}
 
 

@@ -21,6 +21,8 @@ through the model as the book writes it (the probe points hand the values over: 
 
 Exact values: ``exact_cells`` runs the chosen knock-outs as ``importance`` does (copies of the
 stream entering their block, the stream kept from the estimate's pass), and writes them in.
+What the estimate can miss (the cells shown without one, and when no estimate of a text is
+trusted): ``explorer.probes.misses``.
 """
 from __future__ import annotations
 
@@ -36,20 +38,16 @@ from ..book.errors import ExplorerError
 from ..book.model import model_device
 from ..book.probe_points import editing, is_intervening
 from .budget import SCORE_ROWS, attribution_peak_bytes, longest_attribution
-from .knockouts import PARTS, Importance, _batch_size, _run_from, block_parts, map_ids
+from .knockouts import (PARTS, Importance, _batch_size, _run_from, block_parts,
+                        check_finite_loss, map_ids)
 from .interventions import Intervention
+from .misses import MISS, SURE, blind_cells
 
 EXACT_ONLY = ("shortcut",)     # parts whose first-order estimate fails (measured): exact only
 # The noise floor: changes smaller than this many float steps (ulps) of the loss, times
 # sqrt(T) (a mean over T - 1 positions rounds T times), are rounding, not the part.
 NOISE_ULPS = 4
 TOP = 10                       # the cells that count: the estimate's top 10 are made exact first
-# A model sure of its next token (p > SURE) has a loss gradient near 0 there, so a knock-out
-# that breaks that certainty (an induction head on a repeated text) is estimated near 0 while
-# it costs nats: when at least SATURATED_SHARE of the positions are so sure, the estimate's
-# order is not to be trusted (measured on the copying task, bench/README.md).
-SURE = 0.9
-SATURATED_SHARE = 0.25
 
 
 def exact_only_parts(cfg) -> tuple[str, ...]:
@@ -94,11 +92,38 @@ class Attribution:
     streams: list = field(default_factory=list, repr=False)   # stream entering each block
     dtype: str = "float32"
     sure_share: float = 0.0        # share of the positions whose p(next) > SURE
+    head_blind: np.ndarray | None = None   # (layers, heads) bool: see BLIND_CHANGE (None: none)
+    part_blind: np.ndarray | None = None   # (layers, len(PARTS)) bool
+
+    def blind(self, which: str) -> np.ndarray:
+        """The blind cells of "head" or "part" (``misses.blind_cells``), a bool grid."""
+        grid = self.head_blind if which == "head" else self.part_blind
+        shape = (self.head_estimate if which == "head" else self.part_estimate).shape
+        return np.zeros(shape, bool) if grid is None else grid
 
     @property
-    def saturated(self) -> bool:
-        """Too sure of too many next tokens for a first-order estimate (see SURE)."""
-        return self.sure_share >= SATURATED_SHARE
+    def n_blind(self) -> int:
+        """Cells whose change where the model is sure of its next token is large (their
+        estimate is not shown: exact only)."""
+        return int(self.blind("head").sum() + (self.blind("part") & self.has_part).sum())
+
+    @property
+    def missed(self) -> float:
+        """The most the estimate missed a finite exact value by (nats), over the cells made
+        exact that had an estimate shown; 0 before any."""
+        both = [abs(self.exact_of(c) - self.estimate_of(c)) for c in self.cells()
+                if self.is_exact(c) and self.trusted(c) and math.isfinite(self.exact_of(c))]
+        return max(both, default=0.0)
+
+    @property
+    def estimate_failed(self) -> bool:
+        """The estimate missed an exact value by more than MISS: none of it is trusted."""
+        return self.missed > MISS
+
+    def trusted(self, cell: Cell) -> bool:
+        """The cell has an estimate that is shown: the part is not exact-only, nor blind."""
+        which, layer, col = cell
+        return not (math.isnan(self.estimate_of(cell)) or self.blind(which)[layer, col])
 
     # the knock-out of one cell, as the exact map's
     head_intervention = staticmethod(Importance.head_intervention)
@@ -115,14 +140,17 @@ class Attribution:
 
     @property
     def head_shown(self) -> np.ndarray:
-        """Loss change per head: exact where known, else the estimate."""
-        return np.where(self.head_exact, self.head_loss, self.head_estimate)
+        """Loss change per head: exact where known, else the estimate (NaN for a blind cell
+        not yet computed)."""
+        return np.where(self.head_exact, self.head_loss,
+                        np.where(self.blind("head"), np.nan, self.head_estimate))
 
     @property
     def part_shown(self) -> np.ndarray:
         """Loss change per part: exact where known, else the estimate (NaN for an exact-only
-        part not yet computed, and where there is no such part)."""
-        return np.where(self.part_exact, self.part_loss, self.part_estimate)
+        or blind part not yet computed, and where there is no such part)."""
+        return np.where(self.part_exact, self.part_loss,
+                        np.where(self.blind("part"), np.nan, self.part_estimate))
 
     def cells(self) -> list[Cell]:
         """Every cell the model has."""
@@ -146,12 +174,12 @@ class Attribution:
     def order(self, first: int = TOP) -> list[Cell]:
         """The cells not yet exact, in the order they are worth computing exactly: the
         ``first`` largest estimates (by size: a part the model is better without counts too),
-        then the exact-only cells (no estimate: large changes, measured), then the other
-        estimates, largest first."""
+        then the exact-only and blind cells (no estimate shown: large changes, measured), then
+        the other estimates, largest first."""
         left = [c for c in self.cells() if not self.is_exact(c)]
-        estimated = sorted((c for c in left if not math.isnan(self.estimate_of(c))),
+        estimated = sorted((c for c in left if self.trusted(c)),
                            key=lambda c: -abs(self.estimate_of(c)))
-        exact_only = [c for c in left if math.isnan(self.estimate_of(c))]
+        exact_only = [c for c in left if not self.trusted(c)]
         return estimated[:first] + exact_only + estimated[first:]
 
     def intervention(self, cell: Cell) -> Intervention:
@@ -167,7 +195,7 @@ class Attribution:
         """The estimate against the exact values, over the cells that have both (None if
         fewer than 3)."""
         both = [c for c in self.cells() if self.is_exact(c)
-                and not math.isnan(self.estimate_of(c))]
+                and not math.isnan(self.estimate_of(c)) and math.isfinite(self.exact_of(c))]
         if len(both) < 3:
             return None
         return agreement([self.estimate_of(c) for c in both], [self.exact_of(c) for c in both])
@@ -243,6 +271,7 @@ def estimate(model, token_ids, *, max_bytes=None, exact_only=None) -> Attributio
                             need=attribution_peak_bytes(cfg, len(ids)) / 2 ** 20,
                             allowed=max_bytes / 2 ** 20,
                             most=longest_attribution(cfg, max_bytes))
+    explicit_exact_only = exact_only
     exact_only = exact_only_parts(cfg) if exact_only is None else tuple(exact_only)
     started = time.perf_counter()
     device = model_device(model)
@@ -254,15 +283,19 @@ def estimate(model, token_ids, *, max_bytes=None, exact_only=None) -> Attributio
         with torch.no_grad():
             losses, grad_normed = _loss_and_gradient(model, normed.detach(),
                                                      torch.tensor(ids[1:], device=device))
+        clean_loss = check_finite_loss(float(losses.mean()))
         points = list({id(v): v for v in watcher.values.values()}.values())
         grads = dict(zip(map(id, points), torch.autograd.grad(
             normed, points, grad_outputs=grad_normed, allow_unused=True)))
+    sure = losses < -math.log(SURE)                                     # (T-1,)
     with torch.no_grad():
         heads, parts = _first_order(cfg, watcher.values, grads, exact_only)
+        # (the bench asks for every estimate, exact_only=(): nothing blind either)
+        head_blind, part_blind = (blind_cells(model, watcher.values, sure, exact_only)
+                                  if explicit_exact_only is None else (None, None))
     n_layers = cfg.n_layers
     has_part = np.zeros((n_layers, len(PARTS)), bool)
     has_part[:, [PARTS.index(p) for p in block_parts(cfg)]] = True
-    clean_loss = float(losses.mean())
     dtype = next(model.parameters()).dtype
     return Attribution(
         ids, clean_loss, float(torch.exp(-losses).mean()), heads, parts,
@@ -272,7 +305,7 @@ def estimate(model, token_ids, *, max_bytes=None, exact_only=None) -> Attributio
         layer_labels=[f"trf_blocks[{layer}]" for layer in range(n_layers)],
         streams=[watcher.values[(layer, "resid_pre")].detach() for layer in range(n_layers)],
         dtype=str(dtype).removeprefix("torch."),
-        sure_share=float((losses < -math.log(SURE)).float().mean()))
+        sure_share=float(sure.float().mean()), head_blind=head_blind, part_blind=part_blind)
 
 
 def _loss_and_gradient(model, normed, targets):
@@ -355,7 +388,10 @@ def exact_cells(model, result: Attribution, cells, *, batch=None, max_bytes=None
                 for (which, _, col), l, p in zip(chunk, loss.tolist(), prob.tolist()):
                     losses, probs = ((result.head_loss, result.head_prob) if which == "head"
                                      else (result.part_loss, result.part_prob))
-                    losses[layer, col] = l - result.clean_loss
+                    # a knock-out that makes the activations overflow: its loss is inf (NaN
+                    # is kept for "not computed yet")
+                    losses[layer, col] = (l - result.clean_loss if math.isfinite(l)
+                                          else math.inf)
                     probs[layer, col] = p - result.clean_prob
     result.exact_seconds += time.perf_counter() - started
 

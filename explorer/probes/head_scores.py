@@ -1,5 +1,5 @@
 """What each head does, as numbers from 0 to 1: sums of its attention weights where a head with
-one job puts them (the scores TransformerLens's ``detect_head`` and induction demo compute).
+one job puts them.
 
 For a head's weights ``A`` (T, T), rows the queries, each row summing to 1:
 
@@ -11,11 +11,22 @@ For a head's weights ``A`` (T, T), rows the queries, each row summing to 1:
   same n again), the mean over the repeated tokens i = n ... 2n-1 of ``A[i, i-n+1]``, the
   attention on the token *after* the earlier occurrence of token i.
 
+These are Olsson et al.'s definitions ("In-context Learning and Induction Heads", 2022): the
+mean over the queries that have such a key. TransformerLens's ``detect_head`` scores otherwise:
+it divides the sum over the whole pattern by T, counting query 0 (which has no token before it)
+as a 0, so its previous-token score of a perfect head is (T - 1) / T, not 1.
+
 A score is NaN where it does not apply (one token; a model too small for the test prompt).
+
+Every score has a chance level: what uniform attention (query i spreading 1 / (i + 1) over keys
+0 .. i) scores on the same prompt, the mean of 1 / (i + 1) over the queries counted: 0.36 on a
+4-token prompt, 0.5 on a 2-token one, 0.09 on a 40-token one. A random model's attention is
+nearly uniform, so its scores sit near that level: a head is named (``HeadScores.named``) only
+when its score is at least half the way from chance to 1.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -30,7 +41,7 @@ from .tracing import trace
 SCORES = ("previous", "first", "induction")
 INDUCTION_LENGTH = 50      # tokens before the repetition (TransformerLens's demo: 50)
 INDUCTION_SEED = 0
-CLEAR_JOB = 0.5            # a head whose best score reaches this is named on the page
+CLEAR_JOB = 0.5            # a head at least this share of the way from chance to 1 is named
 
 
 def previous_token_scores(weights: np.ndarray) -> np.ndarray:
@@ -56,6 +67,22 @@ def induction_scores(weights: np.ndarray, n: int) -> np.ndarray:
     return weights[..., i, i - n + 1].mean(-1)
 
 
+def uniform_attention(t: int) -> np.ndarray:
+    """(T, T) causal uniform attention: query i spreads 1 / (i + 1) over keys 0 .. i."""
+    return np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]
+
+
+def chance_levels(n_tokens: int, induction_n: int | None) -> dict[str, float]:
+    """Each score of uniform attention (``uniform_attention``): on a prompt of ``n_tokens``
+    for the previous- and first-token scores, on the induction prompt of ``induction_n``
+    tokens repeated for the induction score (NaN where a score does not apply)."""
+    uniform = uniform_attention(max(n_tokens, 1))
+    induction = (float(induction_scores(uniform_attention(2 * induction_n), induction_n))
+                 if induction_n else float("nan"))
+    return {"previous": float(previous_token_scores(uniform)),
+            "first": float(first_token_scores(uniform)), "induction": induction}
+
+
 def induction_prompt(vocab_size: int, context_length: int) -> tuple[list[int], int] | None:
     """The standard test prompt: n distinct random token ids (seeded, ids below the model's
     vocab_size and the tokenizer's 50,257, so every model reads them and the tokenizer
@@ -71,25 +98,40 @@ def induction_prompt(vocab_size: int, context_length: int) -> tuple[list[int], i
 
 @dataclass(frozen=True)
 class HeadScores:
-    """Each score of every head, (layers, heads) arrays, NaN where it does not apply."""
+    """Each score of every head, (layers, heads) arrays, NaN where it does not apply; and each
+    score's chance level (``chance_levels``; 0: none given)."""
 
     previous: np.ndarray
     first: np.ndarray
     induction: np.ndarray
+    chance: dict = field(default_factory=lambda: dict.fromkeys(SCORES, 0.0))
+
+    def above_chance(self, name: str) -> np.ndarray:
+        """(layers, heads): how far a score is from its chance level toward 1 (0: uniform
+        attention's score; 1: a perfect head; below 0: less than chance)."""
+        chance = self.chance.get(name, 0.0)
+        chance = 0.0 if np.isnan(chance) else chance          # (at most 0.5: two tokens)
+        return (getattr(self, name) - chance) / (1.0 - chance)
 
     def as_dict(self) -> dict:
-        """Plain lists, (layers, heads), None where a score does not apply (JSON has no NaN)."""
-        return {name: [[None if np.isnan(v) else float(v) for v in row]
-                       for row in getattr(self, name)] for name in SCORES}
+        """Plain lists, (layers, heads), None where a score does not apply (JSON has no NaN),
+        and each score's chance level."""
+        return {**{name: [[None if np.isnan(v) else float(v) for v in row]
+                          for row in getattr(self, name)] for name in SCORES},
+                "chance": {name: None if np.isnan(v) else float(v)
+                           for name, v in self.chance.items()}}
 
-    def named(self, at_least: float = CLEAR_JOB) -> list[tuple[int, int, str, float]]:
-        """The heads with a clear job: (layer, head, score name, score) for each head whose
-        best score is ``at_least`` or more, the highest first."""
-        stacked = np.stack([np.nan_to_num(getattr(self, s), nan=-1.0) for s in SCORES])
+    def named(self, at_least: float = CLEAR_JOB) -> list[tuple[int, int, str, float, float]]:
+        """The heads with a clear job: (layer, head, score name, score, its chance level) for
+        each head whose best score is at least ``at_least`` of the way from its chance level
+        to 1 (``above_chance``), the furthest first."""
+        stacked = np.stack([np.nan_to_num(self.above_chance(s), nan=-np.inf) for s in SCORES])
         best, which = stacked.max(0), stacked.argmax(0)                     # (layers, heads)
-        found = [(int(l), int(h), SCORES[which[l, h]], float(best[l, h]))
+        found = [(int(l), int(h), SCORES[which[l, h]],
+                  float(getattr(self, SCORES[which[l, h]])[l, h]),
+                  float(self.chance.get(SCORES[which[l, h]], 0.0)), float(best[l, h]))
                  for l, h in zip(*np.nonzero(best >= at_least))]
-        return sorted(found, key=lambda row: -row[3])
+        return [row[:5] for row in sorted(found, key=lambda row: -row[5])]
 
 
 class _EachLayer:
@@ -152,4 +194,6 @@ def head_scores(model, traced: Trace, induction: np.ndarray | None = None) -> He
     previous, first = trace_scores(model, traced)
     if induction is None:
         induction = model_induction_scores(model)
-    return HeadScores(previous=previous, first=first, induction=induction)
+    prompt = induction_prompt(model.cfg.vocab_size, model.cfg.context_length)
+    return HeadScores(previous=previous, first=first, induction=induction,
+                      chance=chance_levels(len(traced.token_ids), prompt and prompt[1]))

@@ -72,6 +72,7 @@ KINDS = (
          ("intervention.freeze_final_norm", "final_norm frozen to mean statistics")),
 )
 KINDS_BY_NAME = {k.kind: k for k in KINDS}
+TAKE_HEADS_OUTPUT = ("zero_heads", "mean_heads", "zero_att")   # the head's pattern stays
 MODEL_PARTS = ("pos_emb", "final_norm")          # parts of GPTModel itself, not of a block
 _ORDER = {k.kind: i for i, k in enumerate(KINDS)}
 # Two of these on one part cannot both apply.
@@ -251,6 +252,14 @@ class Interventions(tuple):
         for item in self:
             item.check(cfg)
         return self
+
+    def removed_heads(self, n_layers: int, n_heads: int) -> frozenset[tuple[int, int]]:
+        """(layer, head) of every head whose output these take away (zeroed, replaced by its
+        mean, or its block's att skipped). Its attention pattern is still computed, the same
+        as without them: only what the head writes is gone."""
+        return frozenset((layer, head) for item in self if item.kind in TAKE_HEADS_OUTPUT
+                         for layer in item.layers(n_layers) if layer < n_layers
+                         for head in (item.heads or range(n_heads)) if head < n_heads)
 
 
 def _described(items) -> Text:

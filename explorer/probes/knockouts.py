@@ -20,6 +20,7 @@ through the whole model (to float rounding), for (L - l) blocks instead of L.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -86,6 +87,17 @@ def map_ids(token_ids, cfg) -> list[int]:
     return ids
 
 
+def check_finite_loss(loss: float) -> float:
+    """The model's own loss on the text, refused when its activations overflow (inf or NaN):
+    no knock-out can be measured against it."""
+    if not math.isfinite(loss):
+        raise ExplorerError("importance.not_finite", "The model's loss on this text is "
+                            "{loss}: its activations overflow (inf or NaN), so no knock-out "
+                            "can be measured against it. The Inside tab shows where they "
+                            "overflow; use other weights or a smaller scale.", loss=loss)
+    return loss
+
+
 def importance(model, token_ids, *, heads=True, parts=True, batch=None, max_bytes=None,
                progress=None, stop=None) -> Importance:
     """The map of which parts matter for ``token_ids`` (see the module's docstring).
@@ -110,6 +122,7 @@ def importance(model, token_ids, *, heads=True, parts=True, batch=None, max_byte
         streams, normed = _clean_run(model, ids)
         targets = torch.tensor(ids[1:], device=device)
         clean_loss, clean_prob = (float(v[0]) for v in _scores(model, normed, targets))
+        check_finite_loss(clean_loss)
         maps = {"head": (None, None), "part": (None, None)}
         for which in [w for w, wanted in (("head", heads), ("part", parts)) if wanted]:
             width = cfg.n_heads if which == "head" else len(PARTS)

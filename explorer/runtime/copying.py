@@ -12,6 +12,7 @@ two blocks' (bench/README.md, *Induction heads on the copying task*).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,8 +93,14 @@ class CopyingTask:
         return (DataLoader(made[0], batch_size=batch_size, shuffle=True, drop_last=True),
                 DataLoader(made[1], batch_size=batch_size, shuffle=False, drop_last=False))
 
-    def caption(self, window: int, config: GPTConfig = COPYING_MODEL) -> Text:
-        """What the Train tab says about the choice (``config``: the first variant's)."""
+    def caption(self, window: int, config: GPTConfig = COPYING_MODEL,
+                settings: TrainingSettings | None = None) -> Text:
+        """What the Train tab says about the choice (``config``: the first variant's), and
+        with ``settings`` what each evaluation measures (``evaluation_note``)."""
+        if settings is not None:
+            return Text("copying.caption_and_evaluation", "{caption} {evaluation}",
+                        caption=self.caption(window, config),
+                        evaluation=evaluation_note(self, settings))
         words = get_tokenizer().decode(list(range(min(self.n_words, 12))))
         return Text("copying.caption", "Copying task: sequences of {min_len} to {max_len} random "
                     "words, each followed by its repetition, drawn from the GPT-2 tokenizer's "
@@ -177,6 +184,32 @@ def measure(model, batches, device) -> tuple[float, float, float, float]:
     first, repeated = half_losses(model(inputs), inputs, targets)
     previous, induction = best_head_scores(model)
     return first, repeated, previous, induction
+
+
+def evaluation_note(task: CopyingTask, settings: TrainingSettings) -> Text:
+    """What each evaluation measures (the curves, the table's losses): the validation
+    sequences of its first ``eval_iter`` batches; all of them once ``eval_iter`` reaches
+    their number, so that more batches then change nothing."""
+    val_batches = math.ceil(task.val_sequences / settings.batch_size)   # (the last not full)
+    if settings.eval_iter >= val_batches:
+        return Text("copying.evaluation_all", "Each evaluation measures all {val:,} validation "
+                    "sequences ({batches} batches of {batch}): evaluation batches beyond "
+                    "{batches} change nothing.", val=task.val_sequences, batches=val_batches,
+                    batch=settings.batch_size)
+    return Text("copying.evaluation", "Each evaluation measures {measured:,} of the {val:,} "
+                "validation sequences (evaluation batches {batches} × batch size {batch}).",
+                measured=settings.eval_iter * settings.batch_size, val=task.val_sequences,
+                batches=settings.eval_iter, batch=settings.batch_size)
+
+
+def induction_variant(runs) -> int:
+    """Which of a job's runs (``RunView``s) to use first: on the copying task the one whose
+    best induction score was highest at the last evaluation (the model with an induction head,
+    "2 blocks", not "1 block", which cannot form one); the first for any other job."""
+    last = [r.best_induction[-1] if getattr(r, "best_induction", None) else float("nan")
+            for r in runs]
+    scored = [(score, -i) for i, score in enumerate(last) if score == score]    # (not NaN)
+    return -max(scored)[1] if scored else 0
 
 
 def copying_settings(**changes) -> TrainingSettings:

@@ -80,7 +80,7 @@ class TrainingJob:
         configs = job_configs(variants, settings)
         tokenizer = self.tokenizer = get_tokenizer()
         self.copying = corpus if copying else None
-        self.caption = corpus.caption(self.window, configs[0]) if copying else ""
+        self.caption = corpus.caption(self.window, configs[0], settings) if copying else ""
         if copying:
             self.train_loader, self.val_loader = corpus.loaders(self.window, settings.batch_size)
             self.batches_per_epoch = len(self.train_loader)

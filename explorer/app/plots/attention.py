@@ -95,10 +95,27 @@ def _largest(zs) -> float:
     return max(finite + [1e-6]) if finite else 1.0
 
 
-def attention_figure(traces, layer, head, names=None) -> go.Figure:
+def knocked_out_notes(names, layer, head, removed) -> list[str]:
+    """What a figure of ``layer`` and ``head`` must say of the models whose interventions take
+    that head's output away (``removed``: each model's (layer, head) set): its pattern is what
+    it still computes, which nothing reads any more."""
+    notes = []
+    for name, gone in zip(names, removed or ()):
+        heads = sorted(h for l, h in gone if l == layer and (head == "mean" or h == head))
+        if heads:
+            notes.append(t("attention.knocked_out", "{name}: knocking out head {heads} of "
+                           "layer {layer} removes its output, not its pattern: the weights "
+                           "shown are what it still computes, and nothing reads them.",
+                           name=name, heads=", ".join(map(str, heads)), layer=layer))
+    return notes
+
+
+def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure:
     """One head's attention weights (or the mean over heads): queries on y, keys on x; the
     future tokens each query may not see are masked (grey). Two models: A's weights, B's,
-    and A − B (red: A attends more; blue: B does), for the same layer and head."""
+    and A − B (red: A attends more; blue: B does), for the same layer and head. ``removed``:
+    each model's knocked-out heads, (layer, head) sets (``Interventions.removed_heads``): the
+    figure says that a knocked-out head shown keeps its pattern."""
     traces, names = models(traces, names)
     alone = len(traces) == 1
     n_panels = len(traces) + (not alone)          # two models: and their difference
@@ -133,6 +150,7 @@ def attention_figure(traces, layer, head, names=None) -> go.Figure:
         if why:
             notes.append(t("attention.has_not_compared", "{name} has {why}: not compared",
                            name=name, why=why))
+    notes += knocked_out_notes(names, layer, head, removed)
     fig = panels(n_panels, horizontal_spacing=0.075,
                  subplot_titles=[*names, t("attention.difference", "A − B (difference)")])
     zs = [None if w is None else _masked(w, start) for w in matrices]

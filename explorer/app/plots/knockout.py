@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ...probes.attribution import noise_floor
+from ...probes.misses import BLIND_CHANGE, MISS
 from ..i18n import t
 
 HURT, HELP, NEUTRAL = (213, 94, 0), (0, 114, 178), (255, 255, 255)   # Okabe-Ito, white
@@ -53,6 +54,8 @@ def colour(change: float, scale: float, floor: float) -> str:
 def _number(value: float) -> str:
     """Three decimals; a smaller change (a random model's probabilities: 1 in 50,257) in
     scientific notation, so that a coloured cell never reads 0."""
+    if not math.isfinite(value):           # an overflowed loss (inf), never a number
+        return "∞" if value > 0 else "−∞" if value < 0 else "NaN"
     if value == 0:
         return "0"
     if abs(value) >= 5e-4:
@@ -88,7 +91,11 @@ def _cell(value, estimated, sign, scale, floor, spec, title, current, missing=""
         return f'<td style="background:{BLANK}">–</td>'
     marked = ' class="walk-current"' if spec == current else ""
     classes = "estimated" if estimated else ""
-    if not math.isfinite(value):
+    if not math.isfinite(value) and not estimated:      # exact: the knock-out overflowed
+        shown, background = _number(value), BLANK
+        title = f"{title} · " + t("knock.overflow", "the knocked-out model's loss is not a "
+                                  "finite number: its activations overflow")
+    elif not math.isfinite(value):
         shown, background = "…", BLANK
         title = f"{title} · {missing}"
     else:
@@ -166,11 +173,19 @@ def knockout_map_html(result, metric: str = "loss", current: str | None = None,
     out = [STYLE, f'<p class="knock-measured">{measured}</p>',
            f'<p class="knock-status">{status}</p>' if status else "",
            f"<p>{summary}</p>", f'<p class="key">{key}</p>', scale_key(scale, floor, sign)]
-    if result.saturated:
-        out.append('<p class="knock-saturated"><b>' + t(
-            "knock.saturated", "The model is sure of {share} of the next tokens (p > 0.9): "
-            "there a first-order estimate misses large changes (its gradient is near 0), so "
-            "every cell is computed exactly.", share=f"{result.sure_share:.0%}") + "</b></p>")
+    if result.n_blind:
+        out.append('<p class="knock-blind"><b>' + t(
+            "knock.blind", "The model is sure of {share} of the next tokens (p > 0.9). There "
+            "the loss's gradient is near 0, so a first-order estimate cannot see what a "
+            "knock-out changes: the {n} cells that change the stream there by {change} or "
+            "more have no estimate (…) and are computed exactly.",
+            share=f"{result.sure_share:.0%}", n=result.n_blind,
+            change=f"{BLIND_CHANGE:.0%}") + "</b></p>")
+    if result.estimate_failed:
+        out.append('<p class="knock-missed"><b>' + t(
+            "knock.missed", "The estimate missed an exact value by {miss:.2f} nats (more than "
+            "{most} nats): no estimate of this text is trusted, so every cell is computed "
+            "exactly.", miss=result.missed, most=MISS) + "</b></p>")
     agreement = result.agreement() if result.n_exact == len(result.cells()) else None
     if agreement is not None:
         out.append('<p class="knock-agreement">' + t(

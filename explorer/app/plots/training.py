@@ -232,14 +232,27 @@ def grad_norm_figure(view) -> go.Figure:
 
 
 def table_rows(view) -> dict:
-    """The table of variants, headers included (a Dataframe value)."""
-    rows = [] if view is None else [
-        [variant_name(r.label), f"{r.parameters:,}", f"{r.tokens_seen:,}",
-         _number(r.train_loss_now), _number(r.val_loss_now), _number(r.seconds_per_step, 3),
-         t("training.yes_at_step", "yes, at step {step}", step=r.diverged_at) if r.diverged
-         else t("training.no", "no")]
-        for r in view.runs]
-    return {"headers": [t(*h) for h in TABLE_HEADERS], "data": rows}
+    """The table of variants, headers included (a Dataframe value). The copying task: its
+    validation loss is over every position, both halves, and each half's follows (the last
+    evaluation's, as the curves end)."""
+    copying = is_copying(view)
+    headers = [t(*h) for h in TABLE_HEADERS]
+    at = TABLE_HEADERS.index(("training.h_val", "val loss"))
+    if copying:
+        headers[at:at + 1] = [t("training.h_val_both", "val loss, both halves"),
+                              t("training.h_val_first", "val loss, first half"),
+                              t("training.h_val_repeated", "val loss, repeated half")]
+    rows = []
+    for r in [] if view is None else view.runs:
+        halves = ([_number(r.first_half_loss[-1] if r.first_half_loss else None),
+                   _number(r.repeated_half_loss[-1] if r.repeated_half_loss else None)]
+                  if copying else [])
+        rows.append([variant_name(r.label), f"{r.parameters:,}", f"{r.tokens_seen:,}",
+                     _number(r.train_loss_now), _number(r.val_loss_now), *halves,
+                     _number(r.seconds_per_step, 3),
+                     t("training.yes_at_step", "yes, at step {step}", step=r.diverged_at)
+                     if r.diverged else t("training.no", "no")])
+    return {"headers": headers, "data": rows}
 
 
 def samples_markdown(view) -> str:

@@ -68,7 +68,7 @@ def views(session, layer, head) -> dict:
     choose(session, att_layer=layer, att_head=str(head))
     names = comparison.names(session)
     return shared_views("attention", session, (layer, head, names), lambda: {
-        "att_plot": attention_figure(traces, layer, head, names),
+        "att_plot": attention_figure(traces, layer, head, names, heads.removed_of(session)),
         "grid_plot": attention_grid_figure(traces, layer, names),
         "entropy_plot": entropy_figure(traces, names),
         **heads.views(session, layer, head, names)})

@@ -4,7 +4,6 @@ estimated at once (one forward and one backward pass), then exact, cell by cell,
 A click on a cell makes that knock-out model B (``knockout.cell_clicked``)."""
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -99,14 +98,15 @@ def _state_text(state, f) -> str:
 
 def _chunks(result, everywhere: bool):
     """The cells to make exact, in the order they come: the estimate's top ``TOP`` and the
-    exact-only cells one at a time (each turns exact as it comes); then, for exact everywhere
-    (asked for, or a model too sure of its next tokens for the estimate), the rest one batch
-    per block and table (as the exact map batches them)."""
+    cells without an estimate shown (exact-only, blind) one at a time (each turns exact as it
+    comes); then, for exact everywhere (asked for, or an estimate that missed one of those
+    exact values by more than ``MISS``: asked once they are in), the rest one batch per block
+    and table (as the exact map batches them)."""
     order = result.order()
-    first = TOP + sum(1 for c in order if math.isnan(result.estimate_of(c)))
+    first = TOP + sum(1 for c in order if not result.trusted(c))
     for cell in order[:first]:
         yield [cell]
-    if not (everywhere or result.saturated):
+    if not (everywhere or result.estimate_failed):
         return
     groups: dict[tuple, list] = {}
     for cell in order[first:]:
@@ -214,6 +214,9 @@ def numbers(result) -> dict:
             "head_prob": grid(result.head_prob), "part_loss": grid(result.part_loss),
             "part_prob": grid(result.part_prob), "head_estimate": grid(result.head_estimate),
             "part_estimate": grid(result.part_estimate), "noise_floor": result.floor,
+            "head_blind": result.blind("head").tolist(),
+            "part_blind": (result.blind("part") & result.has_part).tolist(),
+            "estimate_missed": result.missed,
             "exact_cells": result.n_exact, "cells": len(result.cells())}
 
 

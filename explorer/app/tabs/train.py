@@ -120,18 +120,21 @@ def variants_of(variants, preset, data=None):
                                              PRESET_CHOICES))
 
 
-@handler(outputs=("train_variants", "train_steps", "train_batch", "train_context", "train_lr",
-                  "train_warmup", "train_eval_freq", "train_eval_iter"))
+@handler(outputs=("train_variants", "train_preset", "train_steps", "train_batch",
+                  "train_context", "train_lr", "train_warmup", "train_eval_freq",
+                  "train_eval_iter"))
 def data_chosen(data, variants):
-    """The copying task brings its own comparison and settings (1 block vs 2 blocks); leaving
-    it brings the default comparison's back. Other changes of data leave the form as it is."""
+    """The copying task brings its own comparison, model and settings (1 block vs 2 blocks of
+    ``COPYING_MODEL``: the model picker is hidden, since it is not used); leaving it brings
+    the default comparison's back. Other changes of data leave the form as it is."""
+    preset = {"train_preset": gr.update(visible=data != COPYING)}
     if data == COPYING:
         chosen, settings = list(COPYING_VARIANTS), copying_settings()
     elif list(variants or ()) == list(COPYING_VARIANTS):
         chosen, settings = list(DEFAULT_VARIANTS), default_settings()
     else:
-        return {}
-    return {"train_variants": chosen, "train_steps": settings.steps,
+        return preset
+    return {**preset, "train_variants": chosen, "train_steps": settings.steps,
             "train_batch": settings.batch_size, "train_context": settings.context_length,
             "train_lr": settings.lr, "train_warmup": settings.warmup_steps,
             "train_eval_freq": settings.eval_freq, "train_eval_iter": settings.eval_iter}

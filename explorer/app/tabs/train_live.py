@@ -15,6 +15,7 @@ from ..live_figure import value_of
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows, variant_name)
 from ..results import shared_figures
+from ...runtime.copying import induction_variant
 
 POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
 # ... and the figures, the table and the samples at most this often: redrawing the two figures
@@ -48,11 +49,12 @@ def _drawn(view, sharing) -> dict:
 
 
 def choice_of(view, keep=False):
-    """The trained variants to choose from (the first chosen, unless ``keep``: as it is)."""
+    """The trained variants to choose from (unless ``keep``, the one to use chosen: on the
+    copying task the one with the induction head, else the first)."""
     labels = [r.label for r in view.runs] if view is not None else []
     choices = [(variant_name(n), n) for n in labels]
     return gr.update(choices=choices) if keep else gr.update(
-        choices=choices, value=labels[0] if labels else None)
+        choices=choices, value=labels[induction_variant(view.runs)] if labels else None)
 
 
 def drawing_of(view, sharing) -> tuple:
