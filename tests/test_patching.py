@@ -18,7 +18,8 @@ from explorer.book.model import GPTModel
 from explorer.book.tokenizer import get_tokenizer
 from explorer.probes.intervening import intervening
 from explorer.probes.interventions import Intervention, Interventions
-from explorer.probes.patching import (direct_attribution, estimate, exact_cells, logit_diff,
+from explorer.probes.direct import direct_attribution
+from explorer.probes.patching import (estimate, exact_cells, logit_diff,
                                       make_pair, patching_map, share)
 
 TOK = get_tokenizer()
@@ -217,7 +218,7 @@ def test_the_estimate_is_the_gradient_times_the_change_written_with_hooks_and_au
         np.testing.assert_allclose(result.resid_estimate[layer],
                                    (grads[("resid", layer)] * change)[0].sum(1).numpy(),
                                    atol=1e-5)
-    assert result.corrupted_diff == pytest.approx(float(diff), abs=1e-5)
+    assert result.corrupted_diff == pytest.approx(float(diff.detach()), abs=1e-5)
 
 
 def test_cells_the_two_runs_share_are_exact_at_zero_and_the_rest_wait():
