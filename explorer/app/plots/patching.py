@@ -26,7 +26,9 @@ STYLE = ("<style>#patch_map table,#patch_dla table{border-collapse:collapse;marg
          "#patch_map td.patch-current{outline:4px solid #e69f00;outline-offset:-2px}"
          "#patch_map .patch-scale span,#patch_dla .patch-scale span{display:inline-block;"
          "min-width:3.6em;text-align:center;padding:1px 3px;border:1px solid #d0d0d0}"
-         "#patch_map th.changed{color:#d55e00}</style>")
+         "#patch_map th.changed{color:#d55e00}"
+         "#patch_map .patch-swatch{display:inline-block;width:1.4em;height:.9em;"
+         "vertical-align:middle}</style>")
 
 
 def _hex(rgb) -> str:
@@ -90,8 +92,9 @@ def patching_html(result, current: str | None = None, note: str = "") -> str:
     key = t("patch.key", "{towards} towards the clean answer · {away} away from it · one "
             "colour scale for both maps: {swatches} · white: below the noise floor "
             "{floor} (float rounding) · <b>click a cell</b> to make that patch model B",
-            towards=f'<span style="background:{_hex(HURT)}"></span>',
-            away=f'<span style="background:{_hex(HELP)}"></span>', floor=f"{floor:.1e}",
+            towards=f'<span class="patch-swatch" style="background:{_hex(HURT)}"></span>',
+            away=f'<span class="patch-swatch" style="background:{_hex(HELP)}"></span>',
+            floor=f"{floor:.1e}",
             swatches=_swatches(scale, floor)) if scale > 0 else t(
         "patch.flat", "Every change is below the noise floor: nothing is coloured.")
     out.append(f'<p class="patch-scale">{key}</p>')
