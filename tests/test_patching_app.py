@@ -17,6 +17,12 @@ IOI = ("When Mary and John went to the store, John gave a drink to",
        "When Alice and Bob went to the store, Bob gave a drink to", " Mary", " John")
 
 
+def drawn(session, *pair, everywhere=False):
+    """The maps' last update (the stream's end)."""
+    from explorer.app.tabs import patching
+    return list(patching.patch_maps(*pair, everywhere, session))[-1]
+
+
 @pytest.fixture
 def session():
     from explorer.app import shared
@@ -31,7 +37,7 @@ def test_the_ioi_pair_maps_both_ways_and_says_random_weights_mean_nothing(sessio
     pair = patching.pair_chosen("ioi", session)
     assert (pair["patch_clean"], pair["patch_corrupted"], pair["patch_right"],
             pair["patch_wrong"]) == IOI
-    out = patching.patch_maps(*IOI, True, session)
+    out = drawn(session, *IOI, everywhere=True)
     numbers = out["patch_numbers"]
     cfg = PRESETS["teach-tiny"]
     assert np.shape(numbers["head_share_exact"]) == (cfg.n_layers, cfg.n_heads)
@@ -49,7 +55,7 @@ def test_the_ioi_pair_maps_both_ways_and_says_random_weights_mean_nothing(sessio
 def test_a_click_on_a_cell_makes_that_patch_b_traced_on_the_corrupted_prompt(session):
     from explorer.app import shared
     from explorer.app.tabs import patching
-    out = patching.patch_maps(*IOI, False, session)
+    out = drawn(session, *IOI)
     spec = str(session.view(patching.PatchView).result.intervention(("head", 1, 2)))
     assert f'data-patch="{spec}"' in out["patch_map"]
     clicked = patching.cell_clicked(IOI[1], session, gr.EventData(None, {"value": spec}))
@@ -70,6 +76,16 @@ def test_a_click_on_a_cell_makes_that_patch_b_traced_on_the_corrupted_prompt(ses
         b_diff = logit_diff(model, ids, right, wrong)
     assert result.head_exact[1, 2] + result.corrupted_diff == pytest.approx(b_diff, abs=1e-5)
     assert "run on the corrupted prompt" in clicked["patch_note"]
+
+
+def test_the_stream_sends_the_estimate_first_then_the_exact_cells(session):
+    from explorer.app.tabs import patching
+    updates = list(patching.patch_maps(*IOI, False, session))
+    first, last = updates[0]["patch_numbers"], updates[-1]["patch_numbers"]
+    assert len(updates) >= 2
+    assert first["exact_cells"] < last["exact_cells"]
+    assert "≈" in updates[0]["patch_map"]
+    assert first["head_share_estimate"] == last["head_share_estimate"]
 
 
 def test_the_patch_endpoint_takes_the_string_form(session):
@@ -93,7 +109,7 @@ def test_bad_pairs_are_refused_with_their_reason(session, clean, corrupted, righ
     # limits before work: nothing is computed for a refused pair
     monkeypatch.setattr(core, "estimate", lambda *a, **k: pytest.fail("computed"))
     with pytest.raises(gr.Error) as error:
-        patching.patch_maps(clean, corrupted, right, wrong, False, session)
+        drawn(session, clean, corrupted, right, wrong)
     said = {"patching.lengths": "“ An” · “ast” · “asia”",
             "patching.answer_pieces": "3 tokens", "patch.answer_text": "one token",
             "patching.same_prompts": "same tokens", "prompt.too_long": "20,001"}[message_id]
@@ -116,7 +132,7 @@ def test_the_copying_pair_needs_the_tasks_words_and_the_ioi_pair_gpt2s(session):
 def test_the_tab_is_named_in_chinese_and_its_views_redraw_in_it(session):
     from explorer.app import prefs
     from explorer.app.tabs import patching
-    patching.patch_maps(*IOI, False, session)
+    drawn(session, *IOI)
     session.prefs = prefs.parse("zh", False)
     with prefs.using(session.prefs):
         out = patching.render(session)

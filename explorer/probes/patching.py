@@ -362,11 +362,10 @@ def _run_from(model, layer, entering, items, result):
 
 
 def refine(model, result: Patching, *, everywhere=False, max_bytes=None, top=TOP):
-    """Make exact the cells that count: each map's ``top`` largest estimates, or every cell
-    (asked for, or where the estimate is not to be trusted: ``result.nonlinear``)."""
-    order = result.order(top)
-    wanted = order if (everywhere or result.nonlinear) else order[:2 * top]
-    exact_cells(model, result, wanted, max_bytes=max_bytes)
+    """Make exact the cells that count (``plan``): each map's ``top`` largest estimates, or
+    every cell (asked for, or where the estimate is not to be trusted)."""
+    for cells in plan(result, everywhere, top):
+        exact_cells(model, result, cells, max_bytes=max_bytes)
     return result
 
 
@@ -376,9 +375,41 @@ def patching_map(model, pair: Pair, *, everywhere=False, max_bytes=None) -> Patc
                   max_bytes=max_bytes)
 
 
-def patching_sent(model, pair: Pair, *, everywhere=False, max_bytes=None) -> Patching:
-    """``patching_map`` with its tensors on the CPU: plain data for another process."""
-    result = patching_map(model, pair, everywhere=everywhere, max_bytes=max_bytes)
-    result.streams = [s.cpu() for s in result.streams]
-    result.clean = {k: {p: v.cpu() for p, v in d.items()} for k, d in result.clean.items()}
+def estimate_sent(model, pair: Pair, *, max_bytes=None) -> Patching:
+    """``estimate``, its tensors on the CPU (a GPU call's answer)."""
+    return _on(estimate(model, pair, max_bytes=max_bytes), "cpu")
+
+
+def exact_tables(model, result: Patching, cells, *, max_bytes=None) -> tuple:
+    """``exact_cells`` on ``result`` (in a GPU call: the worker's copy of it), and the tables
+    it fills, for ``take_exact``."""
+    _on(result, model_device(model))
+    exact_cells(model, result, cells, max_bytes=max_bytes)
+    _on(result, "cpu")
+    return result.head_exact, result.resid_exact, result.exact_seconds
+
+
+def take_exact(result: Patching, tables) -> None:
+    """``exact_tables``' answer into ``result`` (the same object, when it ran here)."""
+    result.head_exact, result.resid_exact, result.exact_seconds = tables
+
+
+def plan(result: Patching, everywhere=False, top=TOP) -> list[list[Cell]]:
+    """The cells to make exact, in the batches they come in: each map's ``top`` largest
+    estimates; then, for every cell (asked for, or ``result.nonlinear``), the rest, one batch
+    per map and block."""
+    order = result.order(top)
+    firsts = [[c for c in order[:2 * top] if c[0] == which] for which in ("head", "resid")]
+    batches = [b for b in firsts if b]
+    if everywhere or result.nonlinear:
+        rest: dict[tuple, list] = {}
+        for cell in order[2 * top:]:
+            rest.setdefault(cell[:2], []).append(cell)
+        batches += list(rest.values())
+    return batches
+
+
+def _on(result: Patching, device) -> Patching:
+    result.streams = [s.to(device) for s in result.streams]
+    result.clean = {k: {p: v.to(device) for p, v in d.items()} for k, d in result.clean.items()}
     return result

@@ -63,6 +63,11 @@ def test_the_copying_tasks_induction_head_carries_the_answer(page, shots):
     page.locator("#patch_btn").click()
     summary = page.locator("#patch_map .patch-summary")
     expect(summary).to_contain_text("share of the clean result recovered")
+    # the estimate comes first; this model is too sure for it (saturated attention), so every
+    # cell is then made exact, in place
+    expect(page.locator("#patch_map .patch-nonlinear")).to_contain_text("every cell")
+    expect(page.locator("#patch_map .patch-agreement")).to_contain_text("Every cell exact")
+    expect(page.locator("#patch_map td.estimated")).to_have_count(0)
     heads = page.locator("#patch_map table.patch-heads td[data-patch]")
     expect(heads).to_have_count(4)                           # 2 blocks x 2 heads
     shares = {cell.get_attribute("data-patch").split(" from ")[0]: share_of(cell)

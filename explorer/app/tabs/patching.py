@@ -7,6 +7,7 @@ the part taken from the clean run): every tab then shows A beside B on the corru
 as for any model B."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import gradio as gr
@@ -15,7 +16,8 @@ from ...book.errors import ExplorerError, Message
 from ...book.tokenizer import get_tokenizer
 from ...probes.interventions import Interventions
 from ...probes.direct import direct_attribution
-from ...probes.patching import answer_id, make_pair, patching_sent
+from ...probes.patching import (answer_id, estimate_sent, exact_tables, make_pair, plan,
+                                take_exact)
 from ...runtime import offload
 from ...runtime.copying import CopyingTask, copying_pair
 from ...runtime.placement import Work
@@ -36,6 +38,7 @@ IOI = ("When Mary and John went to the store, John gave a drink to",
 PAIRS = {"ioi": ("patch.pair_ioi", "GPT-2: indirect object (Mary and John)"),
          "copying": ("patch.pair_copying", "copying task: one symbol of the first half changed")}
 MAX_ANSWER_CHARS = 100      # an answer is one token: longer text is not one
+UPDATE_S = 0.25             # the stream sends the maps at most this often (and at its end)
 GPT2_REPO = "openai-community/gpt2"
 
 
@@ -114,8 +117,9 @@ def _answer(text, model, name: Message) -> int:
 def patch_maps(clean, corrupted, right, wrong, everywhere, session):
     """/patching_map: both patching maps of model A for the pair (the head map: each head at
     every position; the residual map: the stream entering each block at each position), in
-    shares of the clean result recovered, estimated and made exact where they count (every
-    cell with ``everywhere``), and the direct logit attribution of the clean prompt."""
+    shares of the clean result recovered, and the direct logit attribution of the clean
+    prompt. A stream: first the estimate, then the cells made exact where they count (every
+    cell with ``everywhere``, or where the estimate is not to be trusted)."""
     session = session_of(session)
     everywhere = as_flag(everywhere, Message("field.patch_everywhere", "exact everywhere"))
     model = model_a(session)
@@ -128,16 +132,33 @@ def patch_maps(clean, corrupted, right, wrong, everywhere, session):
     key = session.models[0].key.weights_key
     budget = CACHE.budget_bytes * TRACE_MEMORY_SHARE
     n = len(pair.clean)
-    passes = (model.cfg.n_layers * (model.cfg.n_heads + n) if everywhere else 24)
-    result, _ = offload.compute(key, model, patching_sent, (pair,),
-                                {"everywhere": everywhere, "max_bytes": budget},
-                                Work.forward(model.cfg, n, passes=passes))
+    # a clean pass, a corrupted pass and a backward pass
+    result, _ = offload.compute(key, model, estimate_sent, (pair,), {"max_bytes": budget},
+                                Work.forward(model.cfg, n, passes=3))
     try:
         attribution = direct_attribution(model, pair.clean, pair.right, pair.wrong)
     except ExplorerError as refused:          # a post-LN model: said in its place
         attribution = refused.message
     session.show(PatchView, result=result, attribution=attribution, weights_key=key)
-    return {**_views(session), "patch_numbers": numbers(result, attribution),
+    yield _update(session)
+    sent = time.perf_counter()
+    for cells in plan(result, everywhere):
+        if session.view(PatchView).result is not result:
+            return                     # another map began
+        # each cell: the rest of the model from its block, at most a pass
+        tables, _ = offload.compute(key, model, exact_tables, (result, cells),
+                                    {"max_bytes": budget},
+                                    Work.forward(model.cfg, n, passes=len(cells)))
+        take_exact(result, tables)
+        if time.perf_counter() - sent >= UPDATE_S:
+            sent = time.perf_counter()
+            yield _update(session)
+    yield _update(session)
+
+
+def _update(session) -> dict:
+    shown = session.view(PatchView)
+    return {**_views(session), "patch_numbers": numbers(shown.result, shown.attribution),
             "session": session}
 
 
