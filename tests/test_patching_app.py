@@ -138,3 +138,20 @@ def test_the_tab_is_named_in_chinese_and_its_views_redraw_in_it(session):
         out = patching.render(session)
     assert "恢复的干净结果比例" in out["patch_map"] and "随机" in out["patch_map"]
     assert "直接 logit 归因" in out["patch_dla"]
+
+
+def test_the_named_endpoints_through_a_client(app_url):
+    from local_client import local_client
+    c = local_client(app_url)
+    c.predict("teach-tiny", 50257, 64, 64, 4, 2, 0.1, False, "pre", True, "gelu", 4, False,
+              "learned", 123, "cpu", "float32", api_name="/build")
+    pair = c.predict("ioi", api_name="/patching_pair")
+    assert tuple(pair) == IOI
+    maps, dla, numbers = c.predict(*pair, False, api_name="/patching_map")   # the stream's end
+    assert "share of the clean result recovered" in maps and "σ =" in dla
+    assert numbers["exact_cells"] >= 20 and len(numbers["resid_share_exact"][0]) == 14
+    ids = ",".join(map(str, numbers["clean_ids"]))
+    out = c.predict(f"patch trf_blocks[1].att head 0 from {ids}", IOI[1], api_name="/patch")
+    assert "trf_blocks[1].att head 0 patched from the clean prompt" in out[0]      # the status
+    with pytest.raises(Exception, match="“ An” · “ast” · “asia”"):
+        c.predict(IOI[0], IOI[1], " Anastasia", " John", False, api_name="/patching_map")
