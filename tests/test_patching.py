@@ -293,3 +293,13 @@ def test_a_map_inside_an_intervention_is_refused():
     pair = make_pair(model.cfg, CLEAN, CORRUPTED, RIGHT, WRONG)
     with intervening(model, "zero trf_blocks[0].ff"), pytest.raises(ExplorerError):
         estimate(model, pair)
+
+
+def test_patches_from_too_many_clean_prompts_are_refused_before_any_is_run():
+    from explorer.probes.interventions import MAX_PATCH_SOURCES
+    many = "; ".join(f"patch trf_blocks[0].ff from {i},{i + 1}"
+                     for i in range(MAX_PATCH_SOURCES + 1))
+    with pytest.raises(ExplorerError) as error:
+        Interventions.parse(many)
+    assert error.value.message.id == "intervention.patch_sources"
+    assert len(Interventions.parse(many.rsplit(";", 1)[0])) == MAX_PATCH_SOURCES

@@ -103,6 +103,9 @@ _PARTNERS = {kind: (pair - {kind}).pop() for pair in _EXCLUSIVE for kind in pair
 MAX_INTERVENTIONS = 2_000        # parts joined by ";"
 MAX_INTERVENTION_CHARS = 100_000
 MAX_NUMBER_DIGITS = 30           # a block or head number (int() itself refuses 4,300 digits)
+# Each clean prompt a model's patches come from costs a forward pass of its own whenever the
+# model runs: a few, not one per intervention.
+MAX_PATCH_SOURCES = 4
 
 
 def _whole(value) -> bool:
@@ -264,6 +267,12 @@ class Interventions(tuple):
                 raise ExplorerError("intervention.not_one", "Expected an Intervention, got "
                                     "{kind}.", kind=type(item).__name__)
         found = sorted(_merged(items), key=_sort_key)
+        sources = {item.source for item in found if item.source}
+        if len(sources) > MAX_PATCH_SOURCES:
+            raise ExplorerError("intervention.patch_sources", "These patches come from {n} "
+                                "different clean prompts; patch from at most {most} (each costs "
+                                "a forward pass of its own).", n=len(sources),
+                                most=MAX_PATCH_SOURCES)
         _refuse_clashes(found)
         return super().__new__(cls, found)
 
