@@ -165,3 +165,31 @@ def test_on_random_weights_the_page_says_whether_gpt2s_weights_are_cached(sessio
     out = drawn(session, *IOI)
     said = "are cached on this server" if cached else "are not cached on this server"
     assert said in out["patch_map"] and "says nothing" in out["patch_map"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda p, s: p.patch_maps([1, 2], IOI[1], " Mary", " John", False, s),
+    lambda p, s: p.patch_maps(IOI[0], None, " Mary", " John", False, s),
+    lambda p, s: p.patch_maps(IOI[0], IOI[1], 464, " John", False, s),
+    lambda p, s: p.patch_maps(IOI[0], IOI[1], " Mary", {"a": 1}, False, s),
+    lambda p, s: p.patch_maps(IOI[0], IOI[1], " Mary", "", False, s),
+    lambda p, s: p.patch_maps(IOI[0], IOI[1], " Mary", " John", "yes", s),
+    lambda p, s: p.pair_chosen(5, s),
+    lambda p, s: p.pair_chosen("gpt-3", s),
+    lambda p, s: p.patch_b(5, IOI[1], s),
+    lambda p, s: p.patch_b("patch trf_blocks[9].att head 0 from 1,2", IOI[1], s),
+    lambda p, s: p.patch_b("patch trf_blocks[0].att head 0 from 1,2", ["x"], s),
+    lambda p, s: p.cell_clicked(IOI[1], s, gr.EventData(None, "not a cell")),
+], ids=["clean list", "corrupted none", "right int", "wrong dict", "wrong empty",
+        "flag text", "pair int", "pair unknown", "spec int", "no such block",
+        "corrupted list", "click without value"])
+def test_bad_inputs_get_a_message_never_the_bug_path(session, call):
+    from explorer.app.tabs import patching
+
+    def run():
+        out = call(patching, session)
+        return list(out) if hasattr(out, "__next__") else out
+    with pytest.raises(gr.Error) as error:
+        run()
+    text = str(error.value)
+    assert text.strip() and "bug" not in text and "Traceback" not in text, text
