@@ -5,7 +5,7 @@ best head cell recovers most of the clean result, block 0's heads (the previous-
 among them) little; the residual map shows the changed symbol's position carrying it all
 into block 1. A click on the best cell makes that patch model B, and the page then says so in
 English and in Chinese, in lecture mode. GPT_EXPLORER_SCREENSHOTS=<folder> saves the views
-(the README's screenshots)."""
+(``GPT_EXPLORER_SCREENSHOTS=assets/screenshots``: the README's, in place)."""
 import os
 
 import pytest
@@ -37,7 +37,9 @@ def shot(page, folder, name, selector):
     if folder:
         page.locator(selector).evaluate("e => e.scrollIntoView({block: 'start'})")
         page.wait_for_timeout(300)
-        page.screenshot(path=os.path.join(folder, f"{name}.png"))
+        path = os.path.join(folder, f"{name}.png")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        page.screenshot(path=path)
 
 
 def share_of(cell) -> float:
@@ -84,7 +86,7 @@ def test_the_copying_tasks_induction_head_carries_the_answer(page, shots):
     assert share_of(resid.nth(position)) == pytest.approx(1.0, abs=0.01)
     expect(page.locator("#patch_map .patch-note")).to_have_count(0)    # trained: no warning
     expect(page.locator("#patch_dla")).to_contain_text("the model's own logit difference")
-    shot(page, shots, "patching_copying_en", "#patch_map")
+    shot(page, shots, "en/patching_copying", "#patch_map")
 
     # the best cell as model B: A and B on the corrupted prompt in every tab
     cell = page.locator(f'#patch_map td[data-patch^="{best} from"]')
@@ -92,7 +94,7 @@ def test_the_copying_tasks_induction_head_carries_the_answer(page, shots):
     expect(status(page)).to_contain_text("patched from the clean prompt")
     expect(page.locator("#patch_note")).to_contain_text("run on the corrupted prompt")
     expect(page.locator("#patch_map td.patch-current")).to_have_count(1)
-    shot(page, shots, "patching_copying_b_en", "#status")
+    shot(page, shots, "en/patching_copying_b", "#status")
 
     page.locator("#lang input[value=zh]").check()
     page.locator("#lecture input").set_checked(True)
@@ -100,4 +102,4 @@ def test_the_copying_tasks_induction_head_carries_the_answer(page, shots):
     expect(page.locator("#patch_map .patch-summary")).to_contain_text("恢复的干净结果比例")
     expect(page.get_by_role("tab", name="8 · 修补", exact=True)).to_be_visible()
     expect(page.locator("[data-testid=toast-body].error")).to_have_count(0)
-    shot(page, shots, "patching_copying_zh_lecture", "#patch_map")
+    shot(page, shots, "zh/patching_copying", "#patch_map")
