@@ -156,6 +156,8 @@ class Patching:
     layer_labels: list[str] = field(default_factory=list)
     streams: list = field(default_factory=list, repr=False)   # corrupted stream per block
     clean: dict = field(default_factory=dict, repr=False)     # {source: {(layer, point): ..}}
+    # which map -> its cells whose clean and corrupted values are the same (exact at 0, free)
+    same_cells: dict = field(default_factory=dict, repr=False)
 
     @property
     def total(self) -> float:
@@ -223,9 +225,7 @@ class Patching:
         return agreement(est, ex) if len(ex) >= 3 else None
 
     def _free(self, cell: Cell) -> bool:
-        return bool(self._same[cell[0]][cell[1], cell[2]])
-
-    _same: dict = field(default_factory=dict, repr=False)   # which -> cells equal in both runs
+        return bool(self.same_cells[cell[0]][cell[1], cell[2]])
 
 
 class _Kept:
@@ -318,8 +318,8 @@ def estimate(model, pair: Pair, *, max_bytes=None) -> Patching:
         time.perf_counter() - started,
         layer_labels=[f"trf_blocks[{l}]" for l in range(L)],
         streams=[values[(l, "resid_pre")].detach() for l in range(L)],
-        clean={pair.clean: {key: v[0].detach() for key, v in clean_values.items()}})
-    result._same = same
+        clean={pair.clean: {key: v[0].detach() for key, v in clean_values.items()}},
+        same_cells=same)
     return result
 
 
