@@ -303,3 +303,21 @@ def test_patches_from_too_many_clean_prompts_are_refused_before_any_is_run():
         Interventions.parse(many)
     assert error.value.message.id == "intervention.patch_sources"
     assert len(Interventions.parse(many.rsplit(";", 1)[0])) == MAX_PATCH_SOURCES
+
+
+def test_where_the_first_order_misses_the_whole_change_every_cell_is_planned_exact():
+    from explorer.probes.patching import NONLINEAR, plan
+    model = tiny(n_layers=3)
+    result = estimate(model, make_pair(model.cfg, CLEAN, CORRUPTED, RIGHT, WRONG))
+    waiting = [c for c in result.cells() if not result.is_exact(c)]
+    result.miss = NONLINEAR / 2                      # the estimate is trusted: top 10 of each
+    planned = [c for batch in plan(result) for c in batch]
+    assert [c[0] for c in planned].count("head") == 10
+    assert [c[0] for c in planned].count("resid") == 10
+    assert all(abs(result.head_estimate[c[1:]]) >= abs(result.head_estimate[d[1:]])
+               for c in planned if c[0] == "head" for d in waiting
+               if d[0] == "head" and d not in planned)
+    result.miss = 2 * NONLINEAR                      # it is not: every cell
+    assert result.nonlinear
+    assert sorted(c for batch in plan(result) for c in batch) == sorted(waiting)
+    assert sorted(c for batch in plan(result, everywhere=True) for c in batch) == sorted(waiting)
