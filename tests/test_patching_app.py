@@ -13,6 +13,8 @@ from explorer.probes import intervening, trace
 from explorer.probes.patching import logit_diff
 from explorer.runtime.sources import ModelKey
 
+from test_zerogpu import slow_cpu, zero_gpu  # noqa: F401 - the ZeroGPU stand-in's fixtures
+
 IOI = ("When Mary and John went to the store, John gave a drink to",
        "When Alice and Bob went to the store, Bob gave a drink to", " Mary", " John")
 
@@ -193,3 +195,22 @@ def test_bad_inputs_get_a_message_never_the_bug_path(session, call):
         run()
     text = str(error.value)
     assert text.strip() and "bug" not in text and "Traceback" not in text, text
+
+
+def test_the_patching_maps_in_gpu_calls_equal_the_cpus(monkeypatch, request):
+    """On ZeroGPU (the stand-in: each call a forked process, arguments and results pickled),
+    the estimate and the exact cells run as GPU calls and give the CPU's numbers."""
+    from test_zerogpu import built, tasks
+    from explorer.app.tabs import patching
+    zero_gpu = request.getfixturevalue("zero_gpu")
+    request.getfixturevalue("slow_cpu")
+    on_gpu = list(patching.patch_maps(*IOI, True, built("teach-tiny")))[-1]["patch_numbers"]
+    calls = len(zero_gpu.calls)
+    assert calls >= 2 and {o for _, o in tasks(zero_gpu)} == {"ok"}
+    monkeypatch.setenv("SPACES_ZERO_GPU", "false")
+    here = list(patching.patch_maps(*IOI, True, built("teach-tiny")))[-1]["patch_numbers"]
+    assert len(zero_gpu.calls) == calls
+    assert on_gpu["exact_cells"] == here["exact_cells"] == on_gpu["cells"]
+    for name in ("head_share_exact", "resid_share_exact", "head_share_estimate"):
+        np.testing.assert_allclose(np.array(on_gpu[name], dtype=float),
+                                   np.array(here[name], dtype=float), rtol=1e-5, atol=1e-6)
