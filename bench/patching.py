@@ -13,7 +13,9 @@ the same round, interleaved:
 - estimate vs exact (every cell made exact), Spearman: on gpt2-small and on the copying task's
   2-block model (trained here with the Train tab's recipe, on the copying pair).
 
-The exact cells equal forward hooks to 1e-5: tests/test_patching.py.
+- the exact cells against forward hooks written here (not the project's patching code), on
+  the 10 largest cells of each map: <= 1e-5 of the logit difference (every cell of a small
+  model: tests/test_patching.py).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from explorer.book.tokenizer import get_tokenizer
 from explorer.probes.patching import TOP, estimate, exact_cells, make_pair
 from explorer.runtime.build import build_model
 
+HOOKS_TARGET = 1e-5
 ESTIMATE_TARGET = 4.0
 TOP_TARGET = 20.0
 CLEAN = "When Mary and John went to the store, John gave a drink to"
@@ -105,6 +108,41 @@ def agreement_table(name, model, pair):
     return result
 
 
+def hooked_diff(model, pair, which, layer, col):
+    """The logit difference of the corrupted prompt with one cell patched by forward hooks:
+    a head's slice of out_proj's input, or the block's input at one position, taken from a
+    run of the clean prompt."""
+    block = model.trf_blocks[layer]
+    module, hd, saved = block.att.out_proj if which == "head" else block, model.cfg.head_dim, {}
+    part = (..., slice(col * hd, (col + 1) * hd)) if which == "head" else (slice(None), col)
+
+    def keep(m, args):
+        saved["v"] = args[0].detach().clone()
+
+    def put(m, args):
+        x = args[0].clone()
+        x[part] = saved["v"][part]
+        return (x, *args[1:])
+    for hook, ids in ((keep, pair.clean), (put, pair.corrupted)):
+        handle = module.register_forward_pre_hook(hook)
+        with torch.inference_mode():
+            logits = model(torch.tensor([list(ids)]))[0, -1]
+        handle.remove()
+    return float(logits[pair.right] - logits[pair.wrong])
+
+
+def hooks_check(model, pair, result):
+    cells = []
+    for which in ("head", "resid"):
+        exact = result.table(which, True)
+        order = np.argsort(-np.abs(np.nan_to_num(exact)), axis=None)[:10]
+        cells += [(which, *np.unravel_index(i, exact.shape)) for i in order]
+    worst = max(abs(hooked_diff(model, pair, w, int(l), int(c))
+                    - (result.table(w, True)[l, c] + result.corrupted_diff)) for w, l, c in cells)
+    print(f"exact cells against forward hooks (the 10 largest of each map): max |difference| "
+          f"{worst:.1e} of the logit difference; <= 1e-5: {verdict(worst <= HOOKS_TARGET)}")
+
+
 def copying_model(steps):
     from explorer.runtime.copying import (COPYING_MODEL, COPYING_VARIANTS, CopyingTask,
                                           copying_settings)
@@ -133,7 +171,8 @@ def main():
     model = build_model(cfg, seed=123, device="cpu")
     pair = ioi_pair(cfg)
     costs(model, pair, args.repeats)
-    agreement_table("gpt2-small, random weights, the indirect-object pair", model, pair)
+    result = agreement_table("gpt2-small, random weights, the indirect-object pair", model, pair)
+    hooks_check(model, pair, result)
 
     from explorer.probes.head_scores import induction_scores  # noqa: F401 (the lab's scores)
     from explorer.runtime.copying import CopyingTask, copying_pair, head_score_maps
@@ -144,6 +183,7 @@ def main():
                      tok.encode(wrong), tok)
     result = agreement_table(f"copying task, the copying pair ({clean!r} / {corrupted!r}, "
                              f"{right!r} vs {wrong!r})", model, pair)
+    hooks_check(model, pair, result)
     previous, induction = head_score_maps(model)
     layer, head = np.unravel_index(np.nanargmax(induction), induction.shape)
     p_layer, p_head = np.unravel_index(np.nanargmax(previous), previous.shape)
