@@ -174,7 +174,6 @@ def main():
     result = agreement_table("gpt2-small, random weights, the indirect-object pair", model, pair)
     hooks_check(model, pair, result)
 
-    from explorer.probes.head_scores import induction_scores  # noqa: F401 (the lab's scores)
     from explorer.runtime.copying import CopyingTask, copying_pair, head_score_maps
     model = copying_model(args.copying_steps)
     tok = get_tokenizer()

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from explorer.book.config import PRESETS
-from explorer.book.errors import ExplorerError
 from explorer.book.tokenizer import get_tokenizer
 from explorer.probes import intervening, trace
 from explorer.probes.patching import logit_diff
