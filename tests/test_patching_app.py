@@ -213,3 +213,13 @@ def test_the_patching_maps_in_gpu_calls_equal_the_cpus(monkeypatch, request):
     for name in ("head_share_exact", "resid_share_exact", "head_share_estimate"):
         np.testing.assert_allclose(np.array(on_gpu[name], dtype=float),
                                    np.array(here[name], dtype=float), rtol=1e-5, atol=1e-6)
+
+
+def test_a_patched_b_is_named_as_patched_in_legends_not_as_knocked_out(session):
+    from explorer.app.comparison import names
+    from explorer.app.tabs import patching
+    ids = ",".join(map(str, get_tokenizer().encode(IOI[0])))
+    patching.patch_b(f"patch trf_blocks[1].att head 0 at 13 from {ids}", IOI[1], session)
+    a, b = names(session)
+    assert "patched" in b and "knocked out" not in b and ids not in b
+    assert "trf_blocks[1].att head 0" in b
