@@ -58,15 +58,62 @@ def zeros_hook(module, args, output):
     return torch.zeros_like(output)
 
 
+def _patch_place(model, item, layer):
+    """(module, pre-hook?) whose input (pre) or output a patch of ``item`` replaces."""
+    block = model.trf_blocks[layer]
+    return {"patch_heads": (block.att.out_proj, True), "patch_att": (block.att, False),
+            "patch_ff": (block.ff, False), "patch_resid": (block, True)}[item.kind]
+
+
+def _clean_value(model, item, layer):
+    """The value at a patch's place in a plain run of ``model`` on its source ids (1, T, ...)."""
+    module, pre = _patch_place(model, item, layer)
+    saved = {}
+
+    def keep(m, args, output=None):
+        saved["v"] = (args[0] if pre else output).detach().clone()
+    handle = (module.register_forward_pre_hook if pre else module.register_forward_hook)(keep)
+    with torch.no_grad():
+        model(torch.tensor([list(item.source)]))
+    handle.remove()
+    return saved["v"]
+
+
+def patch_hook(item, clean, head_dim, pre):
+    """Positions 0 .. min(T, T_clean) - 1 (or the one position) of the value replaced by the
+    clean run's, only the heads' slices of out_proj's input for a head patch."""
+    def put(module, args, output=None):
+        x = (args[0] if pre else output).clone()
+        n = min(x.shape[1], clean.shape[1])
+        positions = range(n) if item.position is None else [
+            p for p in (item.position,) if p < n]
+        for p in positions:
+            if item.heads:
+                for h in item.heads:
+                    part = slice(h * head_dim, (h + 1) * head_dim)
+                    x[:, p, part] = clean[0, p, part]
+            else:
+                x[:, p] = clean[0, p]
+        return ((x,) + tuple(args[1:])) if pre else x
+    return put
+
+
 def hooked_copy(model, spec):
     """A deepcopy of ``model`` (the book's GPTModel, eval) that computes ``spec`` by hooks."""
-    model = copy.deepcopy(model)
+    items = Interventions.of(spec)
     cfg = model.cfg
-    for item in Interventions.of(spec):
+    cleans = {(item, layer): _clean_value(model, item, layer) for item in items
+              if item.kind.startswith("patch_") for layer in item.layers(cfg.n_layers)}
+    model = copy.deepcopy(model)
+    for item in items:
         for layer in item.layers(cfg.n_layers) or [None]:
             block = model.trf_blocks[layer] if layer is not None else None
             kind = item.kind
-            if kind in ("zero_heads", "mean_heads"):
+            if kind.startswith("patch_"):
+                module, pre = _patch_place(model, item, layer)
+                hook = patch_hook(item, cleans[(item, layer)], cfg.head_dim, pre)
+                (module.register_forward_pre_hook if pre else module.register_forward_hook)(hook)
+            elif kind in ("zero_heads", "mean_heads"):
                 block.att.out_proj.register_forward_pre_hook(
                     heads_hook(item.heads, cfg.head_dim, kind == "mean_heads"))
             elif kind == "zero_att":

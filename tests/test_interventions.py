@@ -42,6 +42,15 @@ SPECS = [
     "remove trf_blocks[2].att.shortcut; relu trf_blocks[0].ff; identity final_norm",
 ]
 IDS = torch.randint(0, CFG.vocab_size, (2, 11), generator=torch.Generator().manual_seed(5))
+# Patches take their values from a run of other ids: as long as IDS, or shorter (the
+# positions it lacks keep their own)
+CLEAN = ",".join(map(str, torch.randint(0, CFG.vocab_size, (11,),
+                                        generator=torch.Generator().manual_seed(6)).tolist()))
+SPECS += [f"patch trf_blocks[1].att head 2 from {CLEAN}",
+          f"patch trf_blocks[2].att heads 0,3 at 7 from {CLEAN}",
+          f"patch trf_blocks[0].att from {CLEAN}", f"patch trf_blocks[*].ff at 4 from {CLEAN}",
+          f"patch trf_blocks[1].resid_pre from {CLEAN[:CLEAN.rindex(',')]}",
+          f"patch trf_blocks[2].resid_pre at 10 from {CLEAN}; zero trf_blocks[0].att head 1"]
 
 
 def book_model(cfg, seed=3):
@@ -307,7 +316,7 @@ def test_the_messages_have_ids_and_fields_for_the_page():
     assert Interventions().name() == "no intervention"
     for kind in KINDS:       # every kind says itself
         item = Intervention(kind.kind, None if kind.part in ("pos_emb", "final_norm") else 0,
-                            (0, 1) if kind.heads else ())
+                            (0, 1) if kind.heads else (), source=(1, 2) if kind.patch else ())
         message = item.describe().message
         where = item.part if kind.part in ("pos_emb", "final_norm") else item.block
         assert message.id.startswith("intervention.") and where in str(message)

@@ -40,9 +40,15 @@ def _what(keys, side: int) -> str:
     if keys[0].weights_key == keys[1].weights_key:      # an intervention: A and A knocked out
         if not keys[side].interventions:
             return t("names.as_is", "as it is")
-        text = say(keys[side].interventions.describe())
+        interventions = keys[side].interventions
+        text = say(interventions.describe())
+        if _width(text) > 2 * MAX_CAPTION_CHARS and all(i.info.patch for i in interventions):
+            # (a patch is no knock-out: name its parts, without the clean prompt's ids)
+            return _clipped(t("names.patched", "patched from the clean prompt: {parts}",
+                              parts="; ".join(str(i).split(" from ")[0].split(" ", 1)[1]
+                                              for i in interventions)), 2 * MAX_CAPTION_CHARS)
         return text if _width(text) <= 2 * MAX_CAPTION_CHARS else (
-            t("names.knocked_out", "knocked out: {n} parts", n=len(keys[side].interventions)))
+            t("names.knocked_out", "knocked out: {n} parts", n=len(interventions)))
     text = say(keys[side].source.caption)
     return _clipped(text, MAX_CAPTION_CHARS)
 

@@ -168,3 +168,14 @@ def editing(editor):
         yield editor
     finally:
         _ACTIVE.reset(token)
+
+
+@contextmanager
+def alone():
+    """Forward passes inside this block run with nobody listening, whoever listens around it
+    (a patch's clean run, made while its corrupted run is traced)."""
+    token = _ACTIVE.set(None)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)

@@ -27,6 +27,11 @@ dropouts are the identity):
   (pre-LN and no-norm: at ``resid_mid`` / ``resid_post``; post-LN: at ``ln1_in`` / ``ln2_in``).
 - ``relu`` ff: ``ff_post`` = ReLU(``ff_pre``) instead of the model's activation.
 - ``zero`` pos_emb: ``pos_emb`` set to 0 (only the token embedding enters the blocks).
+- ``patch`` (activation patching): the value at ``attn_context`` (those heads), ``attn_out``,
+  ``ff_out`` or ``resid_pre`` replaced by the same point's value in a run of the model on the
+  intervention's ``source`` ids (the clean prompt; run once, when the editor is made, with
+  nobody listening), at every position the two runs share or at its one ``position``.
+  Positions the clean prompt does not have (a longer prompt, generated tokens) keep their own.
 """
 from __future__ import annotations
 
@@ -36,11 +41,41 @@ from itertools import repeat
 import torch
 
 from ..book.errors import ExplorerError
-from ..book.probe_points import editing
+from ..book.probe_points import alone, editing, recording
 from .interventions import Interventions
 
 _MODEL_POINTS = frozenset({"positions", "pos_emb", "final_norm_in", "final_norm_out"})
 _ZEROED = {"zero_att": "attn_out", "zero_ff": "ff_out", "zero_pos_emb": "pos_emb"}
+PATCHED = {"patch_heads": "attn_context", "patch_att": "attn_out", "patch_ff": "ff_out",
+           "patch_resid": "resid_pre"}
+
+
+class _Keeper:
+    """A recorder that keeps the values of some (layer, point) places of one pass, batch row 0
+    (T, ...) each."""
+
+    def __init__(self, places):
+        self.places, self.layer, self.values = set(places), -1, {}
+
+    def wants_attention(self):
+        return False
+
+    def record(self, name, x):
+        if name == "resid_pre":
+            self.layer += 1
+        if (self.layer, name) in self.places:
+            self.values[(self.layer, name)] = x[0].detach()
+
+
+def clean_values(model, ids, places) -> dict:
+    """{(layer, point): (T, ...)}: the values at ``places`` of a plain run of ``model`` on
+    ``ids``, whatever listens or intervenes around the call."""
+    keeper = _Keeper(places)
+    last = max((layer for layer, _ in keeper.places), default=-1) + 1
+    with alone(), recording(keeper), torch.no_grad():
+        model(torch.tensor([list(ids)], device=model.tok_emb.weight.device),
+              stop_at_layer=max(last, 1))
+    return keeper.values
 
 
 @contextmanager
@@ -82,9 +117,11 @@ class Editor:
     block. One editor serves one context at a time; ``intervening`` makes a new one each time.
 
     ``rows`` (for ``importance``): the batch row each intervention applies to (None: all), so
-    that the copies of one batch can each carry another knock-out."""
+    that the copies of one batch can each carry another knock-out. ``clean``: patches' clean
+    values already at hand, {source ids: {(layer, point): (T, ...)}} (``clean_values``);
+    those missing are computed here, one run per clean prompt."""
 
-    def __init__(self, model, interventions, rows=None):
+    def __init__(self, model, interventions, rows=None, clean=None):
         cfg = model.cfg
         if model.training:
             raise ExplorerError("intervention.training", "Interventions run at inference: put "
@@ -95,9 +132,15 @@ class Editor:
         self.keep: set[tuple] = set()            # values that a later edit of the block reads
         self.zeroed: dict[int, list] = {}        # layer -> [(row, heads)] to set to 0
         self.final_norm_kind = None
+        self.clean = dict(clean or {})
+        self.patched: dict[tuple, set] = {}      # source -> the places its patches read
         for item, row in zip(interventions, repeat(None) if rows is None else rows):
             for layer in item.layers(cfg.n_layers) or [None]:
                 self._plan(item, layer, row)
+        for source, places in self.patched.items():
+            have = self.clean.get(source, {})
+            if not places <= set(have):
+                self.clean[source] = {**have, **clean_values(model, source, places - set(have))}
         self.layer, self.start = -1, 0
         self.saved: dict[str, torch.Tensor] = {}
         self.sums: dict[tuple, tuple] = {}       # running sums of the running means
@@ -113,6 +156,11 @@ class Editor:
         elif kind == "mean_heads":
             self._at(layer, "attn_context", _on_rows(
                 lambda x, l=layer, h=list(item.heads): self._mean_heads(l, h, x), row))
+        elif kind in PATCHED:
+            point = PATCHED[kind]
+            self.patched.setdefault(item.source, set()).add((layer, point))
+            self._at(layer, point, _on_rows(
+                lambda x, i=item, l=layer, p=point: self._patch(i, l, p, x), row))
         elif kind in _ZEROED:
             self._at(layer, _ZEROED[kind], _on_rows(torch.zeros_like, row))
         elif kind == "relu_ff":
@@ -183,6 +231,24 @@ class Editor:
     def _mean_heads(self, layer, heads, x):
         out = x.clone()
         out[:, :, heads] = self._running_mean((layer, "heads", tuple(heads)), x[:, :, heads])
+        return out
+
+    def _patch(self, item, layer, point, x):
+        """x (b, n, ...) at positions start .. start + n - 1: those the clean run has (or its
+        one ``position``) replaced by the clean run's values (only ``heads``, at a head)."""
+        clean = self.clean[item.source][(layer, point)]                    # (T_clean, ...)
+        first, last = self.start, min(self.start + x.shape[1], clean.shape[0])
+        if item.position is not None:
+            first, last = max(first, item.position), min(last, item.position + 1)
+        if first >= last:
+            return x
+        out = x.clone()
+        where = slice(first - self.start, last - self.start)
+        if item.heads:
+            heads = list(item.heads)
+            out[:, where, heads] = clean[first:last][:, heads].to(out.dtype)
+        else:
+            out[:, where] = clean[first:last].to(out.dtype)
         return out
 
     def _frozen(self, key, x, norm):

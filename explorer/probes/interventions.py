@@ -15,6 +15,11 @@ joined by ``;``::
     relu trf_blocks[3].ff                  the feed-forward's GELU replaced by ReLU
     zero pos_emb                           the positional embedding dropped
     identity final_norm                    the final LayerNorm removed (freeze final_norm too)
+    patch trf_blocks[3].att head 5 from 464,3290,…    activation patching: that head's context
+                                           vector taken from a run of the ids after "from"
+                                           (the clean prompt); also ``.att``, ``.ff`` (their
+                                           outputs) and ``.resid_pre`` (the stream entering
+                                           the block); ``at 7`` before "from": one position
 
 ``trf_blocks[*]`` means every block. Exactly what each does, at which probe point, and the two
 running means (``mean``, ``freeze``): ``explorer.probes.intervening``.
@@ -36,6 +41,7 @@ class Kind:
     heads: bool        # names heads of the attention (a list of them is required)
     text: tuple        # (message id, English) of ``describe``; fields part, block, heads
     many: tuple = ()   # (id, English) for several heads
+    patch: bool = False  # takes its values from a run of other ids (``from``; ``at`` a position)
 
 
 KINDS = (
@@ -66,6 +72,18 @@ KINDS = (
          ("intervention.remove_ff_shortcut", "the shortcut around {block}.ff removed")),
     Kind("remove_shortcut", "remove", "shortcut", False,
          ("intervention.remove_shortcut", "both shortcut connections of {block} removed")),
+    Kind("patch_heads", "patch", "att", True, ("intervention.patch_head", "{part} head {heads} "
+         "patched from the clean prompt ({where})"), ("intervention.patch_heads", "{part} "
+         "heads {heads} patched from the clean prompt ({where})"), patch=True),
+    Kind("patch_att", "patch", "att", False,
+         ("intervention.patch_att", "{part} output patched from the clean prompt ({where})"),
+         patch=True),
+    Kind("patch_ff", "patch", "ff", False,
+         ("intervention.patch_ff", "{part} output patched from the clean prompt ({where})"),
+         patch=True),
+    Kind("patch_resid", "patch", "resid_pre", False,
+         ("intervention.patch_resid", "the stream entering {block} patched from the clean "
+          "prompt ({where})"), patch=True),
     Kind("identity_final_norm", "identity", "final_norm", False,
          ("intervention.identity_final_norm", "final_norm replaced by the identity")),
     Kind("freeze_final_norm", "freeze", "final_norm", False,
@@ -86,6 +104,9 @@ _PARTNERS = {kind: (pair - {kind}).pop() for pair in _EXCLUSIVE for kind in pair
 MAX_INTERVENTIONS = 2_000        # parts joined by ";"
 MAX_INTERVENTION_CHARS = 100_000
 MAX_NUMBER_DIGITS = 30           # a block or head number (int() itself refuses 4,300 digits)
+# Each clean prompt a model's patches come from costs a forward pass of its own whenever the
+# model runs: a few, not one per intervention.
+MAX_PATCH_SOURCES = 4
 
 
 def _whole(value) -> bool:
@@ -100,6 +121,8 @@ class Intervention:
     kind: str
     layer: int | None = None
     heads: tuple[int, ...] = ()
+    position: int | None = None      # patch: the one position patched (None: every position)
+    source: tuple[int, ...] = ()     # patch: the token ids of the run the values come from
 
     def __post_init__(self):
         if self.kind not in KINDS_BY_NAME:
@@ -124,6 +147,24 @@ class Intervention:
             raise ExplorerError("intervention.not_in_a_block", "{part} belongs to the model, not "
                                 "to a block: give no layer.", part=info.part)
         object.__setattr__(self, "heads", tuple(sorted(set(heads))))
+        self._check_patch(info)
+
+    def _check_patch(self, info) -> None:
+        source = tuple(self.source) if not isinstance(self.source, str) else None
+        if source is None or not all(_whole(i) and i >= 0 for i in source) or (
+                self.position is not None and not (_whole(self.position)
+                                                   and self.position >= 0)):
+            raise ExplorerError("intervention.patch_not_whole", "A patch's position and the "
+                                "token ids it comes from are whole numbers from 0.")
+        if info.patch and not source:
+            raise ExplorerError("intervention.patch_needs_source", "{verb} {part} needs the "
+                                "token ids of the clean prompt it takes its values from, e.g. "
+                                "“patch trf_blocks[0].att head 1 from 464,3290,318”.",
+                                verb=info.verb, part=self.part)
+        if not info.patch and (source or self.position is not None):
+            raise ExplorerError("intervention.no_source_here", "{kind} takes no position and "
+                                "no “from”: only patches do.", kind=f"{info.verb} {info.part}")
+        object.__setattr__(self, "source", source)
 
     @property
     def info(self) -> Kind:
@@ -150,14 +191,21 @@ class Intervention:
         if self.heads:
             heads = (" head " if len(self.heads) == 1 else " heads ") + ",".join(
                 map(str, self.heads))
-        return f"{self.info.verb} {self.part}{heads}"
+        patch = ""
+        if self.info.patch:
+            at = "" if self.position is None else f" at {self.position}"
+            patch = f"{at} from {','.join(map(str, self.source))}"
+        return f"{self.info.verb} {self.part}{heads}{patch}"
 
     def describe(self) -> Text:
         """What it does, as a message the page can say in its language."""
         info = self.info
         message_id, text = info.many if len(self.heads) > 1 else info.text
+        where = (Text("intervention.every_position", "every position") if self.position is None
+                 else Text("intervention.at_position", "position {position}",
+                           position=self.position))
         return Text(message_id, text, part=self.part, block=self.block,
-                    heads=", ".join(map(str, self.heads)))
+                    heads=", ".join(map(str, self.heads)), where=where)
 
     def check(self, cfg) -> None:
         """Raise a message a student can act on where this does not apply to ``cfg``."""
@@ -183,6 +231,16 @@ class Intervention:
                                 "RoPE the positions are rotated into the queries and keys "
                                 "inside attention, so there is no positional embedding to "
                                 "drop.")
+        if self.source and (len(self.source) > cfg.context_length
+                            or max(self.source) >= cfg.vocab_size):
+            raise ExplorerError("intervention.patch_source", "The clean prompt of a patch must "
+                                "be at most {context_length} token ids below {vocab_size} (this "
+                                "model's context and vocabulary).",
+                                context_length=cfg.context_length, vocab_size=cfg.vocab_size)
+        if self.position is not None and self.position >= cfg.context_length:
+            raise ExplorerError("intervention.patch_position", "Position {position} is beyond "
+                                "this model's context ({context_length} positions).",
+                                position=self.position, context_length=cfg.context_length)
         if self.kind == "relu_ff" and cfg.activation == "relu":
             raise ExplorerError("intervention.already_relu", "The feed-forward activation of "
                                 "this model is ReLU already.")
@@ -191,7 +249,8 @@ class Intervention:
 def _sort_key(item: Intervention):
     part = item.info.part
     place = 0 if part == "pos_emb" else 2 if part == "final_norm" else 1
-    return place, -1 if item.layer is None else item.layer, _ORDER[item.kind], item.heads
+    return (place, -1 if item.layer is None else item.layer, _ORDER[item.kind], item.heads,
+            -1 if item.position is None else item.position, item.source)
 
 
 class Interventions(tuple):
@@ -209,6 +268,12 @@ class Interventions(tuple):
                 raise ExplorerError("intervention.not_one", "Expected an Intervention, got "
                                     "{kind}.", kind=type(item).__name__)
         found = sorted(_merged(items), key=_sort_key)
+        sources = {item.source for item in found if item.source}
+        if len(sources) > MAX_PATCH_SOURCES:
+            raise ExplorerError("intervention.patch_sources", "These patches come from {n} "
+                                "different clean prompts; patch from at most {most} (each costs "
+                                "a forward pass of its own).", n=len(sources),
+                                most=MAX_PATCH_SOURCES)
         _refuse_clashes(found)
         return super().__new__(cls, found)
 
@@ -295,18 +360,19 @@ def _merged(items) -> list[Intervention]:
     already does, dropped (its heads: those the ``[*]`` one lacks). Applied twice, a running
     mean would average its own output."""
     heads: dict[tuple, set] = {}
-    for item in items:
-        heads.setdefault((item.kind, item.layer), set()).update(item.heads)
+    for item in items:      # (a patch: one per place and clean prompt)
+        heads.setdefault((item.kind, item.layer, item.position, item.source),
+                         set()).update(item.heads)
     merged = []
-    for (kind, layer), chosen in heads.items():
-        every = heads.get((kind, None)) if layer is not None else None
+    for (kind, layer, position, source), chosen in heads.items():
+        every = heads.get((kind, None, position, source)) if layer is not None else None
         if every is not None:
             if not KINDS_BY_NAME[kind].heads:
                 continue                  # the [*] one does it already
             chosen = chosen - every
             if not chosen:
                 continue
-        merged.append(Intervention(kind, layer, tuple(chosen)))
+        merged.append(Intervention(kind, layer, tuple(chosen), position, source))
     return merged
 
 
@@ -337,7 +403,9 @@ _SUBPARTS = sorted({k.part for k in KINDS if k.part not in MODEL_PARTS}, key=len
 _ITEM = re.compile(
     r"^(?P<verb>[a-z]+)\s+(?:(?P<model>pos_emb|final_norm)|trf_blocks\s*\[\s*(?P<layer>\d+|\*)"
     r"\s*\]\s*\.\s*(?P<part>" + "|".join(re.escape(p) for p in _SUBPARTS) + r"))"
-    r"(?:\s+heads?\s+(?P<heads>\d+(?:\s*,\s*\d+)*))?$", re.IGNORECASE | re.ASCII)
+    r"(?:\s+heads?\s+(?P<heads>\d+(?:\s*,\s*\d+)*))?"
+    r"(?:\s+at\s+(?P<position>\d+))?(?:\s+from\s+(?P<source>\d+(?:\s*,\s*\d+)*))?$",
+    re.IGNORECASE | re.ASCII)
 # Any name after a block, to say that it is not a part
 _A_BLOCKS_PART = re.compile(r"^\S+\s+trf_blocks\s*\[[^\]]*\]\s*\.\s*(?P<part>[^\s,]+)")
 
@@ -373,14 +441,18 @@ def _parse_one(item: str) -> Intervention:
     part = (found["model"] or found["part"]).lower().replace(" ", "")
     heads = tuple(_number(h.strip(), text) for h in found["heads"].split(",")) \
         if found["heads"] else ()
+    source = tuple(_number(i.strip(), text) for i in found["source"].split(",")) \
+        if found["source"] else ()
+    position = _number(found["position"], text) if found["position"] else None
     kinds = [k for k in KINDS if k.part == part and k.verb == verb and k.heads == bool(heads)]
     if not kinds:
         where = part if part in MODEL_PARTS else f"trf_blocks[i].{part}"
         forms = [f"{k.verb} {where}" + (" head N" if k.heads else "")
+                 + (" [at P] from ID,ID,…" if k.patch else "")
                  for k in KINDS if k.part == part]
         raise ExplorerError("intervention.verb_for_part", "“{item}” is not one of the "
                             "interventions on {part}: {forms}.", item=_quoted(text), part=where,
                             forms=", ".join(forms))
     layer = found["layer"]
     return Intervention(kinds[0].kind, None if layer in (None, "*") else _number(layer, text),
-                        heads)
+                        heads, position, source)

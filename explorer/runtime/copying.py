@@ -140,6 +140,31 @@ def repeated_text(task: CopyingTask, n: int = PROMPT_WORDS, tokenizer=None) -> s
     raise RuntimeError("no repeated prompt reads back as the task's words")   # never seen
 
 
+PAIR_WORDS = 8        # the copying pair's sequence: 8 words, then its first CHANGED + 1 again
+CHANGED = 4           # the word of the first half that the corrupted prompt changes
+
+
+def copying_pair(task: CopyingTask, tokenizer=None) -> tuple[str, str, str, str]:
+    """A patching pair for a model trained on the task: (clean, corrupted, right, wrong) as
+    text. Clean: ``PAIR_WORDS`` words, then its first ``CHANGED`` words again, so that the
+    next word is the copy's: its word ``CHANGED`` (right). Corrupted: the same with that word
+    of the first half changed for another (wrong), which a copy would predict instead. Drawn
+    (seeded) so that the tokenizer reads each text back as exactly those ids, one per word."""
+    tokenizer = tokenizer or get_tokenizer()
+    n = min(PAIR_WORDS, task.n_words - 1, task.max_len)
+    changed = min(CHANGED, n - 1)
+    rng = np.random.default_rng(task.seed + 3)
+    for _ in range(10_000):
+        drawn = rng.permutation(task.n_words)[:n + 1].tolist()
+        words, other = drawn[:n], drawn[n]
+        corrupted = words[:changed] + [other] + words[changed + 1:]
+        clean_ids, corrupted_ids = words + words[:changed], corrupted + corrupted[:changed]
+        texts = [tokenizer.decode(ids) for ids in (clean_ids, corrupted_ids)]
+        if [tokenizer.encode(t) for t in texts] == [clean_ids, corrupted_ids]:
+            return (*texts, tokenizer.decode([words[changed]]), tokenizer.decode([other]))
+    raise RuntimeError("no copying pair reads back as the task's words")   # never seen
+
+
 def greedy_copy(model, task: CopyingTask, tokenizer) -> str:
     """The samples of the copying task: the model's greedy continuation of
     ``task.sample_prompt()`` (a copy, once an induction head has formed), as text."""

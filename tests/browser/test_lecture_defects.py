@@ -31,8 +31,8 @@ SLOW = 60_000          # a build or trace of GPT-2 small on a busy 2-core machin
 SHORT = 8_000          # for what is there at once, or never (a defect): fail fast
 TRAIN_WAIT_S = 180     # a teaching model's short training run, on a busy machine
 TABS = ("1 · Build", "2 · Inside the forward pass", "3 · Attention", "4 · Activation functions",
-        "5 · Generate", "6 · Train", "7 · Knock out")
-BUILD, INSIDE, ATTENTION, ACTIVATIONS, GENERATE, TRAIN, KNOCK_OUT = TABS
+        "5 · Generate", "6 · Train", "7 · Knock out", "8 · Patching")
+BUILD, INSIDE, ATTENTION, ACTIVATIONS, GENERATE, TRAIN, KNOCK_OUT, PATCHING = TABS
 PROMPT = "Every effort moves you"
 
 

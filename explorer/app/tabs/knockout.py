@@ -34,7 +34,9 @@ from .knockout_map import (TEXTS, MapView, b_interventions, map_html, metric_cha
 TITLE = ("tab.knockout", "7 · Knock out")
 ID = "knockout"
 # The choices in the string form's words (code, as the book names the parts: not translated)
-KIND_NAMES = {k.kind: f"{k.verb} {k.part}" + (" · heads" if k.heads else "") for k in KINDS}
+# (patches take their values from a clean prompt: the Patching tab makes them, not the builder)
+KIND_NAMES = {k.kind: f"{k.verb} {k.part}" + (" · heads" if k.heads else "") for k in KINDS
+              if not k.patch}
 
 
 def _form(kind) -> str:
@@ -50,7 +52,7 @@ def kind_choices() -> list[tuple[str, str]]:
     """The parts to knock out: what each does, in the page's language, then its string form
     ("att head h zeroed — zero trf_blocks[l].att head h")."""
     return [(t(*k.text, part=k.part, block="trf_blocks[l]", heads="h") + " — " + _form(k),
-             k.kind) for k in KINDS]
+             k.kind) for k in KINDS if not k.patch]
 
 
 def intervened(session, interventions: Interventions) -> None:
