@@ -15,11 +15,8 @@ joined by ``;``::
     relu trf_blocks[3].ff                  the feed-forward's GELU replaced by ReLU
     zero pos_emb                           the positional embedding dropped
     identity final_norm                    the final LayerNorm removed (freeze final_norm too)
-    patch trf_blocks[3].att head 5 from 464,3290,…    activation patching: that head's context
-                                           vector taken from a run of the ids after "from"
-                                           (the clean prompt); also ``.att``, ``.ff`` (their
-                                           outputs) and ``.resid_pre`` (the stream entering
-                                           the block); ``at 7`` before "from": one position
+    patch trf_blocks[3].att head 5 from 464,3290   that head's context vector from a run of
+                                           the clean ids (also .att, .ff, .resid_pre; at 7)
 
 ``trf_blocks[*]`` means every block. Exactly what each does, at which probe point, and the two
 running means (``mean``, ``freeze``): ``explorer.probes.intervening``.
@@ -75,12 +72,10 @@ KINDS = (
     Kind("patch_heads", "patch", "att", True, ("intervention.patch_head", "{part} head {heads} "
          "patched from the clean prompt ({where})"), ("intervention.patch_heads", "{part} "
          "heads {heads} patched from the clean prompt ({where})"), patch=True),
-    Kind("patch_att", "patch", "att", False,
-         ("intervention.patch_att", "{part} output patched from the clean prompt ({where})"),
-         patch=True),
-    Kind("patch_ff", "patch", "ff", False,
-         ("intervention.patch_ff", "{part} output patched from the clean prompt ({where})"),
-         patch=True),
+    Kind("patch_att", "patch", "att", False, ("intervention.patch_att", "{part} output "
+         "patched from the clean prompt ({where})"), patch=True),
+    Kind("patch_ff", "patch", "ff", False, ("intervention.patch_ff", "{part} output "
+         "patched from the clean prompt ({where})"), patch=True),
     Kind("patch_resid", "patch", "resid_pre", False,
          ("intervention.patch_resid", "the stream entering {block} patched from the clean "
           "prompt ({where})"), patch=True),
@@ -151,9 +146,8 @@ class Intervention:
 
     def _check_patch(self, info) -> None:
         source = tuple(self.source) if not isinstance(self.source, str) else None
-        if source is None or not all(_whole(i) and i >= 0 for i in source) or (
-                self.position is not None and not (_whole(self.position)
-                                                   and self.position >= 0)):
+        position = 0 if self.position is None else self.position
+        if source is None or not all(_whole(i) and i >= 0 for i in (*source, position)):
             raise ExplorerError("intervention.patch_not_whole", "A patch's position and the "
                                 "token ids it comes from are whole numbers from 0.")
         if info.patch and not source:
@@ -238,8 +232,8 @@ class Intervention:
                                 "model's context and vocabulary).",
                                 context_length=cfg.context_length, vocab_size=cfg.vocab_size)
         if self.position is not None and self.position >= cfg.context_length:
-            raise ExplorerError("intervention.patch_position", "Position {position} is beyond "
-                                "this model's context ({context_length} positions).",
+            raise ExplorerError("intervention.patch_position", "Position {position} is beyond this"
+                                " model's context ({context_length} positions).",
                                 position=self.position, context_length=cfg.context_length)
         if self.kind == "relu_ff" and cfg.activation == "relu":
             raise ExplorerError("intervention.already_relu", "The feed-forward activation of "
@@ -272,15 +266,13 @@ class Interventions(tuple):
         if len(sources) > MAX_PATCH_SOURCES:
             raise ExplorerError("intervention.patch_sources", "These patches come from {n} "
                                 "different clean prompts; patch from at most {most} (each costs "
-                                "a forward pass of its own).", n=len(sources),
-                                most=MAX_PATCH_SOURCES)
+                                "a forward pass).", n=len(sources), most=MAX_PATCH_SOURCES)
         _refuse_clashes(found)
         return super().__new__(cls, found)
 
     @classmethod
     def of(cls, value) -> "Interventions":
-        """Interventions from themselves, one Intervention, a list of them, or the string
-        form (None or "" = none)."""
+        """Interventions from themselves, one, a list of them, or the string form (None: none)."""
         if value is None:
             return cls()
         if isinstance(value, str):
