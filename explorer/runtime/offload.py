@@ -25,14 +25,22 @@ import torch
 from ..book.errors import ExplorerError, Message
 from .placement import CPU_FALLBACK_SECONDS, Placement, Work, gpu_kind, place
 
-# What ZeroGPU says when a call cannot run, by kind (its messages, as gr.Error).
+# What ZeroGPU says when a call cannot run, by kind: the client's own words (PyPI's ``spaces``,
+# spaces/zero/client.py ``schedule`` and wrappers.py), raised as gr.Error. tests/test_zerogpu.py
+# makes the installed client say each one. "quota": the visitor's daily quota, a signed-in
+# visitor's ("free ZeroGPU quota", "Pro ZeroGPU quota"), the runs limit, the Space's own pool
+# (a call without an X-IP-Token), a duration above the visitor's maximum, or too many credits
+# held by running tasks.
 FAILURES = {
-    "quota": re.compile(r"exceeded your (?:free )?GPU quota|GPU quota exceeded", re.I),
+    "quota": re.compile(r"exceeded your (?:(?:free|Pro) )?(?:Zero)?GPU (?:quota|runs limit)"
+                        r"|GPU quota exceeded|has reached its GPU limit"
+                        r"|requested GPU duration \(\d+s\) is larger than the maximum allowed"
+                        r"|too many ZeroGPU credits", re.I),
     "no_gpu": re.compile(r"No GPU (?:is currently |was )?available", re.I),
     "aborted": re.compile(r"GPU task aborted", re.I),
 }
-RETRY = re.compile(r"Try again in ([\d:]+)", re.I)
-
+# "Try again in 2:05:11", or in "1 day, 0:00:00" (Python's words for a timedelta).
+RETRY = re.compile(r"Try again in ((?:\d+ days?, )?\d+:\d\d:\d\d)", re.I)
 
 @dataclass(frozen=True)
 class Ran:
