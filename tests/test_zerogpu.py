@@ -27,6 +27,7 @@ from explorer.app.session import Session
 from explorer.app.tabs import attention, build, generate, inside, knockout, knockout_map
 from explorer.book.config import PRESETS
 from explorer.book.errors import ExplorerError, Message, Text
+from explorer.app.i18n import say
 from explorer.probes import trace
 from explorer.runtime import offload, placement, training_chunks
 from explorer.runtime.build import resolve_device
@@ -347,3 +348,106 @@ def test_messages_and_errors_pickle_whole_for_a_gpu_calls_worker():
     text = Text("x.z", "{n} steps", n=3)
     again = pickle.loads(pickle.dumps(text))
     assert again == "3 steps" and again.message == text.message
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings of issue 46, each on the real client.
+def test_a_training_chunk_that_cannot_run_goes_on_on_the_cpu_and_stop_answers(zero_gpu,
+                                                                             monkeypatch):
+    """Finding 2: a chunk whose GPU call failed ("No GPU was available") deadlocked on the
+    job's step lock: the CPU, taking over, took the lock its own chunk held."""
+    job = TrainingJob(make_variants(["pre-LN (book)"], "teach-tiny"), default_corpus(),
+                      default_settings(steps=2000, eval_freq=500))
+    job.placement = placement.Placement("gpu", 1e4, 1.0)   # the whole job in one chunk
+    zero_gpu.fail_next("no_gpu")
+    job.start()
+    for _ in range(600):                 # the CPU took over: steps are done (or it hangs)
+        if job.steps_done >= 3:
+            break
+        threading.Event().wait(0.1)
+    assert job.steps_done >= 3 and job.status == "running", job.message
+    stopper = threading.Thread(target=job.stop, daemon=True)
+    stopper.start()
+    stopper.join(10)                     # Stop answers between two steps
+    assert not stopper.is_alive()
+    assert job.status == "stopped" and job.steps_done < 2000
+    assert tasks(zero_gpu) == [("_gpu_task", "no_gpu")]
+    assert "ran on the CPU: no GPU was free" in say(job.view().where)
+
+
+def test_a_reused_worker_gets_the_trained_model_it_is_asked_for(zero_gpu, slow_cpu):
+    """Finding 3: the client reuses a worker forked before "Use this model"; the trained
+    model is not in the cache it was forked with (and cannot be built from its key)."""
+    from explorer.app.session import Made, Model
+    from explorer.runtime.sources import WeightsSource
+    traced(built("teach-tiny"))                     # the worker is forked here
+    job = TrainingJob(make_variants(["pre-LN (book)"], "teach-tiny"), default_corpus(),
+                      default_settings(steps=2, eval_freq=1))
+    job.advance(2)
+    trained = job.trained_model(0)
+    key = shared.CACHE.key(trained.model.cfg, device="cpu", dtype="float32",
+                           source=WeightsSource.trained("trained 2 steps"))
+    shared.CACHE.hold("a student", key, trained.model)
+    session = Session()
+    session.with_model_a(Model(key, Made("trained", "pre-LN (book)", caption="trained")))
+    out = traced(session)
+    assert "on the GPU" in out["trace_info"]
+    pids = {c.pid for c in zero_gpu.calls}
+    assert len(pids) == 1, "the client reused its worker"
+    there, here = out["session"].traces[0], trace(trained.model, out["session"].traces[0].token_ids)
+    np.testing.assert_array_equal(there.next_ids, here.next_ids)
+    for point, stats in here.points.items():
+        for name, values in stats.overall.items():
+            np.testing.assert_allclose(there.points[point].overall[name], values, rtol=1e-6)
+
+
+def refuses(model, *args):
+    raise ExplorerError("session.no_model", "No model yet: build one in the Build tab first.")
+
+
+def fails_on_the_gpu(model, *args):
+    if offload._in_call:                  # in the worker
+        raise MemoryError("CUDA out of memory")
+    return "done here"
+
+
+def test_an_explorer_error_raised_in_a_gpu_call_reaches_the_page_in_its_own_words(
+        zero_gpu, slow_cpu):
+    """Finding 4: the client wraps what a worker raises as "ZeroGPU worker error" and the
+    class's name; the page must say the error itself, in either language."""
+    session = built("teach-tiny")
+    model, _ = shared.CACHE.get(session.keys[0])
+    work = placement.Work.forward(PRESETS["teach-tiny"], 4)
+    with pytest.raises(ExplorerError) as raised:
+        offload.compute(session.keys[0], model, refuses, work=work)
+    assert tasks(zero_gpu) == [("_gpu_task", "ok")]
+    assert say(raised.value, "en") == "No model yet: build one in the Build tab first."
+    assert say(raised.value, "zh") == "还没有模型：请先在“构建”标签页中构建一个。"
+
+
+def test_another_error_in_a_gpu_call_lets_the_cpu_take_over_and_says_so(
+        zero_gpu, slow_cpu, cpu_may_take_over):
+    session = built("teach-tiny")
+    model, _ = shared.CACHE.get(session.keys[0])
+    work = placement.Work.forward(PRESETS["teach-tiny"], 4)
+    result, ran = offload.compute(session.keys[0], model, fails_on_the_gpu, work=work)
+    assert result == "done here" and ran.where == "cpu" and ran.failure == "failed"
+    assert say(ran.note(), "en") == "ran on the CPU: the GPU call failed"
+
+
+def one():
+    return 1
+
+
+def test_the_duration_asked_with_the_clients_factor_never_exceeds_an_anonymous_day(zero_gpu):
+    """Finding 5: the client multiplies the duration by its hardware's factor (1.5 on the
+    Space's default size): a 120 s ask became 180 s, more than an anonymous visitor's day."""
+    from spaces.zero import config
+    assert config.get_config()["duration_factor"] == 1.5
+    estimates = (0.1, 3.0, 30.0, 58.0, 200.0, 1e4)
+    for gpu_seconds in estimates:
+        assert offload.call(one, placement=placement.Placement("gpu", 1e6, gpu_seconds))[0] == 1
+    asked = [c.asked for c in zero_gpu.calls]       # what ZeroGPU was asked, factor applied
+    assert max(asked) <= placement.MAX_ASK_SECONDS == 120
+    for gpu_seconds, seconds in zip(estimates, asked):   # and never less than the ask
+        assert seconds >= placement.ask_seconds(gpu_seconds)

@@ -335,6 +335,19 @@ def real_client(monkeypatch, scheduler: Scheduler, *, hardware: str = HARDWARE):
     launch = gr.Blocks.launch
     before = set(multiprocessing.active_children())
     import torch
+    # The client patches torch in the server (its CUDA emulation); monkeypatch keeps what each
+    # of those names was, so that undoing a test's own patch never leaves the client's behind.
+    for owner, names in ((torch, ("device", "asarray")),
+                         (torch.Tensor, ("_make_subclass",)),
+                         (torch.UntypedStorage, ("__new__", "device")),
+                         (torch.cuda, ("_exchange_device", "_maybe_exchange_device",
+                                       "is_available", "device_count", "current_device",
+                                       "synchronize", "get_device_capability",
+                                       "get_device_properties", "get_device_name", "cudart")),
+                         (torch.cuda.memory, ("memory_stats_as_nested_dict",))):
+        for name in names:
+            if name in vars(owner) or hasattr(owner, name):
+                monkeypatch.setattr(owner, name, getattr(owner, name))
     # Shim 0: the client reads the CUDA version torch was built for (the format of its fake
     # CUDA memory statistics); the CPU wheel says None. ZeroGPU's wheels are CUDA 12.
     monkeypatch.setattr(torch.version, "cuda", "12.8")

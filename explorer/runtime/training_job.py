@@ -102,7 +102,9 @@ class TrainingJob:
 
     def _new_locks(self):
         self._view_lock = threading.Lock()   # records <-> view()
-        self._step_lock = threading.Lock()   # one step at a time; models whole between steps
+        # One step at a time; models whole between steps. Re-entrant: a GPU chunk holds it
+        # around its call, and the CPU, taking over the chunk in the same thread, steps on.
+        self._step_lock = threading.RLock()
         self._stop, self._thread = threading.Event(), None
 
     # A copy for a GPU call (training_chunks): the job's state, without its locks and thread.
@@ -116,7 +118,7 @@ class TrainingJob:
 
     def _train_steps(self, n: int) -> None:
         for _ in range(n):
-            if self.done:
+            if self.done or self._stop.is_set():   # Stop answers between two steps
                 return
             self._one_step()
 
@@ -152,6 +154,7 @@ class TrainingJob:
         if self.status in ("cancelled", "failed"):
             raise ExplorerError("job.was_ended", "This job was {status}; start a new one.",
                                 status=_STATUS_WORDS[self.status])
+        self._stop.clear()                   # a Stop before this call is not for it
         self._train_steps(n)
         if self.done:
             self._finish()
