@@ -451,3 +451,37 @@ def test_the_duration_asked_with_the_clients_factor_never_exceeds_an_anonymous_d
     assert max(asked) <= placement.MAX_ASK_SECONDS == 120
     for gpu_seconds, seconds in zip(estimates, asked):   # and never less than the ask
         assert seconds >= placement.ask_seconds(gpu_seconds)
+
+
+def test_a_shared_jobs_gpu_chunks_are_charged_to_who_still_watches(zero_gpu, monkeypatch):
+    """Finding 11: the job's chunks were made in the context of the request that started it,
+    so a visitor who stopped watching and closed the tab paid for every chunk after."""
+    from explorer.runtime.training_lab import TrainingLab
+    monkeypatch.setattr(training_chunks, "CHUNK_GPU_SECONDS", 2.0)
+    monkeypatch.setattr(TrainingJob, "__init__", on_the_gpu(TrainingJob.__init__))
+    lab = TrainingLab(max_jobs=2)
+    variants = make_variants(["pre-LN (book)"], "teach-tiny")
+    settings = default_settings(steps=16, eval_freq=8)
+    ada, bo = token("10.0.0.1"), token("10.0.0.2")
+    with visitor(ada):
+        job = lab.start("ada", variants, default_corpus(), settings, run=False)
+    with visitor(bo):
+        assert lab.start("bo", variants, default_corpus(), settings, run=False) is job
+    with visitor(ada):                   # ada presses Train: the job starts in her request
+        job.start()
+    lab.stop("ada")                      # ada stops watching, and closes the tab
+    lab.cancel("ada")
+    seen = len(zero_gpu.calls)
+    assert job.wait(120) and job.status == "finished", job.message
+    after = zero_gpu.calls[seen:]
+    assert after and {c.visitor for c in after} == {"10.0.0.2"}
+    assert len(zero_gpu.calls) == 8      # 16 steps, 2 a chunk
+    lab.cancel("bo")
+
+
+def on_the_gpu(init):
+    """A job trained in GPU chunks of 2 steps (1 s a step on paper)."""
+    def made(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.placement = placement.Placement("gpu", 1e4, float(self.settings.steps))
+    return made

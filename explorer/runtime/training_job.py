@@ -99,6 +99,9 @@ class TrainingJob:
         # Where it trains: the CPU, or a GPU lent per call in chunks of steps (ZeroGPU).
         self.placement = placed(configs, settings, self.window, self.device)
         self.ran = None              # where the last steps ran (offload.Ran)
+        # () -> the context whose visitor pays the next GPU call, None if nobody watches (the
+        # lab's); no payer: the context the job was started in.
+        self.payer = None
 
     def _new_locks(self):
         self._view_lock = threading.Lock()   # records <-> view()
@@ -110,10 +113,11 @@ class TrainingJob:
     # A copy for a GPU call (training_chunks): the job's state, without its locks and thread.
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("_view_lock", "_step_lock", "_stop", "_thread")}
+                if k not in ("_view_lock", "_step_lock", "_stop", "_thread", "payer")}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self.payer = None
         self._new_locks()
 
     def _train_steps(self, n: int) -> None:
