@@ -312,8 +312,14 @@ def _fallback(error: Exception, placement: Placement, always=False) -> tuple[str
     """``(kind, retry)`` of a ZeroGPU failure the CPU can make up for; otherwise raise what
     the user should read (the error itself, if it is not ZeroGPU's)."""
     text = str(error)
-    kind = "failed" if isinstance(error, WorkerFailed) else \
-        next((k for k, pattern in FAILURES.items() if pattern.search(text)), None)
+    if isinstance(error, WorkerFailed):
+        kind = "failed"
+    elif isinstance(error, (ConnectionError, EOFError)):
+        # the worker died while the client was passing it tensors (ZeroGPU cut it off): the
+        # client's own "GPU task aborted" never came
+        kind = "aborted"
+    else:
+        kind = next((k for k, pattern in FAILURES.items() if pattern.search(text)), None)
     if kind is None:
         raise error
     found = RETRY.search(text)
