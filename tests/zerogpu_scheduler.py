@@ -25,7 +25,12 @@ In a test::
     ...
     scheduler.close()
 
-The client needs two shims on torch's CPU wheel (``real_client``), each one said where it is.
+The client needs a few shims on torch's CPU wheel (``real_client``), each one said where it is.
+
+The app under it, for a benchmark (settings from ZEROGPU_QUOTA_S, _SPENT, _FAIL, _LEDGER: see
+``from_environment``)::
+
+    python tests/zerogpu_scheduler.py app.py [args]
 """
 from __future__ import annotations
 
@@ -102,8 +107,9 @@ class Scheduler:
 
     def __init__(self, quota_s: float = QUOTA_SECONDS, *, gpus: int = 1, pool_s: float = 3600,
                  quotas: dict | None = None, queue_s: float = 60.0, runs_limit: int | None = None,
-                 max_duration_s: float | None = None):
+                 max_duration_s: float | None = None, ledger: str | None = None):
         self.quota_s, self.pool_s, self.quotas = quota_s, pool_s, dict(quotas or {})
+        self.ledger = ledger
         self.queue_s, self.runs_limit = queue_s, runs_limit
         self.max_duration_s = max_duration_s
         self.calls: list[Call] = []
@@ -191,8 +197,28 @@ class Scheduler:
     def outcomes(self) -> list[str]:
         return [c.outcome for c in self.calls]
 
+    def write_ledger(self) -> None:
+        """{"quota_s", "charged": {visitor: seconds}, "calls": [...]} into ``ledger`` (a JSON
+        file, replaced whole: a reader never sees half of it)."""
+        if self.ledger is None:
+            return
+        with self._lock:
+            state = {"quota_s": self.quota_s, "charged": dict(self._spent),
+                     "calls": [dataclasses.asdict(c) for c in self.calls]}
+        partial = f"{self.ledger}.{os.getpid()}.tmp"
+        with open(partial, "w") as f:
+            json.dump(state, f, indent=1)
+        os.replace(partial, self.ledger)
+
     # -- the calls -------------------------------------------------------------------------------
     def _answer(self, handler, path, query):
+        try:
+            self._answer_call(handler, path, query)
+        finally:
+            if path in ("/schedule", "/release"):
+                self.write_ledger()
+
+    def _answer_call(self, handler, path, query):
         if path == "/startup-report":
             self.startup_reports += 1
             return self._json(handler, 200, {})
@@ -384,3 +410,45 @@ def real_client(monkeypatch, scheduler: Scheduler, *, hardware: str = HARDWARE):
             del sys.modules[name]            # a later import reads its settings again
     spaces.forget = forget
     return spaces
+
+
+# -------------------------------------------------------------------------------------------------
+def from_environment(environ=os.environ) -> Scheduler:
+    """A scheduler set up from ZEROGPU_QUOTA_S (each visitor's seconds a day), ZEROGPU_SPENT
+    ("10.0.0.7=120,space=30": already spent), ZEROGPU_FAIL ("no_gpu=2,abort=1": the next calls
+    fail so) and ZEROGPU_LEDGER (a JSON file, rewritten after every call)."""
+    scheduler = Scheduler(float(environ.get("ZEROGPU_QUOTA_S", QUOTA_SECONDS)),
+                          ledger=environ.get("ZEROGPU_LEDGER") or None)
+
+    def pairs(name):
+        for item in filter(None, (s.strip() for s in environ.get(name, "").split(","))):
+            key, _, value = item.rpartition("=")
+            yield key, value
+    for visitor, seconds in pairs("ZEROGPU_SPENT"):
+        scheduler.spend(visitor, float(seconds))
+    for kind, n in pairs("ZEROGPU_FAIL"):
+        scheduler.fail_next(kind, int(n))
+    scheduler.write_ledger()
+    return scheduler
+
+
+def main(argv=None) -> None:
+    """``python tests/zerogpu_scheduler.py app.py [args]``: app.py as ``__main__`` (as ``python
+    app.py`` runs it), with the real ``spaces`` client as on a ZeroGPU Space, talking to a
+    fake scheduler in this process (``from_environment``). For the benchmarks."""
+    import runpy
+
+    import pytest
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        sys.exit("usage: python tests/zerogpu_scheduler.py SCRIPT [ARGS...]")
+    scheduler = from_environment()
+    real_client(pytest.MonkeyPatch(), scheduler)     # (never undone: the process is the app)
+    script = os.path.abspath(argv[0])
+    sys.argv = [argv[0], *argv[1:]]
+    sys.path[0] = os.path.dirname(script)     # as `python SCRIPT` sets it
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
