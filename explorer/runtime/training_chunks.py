@@ -40,8 +40,10 @@ def train_on_gpu(job) -> None:
     chunk = Placement("gpu", job.placement.cpu_seconds * n / job.settings.steps, per_step * n)
     call = functools.partial(offload.call, train_chunk, (job, n), placement=chunk,
                              fallback_always=True)
-    payer = job.payer() if job.payer is not None else None
-    if job.payer is not None and payer is None:
+    # () -> the context that pays (TrainingLab.payer); a job outside the lab has none
+    paying = getattr(job, "payer", None)
+    payer = paying() if paying is not None else None
+    if paying is not None and payer is None:
         job._stop.set()                   # nobody watches: nobody pays; the job stops here
         return
     with job._step_lock:

@@ -99,15 +99,10 @@ class TrainingJob:
         # Where it trains: the CPU, or a GPU lent per call in chunks of steps (ZeroGPU).
         self.placement = placed(configs, settings, self.window, self.device)
         self.ran = None              # where the last steps ran (offload.Ran)
-        # () -> the context whose visitor pays the next GPU call, None if nobody watches (the
-        # lab's); no payer: the context the job was started in.
-        self.payer = None
 
     def _new_locks(self):
         self._view_lock = threading.Lock()   # records <-> view()
-        # One step at a time; models whole between steps. Re-entrant: a GPU chunk holds it
-        # around its call, and the CPU, taking over the chunk in the same thread, steps on.
-        self._step_lock = threading.RLock()
+        self._step_lock = threading.RLock()  # a step at a time (a GPU chunk's CPU fallback too)
         self._stop, self._thread = threading.Event(), None
 
     # A copy for a GPU call (training_chunks): the job's state, without its locks and thread.
@@ -117,14 +112,12 @@ class TrainingJob:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self.payer = None
         self._new_locks()
 
     def _train_steps(self, n: int) -> None:
-        for _ in range(n):
-            if self.done or self._stop.is_set():   # Stop answers between two steps
-                return
+        while n > 0 and not (self.done or self._stop.is_set()):   # Stop: between two steps
             self._one_step()
+            n -= 1
 
     def _text_loaders(self, corpus, settings, tokenizer):
         self.batches_per_epoch, _ = check_training_text(
@@ -158,7 +151,7 @@ class TrainingJob:
         if self.status in ("cancelled", "failed"):
             raise ExplorerError("job.was_ended", "This job was {status}; start a new one.",
                                 status=_STATUS_WORDS[self.status])
-        self._stop.clear()                   # a Stop before this call is not for it
+        self._stop.clear()
         self._train_steps(n)
         if self.done:
             self._finish()

@@ -147,7 +147,7 @@ def train_start(data, text, upload, variants, preset, steps, batch_size, context
     note = (" " + t("train.from_cache", "This job had finished already (the shared cache): "
                                         "its curves are shown whole. **Replay** draws them "
                                         "again, step by step.") if job.done else "")
-    yield from watch(job, owner, note=note, pause=None)
+    yield from watch(job, owner, note=note, pausing=True)
 
 
 @handler(outputs=("train_batch", "train_lr", "train_warmup", "train_eval_freq",
@@ -177,7 +177,7 @@ def train_continue(session=None, request: gr.Request = None):
         raise ExplorerError("train.no_job", "This session has no training job: press Train "
                                             "first.")
     job = shared.LAB.resume(owner)
-    yield from watch(job, owner, pause=None)
+    yield from watch(job, owner, pausing=True)
 
 
 @handler(outputs=LIVE)

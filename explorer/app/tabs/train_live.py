@@ -81,7 +81,7 @@ def job_view(job, owner) -> tuple:
     return view, ""
 
 
-def watch(job, owner, clock=time.monotonic, note="", pause=time.sleep):
+def watch(job, owner, clock=time.monotonic, note="", pausing=False):
     """Yield the live view while ``job`` trains and this session watches it, when anything
     changed, at most every POLL_SECONDS: the progress line alone, and the whole view when the
     status, the sharing line, the language or the mode changed, and otherwise at most every
@@ -108,7 +108,7 @@ def watch(job, owner, clock=time.monotonic, note="", pause=time.sleep):
             yield update
         if not running:
             return
-        if pause is None:
+        if pausing:
             yield Pause(POLL_SECONDS)       # the handler's: served, it holds no thread
         else:
-            pause(POLL_SECONDS)
+            time.sleep(POLL_SECONDS)
