@@ -39,7 +39,9 @@ from zerogpu_scheduler import POOL, Scheduler, real_client, request_with_token, 
 PROMPT = "Every effort moves you"
 # The client reads the GPU model from the NVIDIA driver once at import, before the shim
 # (tests/zerogpu_scheduler.py) is in place: it says so, and the shim answers from then on.
-pytestmark = pytest.mark.filterwarnings("ignore:Error while reading infos from Nvidia")
+# A call made outside a served event has no Gradio queue to tell of its wait: the client says so.
+pytestmark = [pytest.mark.filterwarnings("ignore:Error while reading infos from Nvidia"),
+              pytest.mark.filterwarnings("ignore:ZeroGPU. Cannot get Gradio app Queue")]
 ANONYMOUS = POOL         # a call made outside a Gradio request has no X-IP-Token: the pool
 
 
@@ -548,3 +550,15 @@ def test_outside_huggingface_cos_frame_the_page_says_visitors_share_the_pool(mon
     assert zerogpu_note("en", request=framed)["zerogpu_note"]["visible"] is False
     monkeypatch.setenv("SPACES_ZERO_GPU", "false")
     assert zerogpu_note("en", request=direct)["zerogpu_note"]["visible"] is False
+
+
+@pytest.mark.parametrize("token_value", [None, token(STUDENT)], ids=["pool", "visitor"])
+def test_no_gpu_after_zero_gpus_queue_the_cpu_takes_over(zero_gpu, slow_cpu, cpu_may_take_over,
+                                                         token_value):
+    """The 60 s queue: when ZeroGPU's queue gives up ("No GPU was available after 60s", worded
+    by the client, with or without its sign-up link), the CPU does the job and says so."""
+    zero_gpu.fail_next("queue")
+    with visitor(token_value):
+        out = traced(built("teach-tiny"))
+    assert tasks(zero_gpu) == [("_gpu_task", "queue")]
+    assert "ran on the CPU: no GPU was free" in out["trace_info"]
