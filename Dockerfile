@@ -26,7 +26,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 
 # torch's CPU wheel first (a server without a GPU needs none of the CUDA libraries, about 2 GB):
-# 2.13.0+cpu satisfies requirements.txt's torch==2.13.0, so the next command keeps it.
+# 2.13.0+cpu is within requirements.txt's torch range, so the next command keeps it.
 COPY requirements.txt .
 RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
     && pip install -r requirements.txt

@@ -57,8 +57,8 @@ def proc_memory(pid: int) -> dict[str, int]:
 
 
 def start_app(port: int, temp_dir: str, log, launcher=()):
-    """``launcher``: what runs app.py (``python tests/zerogpu_standin.py``: under the ZeroGPU
-    stand-in); plain ``python`` by default."""
+    """``launcher``: what runs app.py (``python tests/zerogpu_scheduler.py``: under the real
+    ZeroGPU client and a fake scheduler); plain ``python`` by default."""
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": temp_dir}
     command = [sys.executable, *launcher, "app.py", "--port", str(port)]
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

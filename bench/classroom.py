@@ -8,9 +8,11 @@ session) and does "the walk": /build the book's GPT_CONFIG_124M with random weig
 consumed to the end). Clients are connected before the clock starts (a student's page is
 open); the walk is timed from the first call to the last update.
 
-With ``--zerogpu`` the app runs under the ZeroGPU stand-in (tests/zerogpu_standin.py: every GPU
-call in a forked process, a quota per client IP; every student here is 127.0.0.1, a class
-behind one address): the report adds the GPU seconds charged to that address. ``--spent``
+With ``--zerogpu`` the app runs under the real ZeroGPU client (PyPI's ``spaces``) against a fake
+scheduler (tests/zerogpu_scheduler.py: a quota per X-IP-Token; the client's own forked and
+reused workers, messages and duration factor). Every student sends the same X-IP-Token, as a
+class behind one address does on the Space's huggingface.co page: the report adds the GPU
+seconds charged to that address. ``--spent``
 starts with its quota used up: every walk must still complete, on the CPU, saying so.
 ``--large`` then builds a random gpt2-large and traces a long text, with quota left (it goes
 to the GPU) and without (done on the CPU, or refused with ZeroGPU's retry time, within 2 s).
@@ -32,6 +34,7 @@ import math
 import os
 import re
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -42,6 +45,10 @@ from _common import (OthersCPU, load_average, mb, print_table, verdict,  # first
 from app_memory import prompt_of, proc_memory, running_app  # the app as a subprocess
 
 from gradio_client import Client
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests"))
+from zerogpu_scheduler import token  # noqa: E402 - the fake scheduler's X-IP-Token
 
 from explorer.book.config import GPT_CONFIG_124M, PRESETS, GPTConfig
 from explorer.book.knobs import KNOBS
@@ -55,8 +62,9 @@ NEW_TOKENS = 20
 CALLS = ("build", "trace", "attention", "generate")
 RATIO_TARGET = 4.0
 GPU_SECONDS_TARGET = 10.0      # charged to a class's address for its whole walk burst
-STAND_IN = ("tests/zerogpu_standin.py",)     # runs app.py under the ZeroGPU stand-in
+STAND_IN = ("tests/zerogpu_scheduler.py",)   # runs app.py under the real client, faked far end
 CLASS_IP = "127.0.0.1"
+CLASS_TOKEN = token(CLASS_IP)     # the X-IP-Token of the class's one address
 LARGE_TOKENS = (256, 1000)     # a long trace for the GPU; one too long for the CPU's fallback
 MARGIN_MB = 1500          # Python + torch + Gradio beside the budgeted models
 REFUSED = re.compile(r"running on this server|too many|busy", re.I)
@@ -67,8 +75,10 @@ STEP = re.compile(r"step ([\d,]+) of")
 def connect(url: str) -> Client:
     # ssl_verify=False: plain HTTP on the loopback; verification would load the CA bundle
     # for every call (tens of ms of CPU on the cores the server uses; tests/local_client.py).
+    # On ZeroGPU every student sends the class's X-IP-Token (huggingface.co's page would).
+    headers = {"X-IP-Token": CLASS_TOKEN} if os.environ.get("ZEROGPU_LEDGER") else None
     return Client(url, verbose=False, ssl_verify=False, download_files=False,
-                  analytics_enabled=False)
+                  analytics_enabled=False, headers=headers)
 
 
 def close_soon(client: Client) -> None:
@@ -259,8 +269,7 @@ def large_trace(spent: bool, memory_mb: int) -> list[list[str]]:
     """A random gpt2-large, then a trace of LARGE_TOKENS[0] tokens (with quota left: the GPU;
     spent: the CPU, saying so) and of LARGE_TOKENS[1] (spent: refused with the retry time)."""
     ledger = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
-    os.environ.update(ZEROGPU_STANDIN_LEDGER=ledger,
-                      ZEROGPU_STANDIN_SPENT=f"{CLASS_IP}=120" if spent else "")
+    os.environ.update(ZEROGPU_LEDGER=ledger, ZEROGPU_SPENT=f"{CLASS_IP}=120" if spent else "")
     rows = []
     with running_app("bench_classroom_large_", STAND_IN) as (proc, url):
         client = connect(url)
@@ -457,7 +466,7 @@ def parse_args():
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--max-load", type=float, help="wait (up to 60 s) for a lower load first")
     p.add_argument("--zerogpu", action="store_true",
-                   help="the app under the ZeroGPU stand-in; report the GPU seconds charged")
+                   help="the app under the real ZeroGPU client and a fake scheduler; report the GPU seconds charged")
     p.add_argument("--spent", action="store_true",
                    help="with --zerogpu: the class's quota is used up from the start")
     p.add_argument("--large", action="store_true",
@@ -478,8 +487,8 @@ def main():
     rows, walk_hwm = [], None
     ledger = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
     if args.zerogpu:
-        os.environ.update(ZEROGPU_STANDIN_LEDGER=ledger,
-                          ZEROGPU_STANDIN_SPENT=f"{CLASS_IP}=120" if args.spent else "")
+        os.environ.update(ZEROGPU_LEDGER=ledger,
+                          ZEROGPU_SPENT=f"{CLASS_IP}=120" if args.spent else "")
     records = []
     with running_app("bench_classroom_", STAND_IN if args.zerogpu else ()) as (proc, url):
         time.sleep(1.0)   # let startup allocations settle
@@ -514,7 +523,7 @@ def main():
                      f"{len(ok)}", "(info)", ""])
     os.unlink(ledger)
     if args.zerogpu and args.large:
-        print("gpt2-large under the stand-in: quota left, then spent ...")
+        print("gpt2-large on the real client: quota left, then spent ...")
         rows += large_trace(False, args.memory_mb) + large_trace(True, args.memory_mb)
     print()
     print_table(rows, ["figure", "measured", "target", ""])

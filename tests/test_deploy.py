@@ -44,7 +44,7 @@ def test_readme_front_matter_configures_a_gradio_space_on_the_pinned_gradio():
     assert (ROOT / config["app_file"]).is_file() and config["app_file"] == "app.py"
     # Unquoted, YAML reads 3.10 as the number 3.1.
     assert isinstance(config["python_version"], str)
-    assert re.fullmatch(r"3\.\d+", config["python_version"])
+    assert re.fullmatch(r"3\.\d+(\.\d+)?", config["python_version"])
     assert config["title"] and config["emoji"]
     assert {config["colorFrom"], config["colorTo"]} <= SPACE_COLOURS
     assert 0 < len(config["short_description"]) <= 60   # the Hub's limit for the card
@@ -63,6 +63,37 @@ def test_the_front_matter_suits_a_zero_gpu_space_and_the_readme_says_how_it_runs
     for said in ("ZeroGPU", "2 ZeroGPU", "CPU Basic", "paid plan", "signing in",
                  "one Wi-Fi", "on the CPU", "on the GPU", "try again"):
         assert said in section, said
+
+
+# What ZeroGPU builds on: hub-docs, docs/hub/spaces-zerogpu.md, "Supported versions" (August
+# 2026: https://huggingface.co/docs/hub/spaces-zerogpu). A Space asking for anything else stops
+# at build ("No candidate PyTorch version found for ZeroGPU").
+ZEROGPU_PYTHON = ("3.12.12", "3.10.13")
+ZEROGPU_TORCH = ("2.8.0", "2.9.1", "2.10.0", "2.11.0")
+
+
+def torch_requirement(requirements=ROOT / "requirements.txt"):
+    from packaging.requirements import Requirement
+    for line in requirements.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line and Requirement(line).name == "torch":
+            return Requirement(line).specifier
+    raise AssertionError(f"torch is not in {requirements.name}")
+
+
+def test_the_space_builds_on_zero_gpu_and_here_the_tested_torch_still_installs():
+    """The Space's Python and torch are on ZeroGPU's list (it installs the newest it has within
+    requirements.txt's range); the torch pinned for here and CI is within that range too."""
+    from packaging.version import Version
+    config = front_matter((ROOT / "README.md").read_text())
+    assert config["python_version"] in ZEROGPU_PYTHON
+    spec = torch_requirement()
+    on_zero_gpu = [v for v in ZEROGPU_TORCH if Version(v) in spec]
+    assert on_zero_gpu == ["2.11.0"], "the suite was run on 2.11.0 (README, Run it on a Space)"
+    tested = pinned("torch", ROOT / "requirements-dev.txt")
+    assert Version(tested) in spec
+    import torch
+    assert torch.__version__.split("+")[0] in spec    # what runs these tests
 
 
 def test_the_space_preloads_gpt2_small_where_pretrained_source_looks_for_it():
@@ -178,7 +209,8 @@ def test_dockerfile_runs_the_two_commands_as_a_non_root_user_on_every_interface(
     assert [w for w, _ in steps].index("USER") < [w for w, _ in steps].index("CMD")
     runs = " ".join(args for word, args in steps if word == "RUN")
     assert "pip install -r requirements.txt" in runs
-    assert "download.pytorch.org/whl/cpu" in runs and f"torch=={pinned('torch')}" in runs
+    torch_pin = pinned("torch", ROOT / "requirements-dev.txt")
+    assert "download.pytorch.org/whl/cpu" in runs and f"torch=={torch_pin}" in runs
     assert json.loads(dict(steps)["CMD"]) == ["python", "app.py"]
     env = " ".join(args for word, args in steps if word == "ENV")
     assert "GRADIO_SERVER_NAME=0.0.0.0" in env

@@ -1,10 +1,13 @@
 """ZeroGPU (explorer/runtime/offload.py, placement.py): CPU first, a GPU call only where the
 policy says it pays, the state in the server, and the CPU taking over when a call cannot run.
 
-The ZeroGPU stand-in (tests/zerogpu_standin.py) runs each call in a forked process with its
-arguments and results pickled, keeps a quota per client IP, and fails on request. Its "GPU" is
-this CPU: the tests that send work to it make the CPU's rates slow (``slow_cpu``), so that a
-teaching model's work counts as long."""
+These tests run the real ``spaces`` client (PyPI's, pinned in requirements-dev.txt) as on a
+ZeroGPU Space, against a fake scheduler (tests/zerogpu_scheduler.py): an HTTP server on the
+loopback that keeps a quota per X-IP-Token. The client forks and reuses its workers, pickles
+the arguments, wraps the exceptions and applies its duration factor as it does on a Space. Its
+"GPU" is this CPU: the tests that send work to it make the CPU's rates slow (``slow_cpu``), so
+that a teaching model's work counts as long."""
+import contextlib
 import math
 import os
 import sys
@@ -24,16 +27,22 @@ from explorer.app.session import Session
 from explorer.app.tabs import attention, build, generate, inside, knockout, knockout_map
 from explorer.book.config import PRESETS
 from explorer.book.errors import ExplorerError, Message, Text
+from explorer.app.i18n import say
 from explorer.probes import trace
 from explorer.runtime import offload, placement, training_chunks
 from explorer.runtime.build import resolve_device
 from explorer.runtime.placement import Rates
 from explorer.runtime.training_job import TrainingJob
 from explorer.runtime.training_setup import default_corpus, default_settings, make_variants
-from zerogpu_standin import ABORTED_MESSAGE, NO_GPU_MESSAGE, QUOTA_MESSAGE, install
+from zerogpu_scheduler import POOL, Scheduler, real_client, request_with_token, token
 
 PROMPT = "Every effort moves you"
-ANONYMOUS = "-"          # the stand-in's visitor for a call made outside a Gradio request
+# The client reads the GPU model from the NVIDIA driver once at import, before the shim
+# (tests/zerogpu_scheduler.py) is in place: it says so, and the shim answers from then on.
+# A call made outside a served event has no Gradio queue to tell of its wait: the client says so.
+pytestmark = [pytest.mark.filterwarnings("ignore:Error while reading infos from Nvidia"),
+              pytest.mark.filterwarnings("ignore:ZeroGPU. Cannot get Gradio app Queue")]
+ANONYMOUS = POOL         # a call made outside a Gradio request has no X-IP-Token: the pool
 
 
 def no_progress(*args, **kwargs):
@@ -52,12 +61,16 @@ def traced(session, prompt=PROMPT) -> dict:
 
 @pytest.fixture
 def zero_gpu(monkeypatch):
-    """The stand-in as ``spaces``, SPACES_ZERO_GPU=true, and nothing shared yet."""
-    spaces = install(monkeypatch)
+    """The real ``spaces`` client against a fake scheduler (SPACES_ZERO_GPU=true), and nothing
+    shared yet. The scheduler is what the test sees: its calls, its ledger."""
+    scheduler = Scheduler()
+    scheduler.spaces = real_client(monkeypatch, scheduler)
     offload.forget_gpu()
     shared.RESULTS.clear()
-    yield spaces
-    spaces.idle()
+    yield scheduler
+    scheduler.idle()
+    scheduler.spaces.forget()
+    scheduler.close()
     offload.forget_gpu()
     shared.RESULTS.clear()
 
@@ -79,8 +92,10 @@ def cpu_may_take_over(monkeypatch):
     monkeypatch.setattr(offload, "CPU_FALLBACK_SECONDS", math.inf)
 
 
-def tasks(spaces):
-    return [(c.task, c.outcome) for c in spaces.calls]
+def tasks(scheduler):
+    """The calls the scheduler saw: (the GPU function, how it ended)."""
+    names = {id(offload._gpu_task): "_gpu_task", id(offload._gpu_stream): "_gpu_stream"}
+    return [(names.get(c.task_id, c.task_id), c.outcome) for c in scheduler.calls]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +151,7 @@ def test_a_generation_streams_from_one_gpu_call_step_by_step(zero_gpu, slow_cpu)
 def test_a_generation_cut_off_mid_stream_goes_on_on_the_cpu_with_the_same_tokens(
         zero_gpu, slow_cpu, cpu_may_take_over):
     session = built("teach-tiny")
-    zero_gpu.fail_next("abort", after=3)
+    zero_gpu.fail_next("abort")    # cut off as it starts
     updates = list(generate.generate(PROMPT, 8, "greedy", 1.0, 50, 123, False, session))
     assert tasks(zero_gpu) == [("_gpu_stream", "aborted")]
     assert "ran on the CPU: the GPU call was cut off" in updates[-1]["speed"]
@@ -189,25 +204,65 @@ def test_a_training_job_in_gpu_chunks_equals_the_same_job_on_the_cpu(zero_gpu, m
     assert "on the GPU" in str(chunked.view().where)
 
 
-def test_quota_used_up_mid_lecture_the_cpu_takes_over_and_says_why(zero_gpu, slow_cpu,
-                                                                   cpu_may_take_over):
+@contextlib.contextmanager
+def visitor(token_value):
+    """Calls made as in a Gradio request whose page sent ``token_value`` as X-IP-Token."""
+    from gradio.context import LocalContext
+    reset = LocalContext.request.set(request_with_token(token_value))
+    try:
+        yield
+    finally:
+        LocalContext.request.reset(reset)
+
+
+STUDENT = "10.0.0.7"
+# Each quota or limit refusal of ZeroGPU, in the installed client's own words: the scheduler
+# answers 429 as ZeroGPU does, and the client (spaces/zero/client.py, ``schedule``) words it.
+REFUSALS = {
+    "an anonymous visitor's quota": (token(STUDENT), {}, "quota"),
+    "a free account's quota": (token(STUDENT, user="ada"), {}, "quota"),
+    "a Pro account's quota": (token(STUDENT, user="ada", level="pro"), {}, "quota"),
+    "the runs limit": (token(STUDENT), {"runs_limit": 0}, "runs"),
+    "the Space's pool (no X-IP-Token)": (None, {}, "pool"),
+    "a duration over the maximum": (token(STUDENT), {"max_duration_s": 1}, "limit"),
+}
+
+
+def refused(scheduler, name):
+    """Set ``scheduler`` to refuse as ``REFUSALS[name]`` says; the visitor's token."""
+    token_value, settings, _ = REFUSALS[name]
+    for setting, value in settings.items():
+        setattr(scheduler, setting, value)
+    if not settings:
+        who = STUDENT if token_value else ANONYMOUS
+        who = "ada" if "account" in name else who
+        scheduler.spend(who, scheduler.quota_of(who))
+    return token_value
+
+
+@pytest.mark.parametrize("name", REFUSALS)
+def test_every_quota_and_limit_refusal_of_the_real_client_falls_back_to_the_cpu(
+        zero_gpu, slow_cpu, cpu_may_take_over, name):
+    """Finding 1: the client's refusals never matched ``offload.FAILURES["quota"]``."""
     session = built("teach-tiny")
-    zero_gpu.spend(ANONYMOUS, zero_gpu.quota_s)
-    out = traced(session)
-    assert tasks(zero_gpu) == [("_gpu_task", "quota")]
-    info = out["trace_info"]
-    assert "ran on the CPU: this network's GPU quota is used up for now" in info
-    assert "try again in" in info
+    with visitor(refused(zero_gpu, name)):
+        out = traced(session)
+    assert tasks(zero_gpu) == [("_gpu_task", REFUSALS[name][2])]
+    assert "ran on the CPU: this network's GPU quota is used up for now" in out["trace_info"]
+    assert len(out["session"].traces[0].token_ids) == 4
 
 
+@pytest.mark.parametrize("name", [n for n, (_, settings, _) in REFUSALS.items()
+                                  if not settings])
 def test_with_no_quota_left_a_job_too_long_for_the_cpu_is_refused_with_the_retry_time(
-        zero_gpu, slow_cpu):
+        zero_gpu, slow_cpu, name):
     session = built("teach-tiny")
-    zero_gpu.spend(ANONYMOUS, zero_gpu.quota_s)
-    with pytest.raises(gr.Error) as raised:
+    with visitor(refused(zero_gpu, name)), pytest.raises(gr.Error) as raised:
         traced(session)
     said = raised.value.message
-    assert "quota is used up" in said and "try again in" in said and "bug" not in said.lower()
+    assert "quota is used up" in said and "bug" not in said.lower()
+    if REFUSALS[name][0]:                # ZeroGPU says when a visitor's quota comes back
+        assert "try again in 23:59:5" in said
 
 
 @pytest.mark.parametrize("failure, said", [
@@ -230,7 +285,7 @@ def test_a_class_behind_one_address_shares_its_quota_and_its_results(zero_gpu, s
     results, errors = [], []
 
     def student(ip):
-        LocalContext.request.set(SimpleNamespace(client=SimpleNamespace(host=ip)))
+        LocalContext.request.set(request_with_token(token(ip)))
         try:
             results.append(traced(session)["session"].traces[0])
         except Exception as e:  # noqa: BLE001 - reported below
@@ -254,12 +309,11 @@ def test_on_zero_gpu_auto_means_the_cpu_and_cuda_is_refused_with_a_reason(zero_g
         resolve_device("cuda")
 
 
-def test_at_start_up_the_server_has_a_spaces_gpu_function(zero_gpu, monkeypatch):
-    decorated = []
-    monkeypatch.setattr(zero_gpu, "GPU", lambda task, **kw: decorated.append(task) or task)
+def test_at_start_up_the_server_has_a_spaces_gpu_function(zero_gpu):
+    from spaces.zero.decorator import decorated_cache
     offload.forget_gpu()
     offload.prepare()
-    assert [t.__name__ for t in decorated] == ["_gpu_task", "_gpu_stream"]
+    assert offload._gpu_task in decorated_cache and offload._gpu_stream in decorated_cache
 
 
 def test_off_zero_gpu_spaces_is_never_imported(monkeypatch):
@@ -282,23 +336,10 @@ def test_off_zero_gpu_spaces_is_never_imported(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("message, kind", [
-    (QUOTA_MESSAGE.format(asked=60, left=12, wait="2:05:11"), "quota"),
-    (NO_GPU_MESSAGE, "no_gpu"), (ABORTED_MESSAGE, "aborted")])
-def test_zero_gpus_own_failures_are_recognised_and_others_are_raised(message, kind):
+def test_an_error_that_is_not_zero_gpus_is_raised():
     fits = placement.Placement("gpu", 1.0, 0.5)
-    assert offload._fallback(gr.Error(message), fits)[0] == kind
     with pytest.raises(ZeroDivisionError):
         offload._fallback(ZeroDivisionError("a bug"), fits)
-
-
-def test_the_retry_time_comes_from_zero_gpus_message():
-    message = QUOTA_MESSAGE.format(asked=60, left=12, wait="2:05:11")
-    fits = placement.Placement("gpu", 1.0, 0.5)
-    assert offload._fallback(gr.Error(message), fits) == ("quota", "2:05:11")
-    too_long = replace(fits, cpu_seconds=offload.CPU_FALLBACK_SECONDS + 1)
-    with pytest.raises(ExplorerError, match=r"try again in 2:05:11"):
-        offload._fallback(gr.Error(message), too_long)
 
 
 def test_messages_and_errors_pickle_whole_for_a_gpu_calls_worker():
@@ -309,3 +350,215 @@ def test_messages_and_errors_pickle_whole_for_a_gpu_calls_worker():
     text = Text("x.z", "{n} steps", n=3)
     again = pickle.loads(pickle.dumps(text))
     assert again == "3 steps" and again.message == text.message
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings of issue 46, each on the real client.
+def test_a_training_chunk_that_cannot_run_goes_on_on_the_cpu_and_stop_answers(zero_gpu,
+                                                                             monkeypatch):
+    """Finding 2: a chunk whose GPU call failed ("No GPU was available") deadlocked on the
+    job's step lock: the CPU, taking over, took the lock its own chunk held."""
+    job = TrainingJob(make_variants(["pre-LN (book)"], "teach-tiny"), default_corpus(),
+                      default_settings(steps=2000, eval_freq=500))
+    job.placement = placement.Placement("gpu", 1e4, 1.0)   # the whole job in one chunk
+    zero_gpu.fail_next("no_gpu")
+    job.start()
+    for _ in range(600):                 # the CPU took over: steps are done (or it hangs)
+        if job.steps_done >= 3:
+            break
+        threading.Event().wait(0.1)
+    assert job.steps_done >= 3 and job.status == "running", job.message
+    stopper = threading.Thread(target=job.stop, daemon=True)
+    stopper.start()
+    stopper.join(10)                     # Stop answers between two steps
+    assert not stopper.is_alive()
+    assert job.status == "stopped" and job.steps_done < 2000
+    assert tasks(zero_gpu) == [("_gpu_task", "no_gpu")]
+    assert "ran on the CPU: no GPU was free" in say(job.view().where)
+
+
+def test_a_reused_worker_gets_the_trained_model_it_is_asked_for(zero_gpu, slow_cpu):
+    """Finding 3: the client reuses a worker forked before "Use this model"; the trained
+    model is not in the cache it was forked with (and cannot be built from its key)."""
+    from explorer.app.session import Made, Model
+    from explorer.runtime.sources import WeightsSource
+    traced(built("teach-tiny"))                     # the worker is forked here
+    job = TrainingJob(make_variants(["pre-LN (book)"], "teach-tiny"), default_corpus(),
+                      default_settings(steps=2, eval_freq=1))
+    job.advance(2)
+    trained = job.trained_model(0)
+    key = shared.CACHE.key(trained.model.cfg, device="cpu", dtype="float32",
+                           source=WeightsSource.trained("trained 2 steps"))
+    shared.CACHE.hold("a student", key, trained.model)
+    session = Session()
+    session.with_model_a(Model(key, Made("trained", "pre-LN (book)", caption="trained")))
+    out = traced(session)
+    assert "on the GPU" in out["trace_info"]
+    pids = {c.pid for c in zero_gpu.calls}
+    assert len(pids) == 1, "the client reused its worker"
+    there, here = out["session"].traces[0], trace(trained.model, out["session"].traces[0].token_ids)
+    np.testing.assert_array_equal(there.next_ids, here.next_ids)
+    for point, stats in here.points.items():
+        for name, values in stats.overall.items():
+            np.testing.assert_allclose(there.points[point].overall[name], values, rtol=1e-6)
+
+
+def refuses(model, *args):
+    raise ExplorerError("session.no_model", "No model yet: build one in the Build tab first.")
+
+
+def fails_on_the_gpu(model, *args):
+    if offload._in_call:                  # in the worker
+        raise MemoryError("CUDA out of memory")
+    return "done here"
+
+
+def test_an_explorer_error_raised_in_a_gpu_call_reaches_the_page_in_its_own_words(
+        zero_gpu, slow_cpu):
+    """Finding 4: the client wraps what a worker raises as "ZeroGPU worker error" and the
+    class's name; the page must say the error itself, in either language."""
+    session = built("teach-tiny")
+    model, _ = shared.CACHE.get(session.keys[0])
+    work = placement.Work.forward(PRESETS["teach-tiny"], 4)
+    with pytest.raises(ExplorerError) as raised:
+        offload.compute(session.keys[0], model, refuses, work=work)
+    assert tasks(zero_gpu) == [("_gpu_task", "ok")]
+    assert say(raised.value, "en") == "No model yet: build one in the Build tab first."
+    assert say(raised.value, "zh") == "还没有模型：请先在“构建”标签页中构建一个。"
+
+
+def test_another_error_in_a_gpu_call_lets_the_cpu_take_over_and_says_so(
+        zero_gpu, slow_cpu, cpu_may_take_over):
+    session = built("teach-tiny")
+    model, _ = shared.CACHE.get(session.keys[0])
+    work = placement.Work.forward(PRESETS["teach-tiny"], 4)
+    result, ran = offload.compute(session.keys[0], model, fails_on_the_gpu, work=work)
+    assert result == "done here" and ran.where == "cpu" and ran.failure == "failed"
+    assert say(ran.note(), "en") == "ran on the CPU: the GPU call failed"
+
+
+def one():
+    return 1
+
+
+def test_the_duration_asked_with_the_clients_factor_never_exceeds_an_anonymous_day(zero_gpu):
+    """Finding 5: the client multiplies the duration by its hardware's factor (1.5 on the
+    Space's default size): a 120 s ask became 180 s, more than an anonymous visitor's day."""
+    from spaces.zero import config
+    assert config.get_config()["duration_factor"] == 1.5
+    estimates = (0.1, 3.0, 30.0, 58.0, 200.0, 1e4)
+    for gpu_seconds in estimates:
+        assert offload.call(one, placement=placement.Placement("gpu", 1e6, gpu_seconds))[0] == 1
+    asked = [c.asked for c in zero_gpu.calls]       # what ZeroGPU was asked, factor applied
+    assert max(asked) <= placement.MAX_ASK_SECONDS == 120
+    for gpu_seconds, seconds in zip(estimates, asked):   # and never less than the ask
+        assert seconds >= placement.ask_seconds(gpu_seconds)
+
+
+def test_a_shared_jobs_gpu_chunks_are_charged_to_who_still_watches(zero_gpu, monkeypatch):
+    """Finding 11: the job's chunks were made in the context of the request that started it,
+    so a visitor who stopped watching and closed the tab paid for every chunk after."""
+    from explorer.runtime.training_lab import TrainingLab
+    monkeypatch.setattr(training_chunks, "CHUNK_GPU_SECONDS", 2.0)
+    monkeypatch.setattr(TrainingJob, "__init__", on_the_gpu(TrainingJob.__init__))
+    lab = TrainingLab(max_jobs=2)
+    variants = make_variants(["pre-LN (book)"], "teach-tiny")
+    settings = default_settings(steps=16, eval_freq=8)
+    ada, bo = token("10.0.0.1"), token("10.0.0.2")
+    with visitor(ada):
+        job = lab.start("ada", variants, default_corpus(), settings, run=False)
+    with visitor(bo):
+        assert lab.start("bo", variants, default_corpus(), settings, run=False) is job
+    with visitor(ada):                   # ada presses Train: the job starts in her request
+        job.start()
+    lab.stop("ada")                      # ada stops watching, and closes the tab
+    lab.cancel("ada")
+    seen = len(zero_gpu.calls)
+    assert job.wait(120) and job.status == "finished", job.message
+    after = zero_gpu.calls[seen:]
+    assert after and {c.visitor for c in after} == {"10.0.0.2"}
+    assert len(zero_gpu.calls) == 8      # 16 steps, 2 a chunk
+    lab.cancel("bo")
+
+
+def on_the_gpu(init):
+    """A job trained in GPU chunks of 2 steps (1 s a step on paper)."""
+    def made(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.placement = placement.Placement("gpu", 1e4, float(self.settings.steps))
+    return made
+
+
+def test_a_worker_that_died_while_tensors_were_passed_counts_as_cut_off():
+    """Seen on the real client: ZeroGPU killed a chunk's worker while the client passed it the
+    job's tensors, and the call raised ConnectionResetError, not "GPU task aborted"."""
+    fits = placement.Placement("gpu", 1.0, 0.5)
+    error = ConnectionResetError(104, "Connection reset by peer")
+    assert offload._fallback(error, fits) == ("aborted", "")
+
+
+def server_memory() -> int:
+    """The server's own memory (anonymous pages) and what is in /dev/shm, where the client's
+    pickler moves the tensors it passes to a worker."""
+    shm = os.statvfs("/dev/shm")
+    with open("/proc/self/status") as status:
+        anon = next(int(line.split()[1]) for line in status if line.startswith("RssAnon"))
+    return anon * 1024 + (shm.f_blocks - shm.f_bfree) * shm.f_frsize
+
+
+def test_a_job_in_gpu_chunks_keeps_the_servers_peak_within_its_estimate(zero_gpu, monkeypatch):
+    """Finding 10 (measured with the stand-in, whose plain pickles copied the job each way: 1,370
+    MB over a 456 MB estimate): the real client's pickler moves the job's tensors into shared
+    memory instead of copying them, so the server's peak stays within the lab's estimate."""
+    from explorer.runtime.training_setup import job_bytes
+    from explorer.runtime.memory import default_budget_bytes
+    variants, settings = make_variants(), default_settings(steps=2, eval_freq=1)
+    job = TrainingJob(variants, default_corpus(), settings)
+    job.placement = placement.Placement("gpu", 1e5, 2 * 50.0)    # a step a chunk
+    monkeypatch.setattr(training_chunks, "CHUNK_GPU_SECONDS", 50.0)
+    estimate = job_bytes(variants, settings)
+    base, peak, done = server_memory(), [0], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], server_memory() - base)
+            done.wait(0.01)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        job.start()
+        assert job.wait(300) and job.status == "finished", job.message
+    finally:
+        done.set()
+        watcher.join()
+    assert [o for _, o in tasks(zero_gpu)] == ["ok", "ok"]
+    assert peak[0] <= estimate <= default_budget_bytes()
+
+
+def test_outside_huggingface_cos_frame_the_page_says_visitors_share_the_pool(monkeypatch):
+    """Finding 6: ZeroGPU charges the visitor of the X-IP-Token, which the page sends only
+    inside huggingface.co's frame; at the direct address every call is the Space's pool's."""
+    from explorer.app.zerogpu_note import zerogpu_note
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    monkeypatch.setenv("SPACE_ID", "teacher/gpt-explorer")
+    link = "https://huggingface.co/spaces/teacher/gpt-explorer"
+    direct = request_with_token(None)
+    for lang, said in (("en", "shared pool"), ("zh", "共享额度")):
+        note = zerogpu_note(lang, request=direct)["zerogpu_note"]
+        assert note["visible"] and said in note["value"] and link in note["value"]
+    framed = request_with_token(token(STUDENT))
+    assert zerogpu_note("en", request=framed)["zerogpu_note"]["visible"] is False
+    monkeypatch.setenv("SPACES_ZERO_GPU", "false")
+    assert zerogpu_note("en", request=direct)["zerogpu_note"]["visible"] is False
+
+
+@pytest.mark.parametrize("token_value", [None, token(STUDENT)], ids=["pool", "visitor"])
+def test_no_gpu_after_zero_gpus_queue_the_cpu_takes_over(zero_gpu, slow_cpu, cpu_may_take_over,
+                                                         token_value):
+    """The 60 s queue: when ZeroGPU's queue gives up ("No GPU was available after 60s", worded
+    by the client, with or without its sign-up link), the CPU does the job and says so."""
+    zero_gpu.fail_next("queue")
+    with visitor(token_value):
+        out = traced(built("teach-tiny"))
+    assert tasks(zero_gpu) == [("_gpu_task", "queue")]
+    assert "ran on the CPU: no GPU was free" in out["trace_info"]

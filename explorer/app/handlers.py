@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import threading
+import time
 from typing import Callable
 
 import gradio as gr
@@ -55,8 +57,19 @@ def shown_error(exc: BaseException, name: str) -> gr.Error:
                                  "details are in the server log.", kind=type(exc).__name__))
 
 
-def handler(outputs=(), name: str | None = None, inputs=None):
+class Pause:
+    """A stream's wait between two updates, yielded rather than slept. Served by Gradio
+    (``Page.on``), the wait holds no thread: Gradio runs each step of a sync generator in one
+    of its 40 threads, so 40 streams sleeping there left none for anyone's click. Called
+    directly, the handler sleeps it."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+
+def handler(outputs=(), name: str | None = None, inputs=None, pauses=False):
     """Wrap an event's function: view settings, errors, memory (see the module's doc).
+    ``pauses``: a stream that yields ``Pause`` between its updates (Gradio then awaits them).
     ``outputs``: the names of the components it may update; ``inputs`` (optional): the names
     of the components its parameters take, in their order (every event that runs it then
     takes them: ``Page.on``)."""
@@ -91,13 +104,18 @@ def handler(outputs=(), name: str | None = None, inputs=None):
             return result
 
         if inspect.isgeneratorfunction(fn):
-            @functools.wraps(fn)
-            def wrapper(*args, **kwargs):
+            def stepped(args, kwargs, pausing):
                 settings = settings_of(args, kwargs)
                 # Gradio runs each step of a generator in a context of its own.
                 steps = fn(*args, **kwargs)
                 try:
                     for result in prefs.each_step_using(settings, steps):
+                        if isinstance(result, Pause):
+                            if pausing:
+                                yield result
+                            else:
+                                time.sleep(result.seconds)
+                            continue
                         yield checked(result)
                 except Exception as exc:  # noqa: BLE001 - said to the user
                     with prefs.using(settings()):
@@ -105,6 +123,12 @@ def handler(outputs=(), name: str | None = None, inputs=None):
                 finally:
                     steps.close()   # stopped by the page (Stop, a closed tab): end the work
                     heap.trim()
+
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                yield from stepped(args, kwargs, False)
+            # The same steps, its pauses yielded (Page.on awaits them)
+            wrapper.pausing = lambda *args, **kwargs: stepped(args, kwargs, True)
         else:
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
@@ -115,6 +139,7 @@ def handler(outputs=(), name: str | None = None, inputs=None):
                         raise shown_error(exc, label) from None
                     finally:
                         heap.trim()
+        wrapper.pauses = pauses
         wrapper.outputs = (outputs,) if callable(outputs) else tuple(outputs)
         wrapper.inputs = None if inputs is None else tuple(inputs)
         return wrapper

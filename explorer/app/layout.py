@@ -12,6 +12,7 @@ import gradio as gr
 from . import gradio_private, prefs, prompts, refresh, share_view
 from .handlers import handler
 from .i18n import label, t
+from .zerogpu_note import zerogpu_note
 from ..book.errors import Message
 from ..runtime import heap
 from .languages import LANGUAGES, messages
@@ -112,6 +113,7 @@ def build_app() -> gr.Blocks:
         share_view.create(page, share)
         page.add(gr.Markdown(label(NO_MODEL_STATUS.id, NO_MODEL_STATUS.text),
                              elem_id="status"))
+        page.add(gr.Markdown(visible=False, elem_id="zerogpu_note"))   # zerogpu_note.py
         # One gr.Tabs, each tab with an id: a link's tab is chosen by an update of the Tabs.
         # A figure drawn while its tab was hidden is laid out again when the tab shows.
         with page.add(gr.Tabs(elem_id="tabs")):
@@ -148,6 +150,8 @@ def build_app() -> gr.Blocks:
         # The page's first language: the link's ?lang=, else the browser's.
         demo.load(None, None, lang, js="() => gptExplorer.initialLang()")
         page.on(demo.load, build.path_box, [], api_visibility="private",
+                show_progress="hidden")
+        page.on([demo.load, "lang.change"], zerogpu_note, ["lang"], api_visibility="private",
                 show_progress="hidden")
         # The browser tab (or API client) went away: forget the session now, not after
         # Gradio's one-hour grace period; its training job and trained models go with it.

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
+import time
 
+import anyio
 import gradio as gr
 
-from .handlers import declared
+from .handlers import Pause, declared
 
 
 class Page:
@@ -85,6 +88,25 @@ def _inputs(fn, inputs):
     return fn.inputs
 
 
+_END = object()
+
+
+def close_when_free(steps) -> None:
+    """Close the generator ``steps`` (its ``finally`` ends the work); if a thread is in one of
+    its steps (the page went away meanwhile), as soon as that step ends."""
+    try:
+        steps.close()
+    except ValueError:                   # "generator already executing"
+        def later():
+            while True:
+                try:
+                    steps.close()
+                    return
+                except ValueError:
+                    time.sleep(0.05)
+        threading.Thread(target=later, daemon=True, name="close-stream").start()
+
+
 def by_name(fn, page: Page):
     """``fn``, its ``{name: value}`` results given to Gradio as ``{component: value}``."""
     def components(result):
@@ -93,7 +115,25 @@ def by_name(fn, page: Page):
             return None if n == 0 else gr.skip() if n == 1 else (gr.skip(),) * n
         return {page[name]: value for name, value in result.items()}
 
-    if inspect.isgeneratorfunction(fn) or inspect.isgeneratorfunction(
+    if getattr(fn, "pauses", False):
+        @functools.wraps(fn)
+        async def paused(*args, **kwargs):
+            # Each step in a thread, each pause awaited: a watching stream holds no thread
+            # between its updates (handlers.Pause).
+            steps = fn.pausing(*args, **kwargs)
+            try:
+                while True:
+                    result = await anyio.to_thread.run_sync(next, steps, _END)
+                    if result is _END:
+                        return
+                    if isinstance(result, Pause):
+                        await anyio.sleep(result.seconds)
+                        continue
+                    yield components(result)
+            finally:
+                close_when_free(steps)
+        wrapped = paused
+    elif inspect.isgeneratorfunction(fn) or inspect.isgeneratorfunction(
             getattr(fn, "__wrapped__", None)):
         @functools.wraps(fn)
         def stream(*args, **kwargs):

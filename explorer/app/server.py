@@ -38,6 +38,9 @@ def default_host(environ=os.environ) -> str:
                                                   else "127.0.0.1")
 
 
+EVENTS_AT_ONCE = 256
+
+
 def launch_options(host=None, port=None, share=False) -> dict:
     """``demo.launch``'s options, every launch's (``python app.py``, a Space, the tests): call
     it once the page is made (its labels' translations)."""
@@ -63,6 +66,12 @@ def launch_options(host=None, port=None, share=False) -> dict:
         # Gradio's own input-check messages (e.g. text sent where a number goes) instead of a
         # generic "error" — the message only, never a traceback.
         show_error=True,
+        # Gradio processes at most this many events at once (its queue's slots, and the
+        # threads a sync step may take; its default is 40). A session watching a training job
+        # or replaying one holds a slot for the whole stream but no thread between updates
+        # (handlers.Pause): with 40, a class of 40 watching left no slot for anyone's click.
+        # The work that loads the CPU has limits of its own (each event's concurrency_limit).
+        max_threads=EVENTS_AT_ONCE,
     )
 
 

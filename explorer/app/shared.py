@@ -24,8 +24,8 @@ CACHE = ModelCache()
 # (GPT_EXPLORER_RESULTS_MB), in the budget's room beside the models.
 RESULTS = SharedResults(results_limit_bytes(CACHE.budget_bytes), room=CACHE.room_bytes)
 CACHE.results = RESULTS
-# A GPU call's worker finds its model here (forked with the cache, or built again by key).
-offload.use_models(lambda key: CACHE.get(key)[0])
+# A GPU call's worker finds its model here (forked with the cache), or is sent it.
+offload.use_models(CACHE.peek)
 offload.prepare()      # ZeroGPU's start-up check looks for a spaces.GPU function
 # The server's training jobs (GPT_EXPLORER_TRAIN_JOBS, GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS,
 # GPT_EXPLORER_MEMORY_MB).

@@ -136,6 +136,16 @@ class ModelCache:
                 self._models[key] = model
             return model, False
 
+    def peek(self, key: ModelKey) -> GPTModel | None:
+        """The model of ``key`` if the cache has it now, else None: no lock, no build. A GPU
+        call's worker looks here (a fork of the server: a lock that another thread held at
+        the fork stays held in it, and a model it built would be a second copy)."""
+        key = key.weights_key
+        model = self._models.get(key)
+        if model is None:
+            model = next((m for k, m in list(self._held.values()) if k == key), None)
+        return model
+
     def hold(self, owner: str, key: ModelKey, model: GPTModel) -> None:
         """Keep ``owner``'s own model (one per owner; a new one replaces the old) within the
         budget: shared models are evicted to make room; if the held models alone would pass

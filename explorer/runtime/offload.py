@@ -6,9 +6,17 @@ results and the training lab stay in this process, so whatever sessions share is
 ZeroGPU too.
 
 On ZeroGPU the call is ``spaces.GPU``: it runs in a worker process forked from the server,
-with its arguments and results pickled. The worker takes the model from the cache it was
-forked with, or builds it from its key (a key is a pure description: config, seed, weights
-file), then moves it to the GPU and keeps it there for the next call.
+with its arguments and results pickled. The client keeps a worker per GPU function and reuses
+it while it is idle, so a worker may have been forked before the model it is asked for was
+built (a model built later, a trained one after "Use this model"). The worker takes the model
+from the cache it was forked with; if it is not there, the call says so at once and is made
+again with the model itself (its tensors go through shared memory). The worker keeps one model
+on its GPU for the next call, never more: its memory is the forked cache (shared with the
+server until either writes) and one model.
+
+What fails inside a worker comes back as a value, not as the client's wrapped exception
+(which keeps only the class's name): an ``ExplorerError`` whole, so that the page says it in
+its own words; anything else as its class and words, and the CPU takes over.
 
 When a GPU call cannot run (the visitor's quota is used up, no GPU is free, or the call was
 cut off), the CPU does the job if its estimate is within ``CPU_FALLBACK_SECONDS``, and the
@@ -16,6 +24,7 @@ result says why it ran there; otherwise the user is told when to try again.
 """
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, replace
@@ -23,16 +32,25 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..book.errors import ExplorerError, Message
-from .placement import CPU_FALLBACK_SECONDS, Placement, Work, gpu_kind, place
+from .placement import (CPU_FALLBACK_SECONDS, MAX_ASK_SECONDS, Placement, Work, gpu_kind,
+                        place)
 
-# What ZeroGPU says when a call cannot run, by kind (its messages, as gr.Error).
+# What ZeroGPU says when a call cannot run, by kind: the client's own words (PyPI's ``spaces``,
+# spaces/zero/client.py ``schedule`` and wrappers.py), raised as gr.Error. tests/test_zerogpu.py
+# makes the installed client say each one. "quota": the visitor's daily quota, a signed-in
+# visitor's ("free ZeroGPU quota", "Pro ZeroGPU quota"), the runs limit, the Space's own pool
+# (a call without an X-IP-Token), a duration above the visitor's maximum, or too many credits
+# held by running tasks.
 FAILURES = {
-    "quota": re.compile(r"exceeded your (?:free )?GPU quota|GPU quota exceeded", re.I),
+    "quota": re.compile(r"exceeded your (?:(?:free|Pro) )?(?:Zero)?GPU (?:quota|runs limit)"
+                        r"|GPU quota exceeded|has reached its GPU limit"
+                        r"|requested GPU duration \(\d+s\) is larger than the maximum allowed"
+                        r"|too many ZeroGPU credits", re.I),
     "no_gpu": re.compile(r"No GPU (?:is currently |was )?available", re.I),
     "aborted": re.compile(r"GPU task aborted", re.I),
 }
-RETRY = re.compile(r"Try again in ([\d:]+)", re.I)
-
+# "Try again in 2:05:11", or in "1 day, 0:00:00" (Python's words for a timedelta).
+RETRY = re.compile(r"Try again in ((?:\d+ days?, )?\d+:\d\d:\d\d)", re.I)
 
 @dataclass(frozen=True)
 class Ran:
@@ -52,6 +70,8 @@ class Ran:
             return Message("ran.cpu_no_gpu", "ran on the CPU: no GPU was free")
         if self.failure == "aborted":
             return Message("ran.cpu_aborted", "ran on the CPU: the GPU call was cut off")
+        if self.failure == "failed":
+            return Message("ran.cpu_failed", "ran on the CPU: the GPU call failed")
         return Message("ran.cpu", "on the CPU")
 
 
@@ -61,17 +81,19 @@ def _retry_words(retry: str) -> Message | str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The models a call may use. The app says where they come from (its cache); a worker that
-# was forked before a model was built gets it the same way, by its key.
-_models = None            # key -> model (ModelCache.get's first value)
+# The models a call may use. The app says where they are (its cache, looked into without a lock
+# or a build); a worker forked before a model was built is sent the model.
+_models = None            # key -> model, or None if the cache has none (ModelCache.peek)
 _on_gpu: dict = {}        # in a worker: the last key's model on the GPU, kept for the next call
 _in_call = False          # in a worker, inside a GPU call
 
 
-def use_models(get_model) -> None:
-    """``get_model(key) -> model``: where a GPU call's worker finds the model of a key."""
+def use_models(find) -> None:
+    """``find(key) -> model or None``: where a GPU call's worker looks for the model of a key.
+    It must neither build nor wait for a lock (the worker is a fork: a lock another thread
+    held at the fork stays held there)."""
     global _models
-    _models = get_model
+    _models = find
 
 
 def device() -> torch.device:
@@ -81,31 +103,86 @@ def device() -> torch.device:
         torch.device("cpu")
 
 
-def _worker_model(key):
+class _Stale:
+    """A worker's answer when it has no model of the key: make the call again, with it."""
+
+
+class _Failed:
+    """What failed in a worker: an ``ExplorerError`` whole, or another error's class and
+    words (the client would keep only the class's name)."""
+
+    def __init__(self, error: Exception):
+        self.error = error if isinstance(error, ExplorerError) else None
+        self.kind, self.text = type(error).__name__, str(error)[:2000]
+
+
+class WorkerFailed(RuntimeError):
+    """A GPU call's worker raised ``kind``: ``text`` (the CPU may take over)."""
+
+
+def _checked(result):
+    """``result``, or what the worker raised, raised here."""
+    if isinstance(result, _Failed):
+        if result.error is not None:
+            raise result.error
+        raise WorkerFailed(f"{result.kind}: {result.text}")
+    return result
+
+
+def _worker_model(key, sent=None):
     if key not in _on_gpu:
+        model = sent if sent is not None else _models(key)
+        if model is None:
+            return None
         _on_gpu.clear()                   # one model on the GPU at a time
-        _on_gpu[key] = _models(key).to(device())   # the worker's own copy (a forked process)
+        _on_gpu[key] = model.to(device())   # the worker's own copy (a forked process)
     return _on_gpu[key]
 
 
 # ``asked``: the seconds the call asks for (``_asked`` hands them to ZeroGPU). ``key`` None:
-# a job that carries its own state (``call``).
-def _gpu_task(asked, key, fn, args, kwargs):
+# a job that carries its own state (``call``). ``model``: sent when the worker had none.
+def _gpu_task(asked, key, fn, args, kwargs, model=None):
     global _in_call
     _in_call = True                       # this process is the worker: it stays so
-    if key is not None:
-        args = (_worker_model(key), *args)
-    return fn(*args, **kwargs)
+    try:
+        if key is not None:
+            found = _worker_model(key, model)
+            if found is None:
+                return _Stale()
+            args = (found, *args)
+        return fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - it comes back whole (_checked raises it)
+        return _Failed(e)
 
 
-def _gpu_stream(asked, key, fn, args, kwargs):
+def _gpu_stream(asked, key, fn, args, kwargs, model=None):
     global _in_call
     _in_call = True
-    yield from fn(_worker_model(key), *args, **kwargs)
+    try:
+        found = _worker_model(key, model)
+        if found is None:
+            yield _Stale()
+            return
+        yield from fn(found, *args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - as in _gpu_task
+        yield _Failed(e)
 
 
 def _asked(asked, *args, **kwargs) -> int:
-    return asked
+    """The duration handed to ``spaces.GPU`` for ``asked`` seconds. The client multiplies it by
+    its hardware's duration factor (spaces/zero/configs.json: 1.5 on ZeroGPU's default "large"
+    size) before it asks ZeroGPU and counts the quota, so it asks ``asked`` seconds in all,
+    and never more than ``MAX_ASK_SECONDS``: all an anonymous visitor has in a day."""
+    factor = _duration_factor()
+    return max(1, min(math.ceil(asked / factor), math.floor(MAX_ASK_SECONDS / factor)))
+
+
+def _duration_factor() -> float:
+    try:
+        from spaces.zero import config     # only on ZeroGPU, where the client is installed
+        return float(config.get_config()["duration_factor"])
+    except Exception:  # noqa: BLE001 - a client without it: its largest factor (0.51.3's)
+        return 1.5
 
 
 _calls = None
@@ -159,12 +236,29 @@ def _run(placement, key, model, fn, args, kwargs, fallback_always=False):
         started = time.perf_counter()
         try:
             result = gpu_call(placement.ask_seconds, key, fn, args, kwargs)
-            return result, Ran("gpu", time.perf_counter() - started)
+            if isinstance(result, _Stale):      # a worker forked before the model was built
+                result = gpu_call(placement.ask_seconds, key, fn, args, kwargs, model)
+            return _checked(result), Ran("gpu", time.perf_counter() - started)
+        except ExplorerError:
+            raise                                # the user's to read, in their language
         except Exception as e:  # noqa: BLE001 - only ZeroGPU's own failures fall back
             failure = _fallback(e, placement, fallback_always)
     started = time.perf_counter()
     result = fn(*here, *args, **kwargs)
     return result, _ran_here(started, failure)
+
+
+def _gpu_items(gpu_stream, ask, key, fn, args, kwargs, model):
+    """The GPU call's items; made again with ``model`` if its worker had none."""
+    stale = False
+    for item in gpu_stream(ask, key, fn, args, kwargs):
+        if isinstance(item, _Stale):
+            stale = True
+            continue
+        yield _checked(item)
+    if stale:
+        for item in gpu_stream(ask, key, fn, args, kwargs, model):
+            yield _checked(item)
 
 
 class Stream:
@@ -184,12 +278,14 @@ class Stream:
         if self.placement.where == "gpu":
             _, gpu_stream = _gpu_calls()
             try:
-                for item in gpu_stream(self.placement.ask_seconds, key.weights_key, fn, args,
-                                       kwargs):
+                for item in _gpu_items(gpu_stream, self.placement.ask_seconds, key.weights_key,
+                                       fn, args, kwargs, model):
                     self.ran = Ran("gpu", time.perf_counter() - started)
                     done += 1
                     yield item
                 return
+            except ExplorerError:
+                raise
             except Exception as e:  # noqa: BLE001 - only ZeroGPU's own failures fall back
                 failure = _fallback(e, self.placement)
             self.ran = _ran_here(started, failure)
@@ -216,13 +312,22 @@ def _fallback(error: Exception, placement: Placement, always=False) -> tuple[str
     """``(kind, retry)`` of a ZeroGPU failure the CPU can make up for; otherwise raise what
     the user should read (the error itself, if it is not ZeroGPU's)."""
     text = str(error)
-    kind = next((k for k, pattern in FAILURES.items() if pattern.search(text)), None)
+    if isinstance(error, WorkerFailed):
+        kind = "failed"
+    elif isinstance(error, (ConnectionError, EOFError)):
+        # the worker died while the client was passing it tensors (ZeroGPU cut it off): the
+        # client's own "GPU task aborted" never came
+        kind = "aborted"
+    else:
+        kind = next((k for k, pattern in FAILURES.items() if pattern.search(text)), None)
     if kind is None:
         raise error
     found = RETRY.search(text)
     retry = found.group(1) if found else ""
     if always or placement.cpu_seconds <= CPU_FALLBACK_SECONDS:
         return kind, retry
+    if kind == "failed":
+        raise error                       # a bug in the work itself: the page says so
     seconds, limit = placement.cpu_seconds, CPU_FALLBACK_SECONDS
     if kind == "quota":
         raise ExplorerError("gpu.quota_used_up", "This needs a GPU: about {seconds:,.0f} s on "

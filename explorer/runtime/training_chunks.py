@@ -12,6 +12,8 @@ are the GPU's.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from . import offload
@@ -36,9 +38,18 @@ def train_on_gpu(job) -> None:
     n = max(1, min(job.settings.steps - job.steps_done,
                    int(CHUNK_GPU_SECONDS / max(per_step, 1e-9))))
     chunk = Placement("gpu", job.placement.cpu_seconds * n / job.settings.steps, per_step * n)
+    call = functools.partial(offload.call, train_chunk, (job, n), placement=chunk,
+                             fallback_always=True)
+    # () -> the context that pays (TrainingLab.payer); a job outside the lab has none
+    paying = getattr(job, "payer", None)
+    payer = paying() if paying is not None else None
+    if paying is not None and payer is None:
+        job._stop.set()                   # nobody watches: nobody pays; the job stops here
+        return
     with job._step_lock:
         portable(job)
-        trained, ran = offload.call(train_chunk, (job, n), placement=chunk, fallback_always=True)
+        # made in the context of a watcher's request: ZeroGPU charges the visitor it names
+        trained, ran = payer.run(call) if payer is not None else call()
         if trained is not job:
             with job._view_lock:
                 for name in ("runs", "global_step", "epoch", "seconds"):

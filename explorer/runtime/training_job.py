@@ -102,23 +102,22 @@ class TrainingJob:
 
     def _new_locks(self):
         self._view_lock = threading.Lock()   # records <-> view()
-        self._step_lock = threading.Lock()   # one step at a time; models whole between steps
+        self._step_lock = threading.RLock()  # a step at a time (a GPU chunk's CPU fallback too)
         self._stop, self._thread = threading.Event(), None
 
     # A copy for a GPU call (training_chunks): the job's state, without its locks and thread.
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("_view_lock", "_step_lock", "_stop", "_thread")}
+                if k not in ("_view_lock", "_step_lock", "_stop", "_thread", "payer")}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._new_locks()
 
     def _train_steps(self, n: int) -> None:
-        for _ in range(n):
-            if self.done:
-                return
+        while n > 0 and not (self.done or self._stop.is_set()):   # Stop: between two steps
             self._one_step()
+            n -= 1
 
     def _text_loaders(self, corpus, settings, tokenizer):
         self.batches_per_epoch, _ = check_training_text(
@@ -152,6 +151,7 @@ class TrainingJob:
         if self.status in ("cancelled", "failed"):
             raise ExplorerError("job.was_ended", "This job was {status}; start a new one.",
                                 status=_STATUS_WORDS[self.status])
+        self._stop.clear()
         self._train_steps(n)
         if self.done:
             self._finish()

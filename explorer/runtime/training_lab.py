@@ -8,6 +8,8 @@ the job itself only when nobody watches it any more. Continue watches again (and
 job if it had stopped). Every watcher's Use gets the weights of the one job."""
 from __future__ import annotations
 
+import contextvars
+import functools
 import threading
 from dataclasses import dataclass, field
 
@@ -26,6 +28,9 @@ MAX_KEPT_ENDED = 4     # finished jobs kept for a session that asks for the same
 class _Member:
     key: tuple
     watching: bool = True
+    # The context of the session's last request to this job (Train, Continue): a GPU call is
+    # made in it, so that the visitor it names pays (ZeroGPU charges the X-IP-Token there).
+    context: contextvars.Context | None = None
 
 
 @dataclass
@@ -160,6 +165,7 @@ class TrainingLab:
         if job is None:
             try:
                 job = TrainingJob(variants, corpus, settings, self.device)  # not locked
+                job.payer = functools.partial(self.payer, job)
                 with self._lock:
                     self._jobs[key] = job
                     left = self._join(session_id, key)
@@ -178,7 +184,8 @@ class TrainingLab:
         member = self._members.get(session_id)
         left = self._leave(session_id) if member is not None and member.key != key \
             else (None, None)
-        self._members[session_id] = _Member(key)
+        self._members.pop(session_id, None)       # the latest to join pays first (payer)
+        self._members[session_id] = _Member(key, context=contextvars.copy_context())
         return left
 
     def _leave(self, session_id) -> tuple:
@@ -248,8 +255,18 @@ class TrainingLab:
         with self._lock:
             if not job.running:
                 self._resume(job)
-            self._members[session_id].watching = True
+            member = self._members.pop(session_id)
+            member.watching, member.context = True, contextvars.copy_context()
+            self._members[session_id] = member
         return job
+
+    def payer(self, job: TrainingJob) -> contextvars.Context | None:
+        """The request context in which ``job``'s next GPU call is made: that of the session
+        that last began (or went back) to watching it. None when nobody watches: a visitor who
+        stopped watching, or closed the tab, pays for nothing more (the job stops)."""
+        with self._lock:
+            watchers = self._watchers(job)
+            return self._members[watchers[-1]].context if watchers else None
 
     def _resume(self, job):
         running = [j for j in self._jobs.values() if j.running and j is not job]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from dataclasses import replace
 
 import gradio as gr
@@ -28,7 +27,7 @@ from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAU
                                        book_settings, default_corpus, default_settings,
                                        make_variants)
 from .. import comparison, refresh, shared
-from ..handlers import handler
+from ..handlers import Pause, handler
 from ..i18n import label, t
 from ..textbox import Textbox
 from ..inputs import as_choice, as_choices, as_int, as_number
@@ -140,7 +139,7 @@ def data_chosen(data, variants):
             "train_eval_freq": settings.eval_freq, "train_eval_iter": settings.eval_iter}
 
 
-@handler(outputs=LIVE)
+@handler(outputs=LIVE, pauses=True)
 def train_start(data, text, upload, variants, preset, steps, batch_size, context_length, lr,
                 warmup_steps, eval_freq=None, eval_iter=None, session=None,
                 request: gr.Request = None):
@@ -155,7 +154,7 @@ def train_start(data, text, upload, variants, preset, steps, batch_size, context
     note = (" " + t("train.from_cache", "This job had finished already (the shared cache): "
                                         "its curves are shown whole. **Replay** draws them "
                                         "again, step by step.") if job.done else "")
-    yield from watch(job, owner, note=note)
+    yield from watch(job, owner, note=note, pausing=True)
 
 
 @handler(outputs=("train_batch", "train_lr", "train_warmup", "train_eval_freq",
@@ -176,7 +175,7 @@ def train_stop(session=None, request: gr.Request = None):
     return live(*job_view(shared.LAB.stop(owner), owner))
 
 
-@handler(outputs=LIVE)
+@handler(outputs=LIVE, pauses=True)
 def train_continue(session=None, request: gr.Request = None):
     """/train_continue (streams)."""
     owner = _owner(request, session)
@@ -185,7 +184,7 @@ def train_continue(session=None, request: gr.Request = None):
         raise ExplorerError("train.no_job", "This session has no training job: press Train "
                                             "first.")
     job = shared.LAB.resume(owner)
-    yield from watch(job, owner)
+    yield from watch(job, owner, pausing=True)
 
 
 @handler(outputs=LIVE)
@@ -196,7 +195,7 @@ def train_view(session=None, request: gr.Request = None):
     return live(None) if job is None else live(*job_view(job, owner))
 
 
-@handler(outputs=(*LIVE, "train_replay_note"))
+@handler(outputs=(*LIVE, "train_replay_note"), pauses=True)
 def train_replay(speed, session=None, request: gr.Request = None):
     """/train_replay (streams): this session's finished job drawn again from step 0, as it
     was recorded, over the chosen time ("10 s", "30 s" or "60 s"). With no finished job, it
@@ -221,7 +220,7 @@ def train_replay(speed, session=None, request: gr.Request = None):
         view = view if last else replace(view, status="replaying")
         yield live_of(job, ("replay", *drawing_of(view, "")), view, "")
         if not last:
-            time.sleep(REPLAY_FRAME_SECONDS)
+            yield Pause(REPLAY_FRAME_SECONDS)   # served, the wait holds no thread
 
 
 def _trained(choice, owner):

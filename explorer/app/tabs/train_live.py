@@ -10,6 +10,7 @@ from dataclasses import replace
 import gradio as gr
 
 from .. import prefs, shared
+from ..handlers import Pause
 from ..i18n import t
 from ..live_figure import value_of
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
@@ -82,7 +83,7 @@ def job_view(job, owner) -> tuple:
     return view, ""
 
 
-def watch(job, owner, clock=time.monotonic, note=""):
+def watch(job, owner, clock=time.monotonic, note="", pausing=False):
     """Yield the live view while ``job`` trains and this session watches it, when anything
     changed, at most every POLL_SECONDS: the progress line alone, and the whole view when the
     status, the sharing line, the language or the mode changed, and otherwise at most every
@@ -109,4 +110,7 @@ def watch(job, owner, clock=time.monotonic, note=""):
             yield update
         if not running:
             return
-        time.sleep(POLL_SECONDS)
+        if pausing:
+            yield Pause(POLL_SECONDS)       # the handler's: served, it holds no thread
+        else:
+            time.sleep(POLL_SECONDS)
