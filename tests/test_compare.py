@@ -296,9 +296,11 @@ def test_the_same_endpoints_serve_a_comparison_through_the_api():
             assert "A and B" in json.loads(figure["plot"])["layout"]["title"]["text"]
         att, grid, entropy, named, scores = c.predict(1, "mean", api_name="/attention")
         assert "A, B and A − B" in json.loads(att["plot"])["layout"]["title"]["text"]
-        # A's head scores, then B's (teach-tiny: 2 x 4 heads, teach-small: 4 x 4)
+        # A's head scores, then B's (teach-tiny: 2 x 4 heads, teach-small: 4 x 4), each model's
+        # followed by its row of chance levels ("uniform")
         assert scores["headers"][0] == "model"
-        assert [row[0][0] for row in scores["data"]] == ["A"] * 8 + ["B"] * 16
+        assert [row[0][0] for row in scores["data"]] == ["A"] * 9 + ["B"] * 17
+        assert [row[1] for row in scores["data"]][8::17] == ["uniform", "uniform"]
         text, bars, history, speed = c.predict(PROMPT, 6, "greedy", 1.0, 50, 123, False,
                                                api_name="/generate")
         model_a, model_b = (CACHE.get(CACHE.key(PRESETS[p], device="cpu"))[0]
