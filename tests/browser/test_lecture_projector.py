@@ -327,3 +327,34 @@ def test_switching_the_language_keeps_the_pages_place(open_page):
                                                                  timeout=SLOW)
     page.wait_for_timeout(1500)      # every view drawn again, and the page settled
     assert page.evaluate("() => window.scrollY") == 300, "the switch moved the page"
+
+
+# =============================================================================================
+# Item 7: the A/B parameter table's every column whole
+CUT_CELLS_JS = """() => {
+  const root = document.querySelector('#params_table').getBoundingClientRect();
+  return [...document.querySelectorAll('#params_table th, #params_table td')]
+    .filter((e) => e.getBoundingClientRect().width > 0 && e.offsetParent !== null)
+    .filter((e) => { const r = e.getBoundingClientRect(), text = e.querySelector('.text');
+                     return r.right > root.right + 1 || r.left < root.left - 1
+                            || (text && text.scrollWidth > text.clientWidth + 1); })
+    .map((e) => e.innerText.trim());
+}"""
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_parameter_table_of_a_and_b_shows_every_column_whole(open_page, lang):
+    """Item 7: the A − B column of the A/B parameter table was cut off. With GPT-2 small as A
+    and teach-small pinned as B (nine-digit counts), every cell of the table must be inside
+    it and whole."""
+    page = open_page(lang)
+    build(page)
+    page.locator("#pin_btn").click()
+    expect(page.locator("#status")).to_contain_text("teach-small", timeout=SLOW)
+    choose(page, "preset", "gpt2-small")
+    page.locator("#build_btn").click()
+    expect(page.locator("#status")).to_contain_text("gpt2-small", timeout=SLOW)
+    expect(page.locator("#params_table")).to_contain_text("163,009,536")
+    page.wait_for_timeout(500)
+    cut = page.evaluate(CUT_CELLS_JS)
+    assert not cut, f"cells cut or outside the table at 1280x720 ({lang}): {cut}"
