@@ -358,3 +358,24 @@ def test_the_parameter_table_of_a_and_b_shows_every_column_whole(open_page, lang
     page.wait_for_timeout(500)
     cut = page.evaluate(CUT_CELLS_JS)
     assert not cut, f"cells cut or outside the table at 1280x720 ({lang}): {cut}"
+
+
+# =============================================================================================
+# Item 7: the copying model's heatmap labels every token
+def test_a_heatmap_of_one_letter_words_labels_every_token(open_page):
+    """Item 7: the copying model's attention heatmap labelled every other token of its
+    16-token text ("@2>1:?7)@2>1:?7)", one letter a token). Each of its tokens must have its
+    label on the key axis in lecture mode."""
+    page = open_page("en")
+    build(page)
+    tab(page, "2 · Inside the forward pass")
+    text = "@2>1:?7)@2>1:?7)"
+    page.locator("#trace_prompt textarea").fill(text)
+    page.locator("#trace_btn").click()
+    expect(page.locator("#chips .chip")).to_have_count(16, timeout=SLOW)
+    tab(page, "3 · Attention")
+    page.locator("#att_btn").click()
+    expect(page.locator("#att_plot g.hm image").first).to_be_attached(timeout=SLOW)
+    labels = page.evaluate("() => [...document.querySelectorAll('#att_plot g.xtick text')]"
+                           ".map((e) => e.textContent)")
+    assert labels == list(text), f"key axis labels: {labels}"
