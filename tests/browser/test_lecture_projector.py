@@ -327,3 +327,55 @@ def test_switching_the_language_keeps_the_pages_place(open_page):
                                                                  timeout=SLOW)
     page.wait_for_timeout(1500)      # every view drawn again, and the page settled
     assert page.evaluate("() => window.scrollY") == 300, "the switch moved the page"
+
+
+# =============================================================================================
+# Item 7: the A/B parameter table's every column whole
+CUT_CELLS_JS = """() => {
+  const root = document.querySelector('#params_table').getBoundingClientRect();
+  return [...document.querySelectorAll('#params_table th, #params_table td')]
+    .filter((e) => e.getBoundingClientRect().width > 0 && e.offsetParent !== null)
+    .filter((e) => { const r = e.getBoundingClientRect(), text = e.querySelector('.text');
+                     return r.right > root.right + 1 || r.left < root.left - 1
+                            || (text && text.scrollWidth > text.clientWidth + 1); })
+    .map((e) => e.innerText.trim());
+}"""
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_parameter_table_of_a_and_b_shows_every_column_whole(open_page, lang):
+    """Item 7: the A − B column of the A/B parameter table was cut off. With GPT-2 small as A
+    and teach-small pinned as B (nine-digit counts), every cell of the table must be inside
+    it and whole."""
+    page = open_page(lang)
+    build(page)
+    page.locator("#pin_btn").click()
+    expect(page.locator("#status")).to_contain_text("teach-small", timeout=SLOW)
+    choose(page, "preset", "gpt2-small")
+    page.locator("#build_btn").click()
+    expect(page.locator("#status")).to_contain_text("gpt2-small", timeout=SLOW)
+    expect(page.locator("#params_table")).to_contain_text("163,009,536")
+    page.wait_for_timeout(500)
+    cut = page.evaluate(CUT_CELLS_JS)
+    assert not cut, f"cells cut or outside the table at 1280x720 ({lang}): {cut}"
+
+
+# =============================================================================================
+# Item 7: the copying model's heatmap labels every token
+def test_a_heatmap_of_one_letter_words_labels_every_token(open_page):
+    """Item 7: the copying model's attention heatmap labelled every other token of its
+    16-token text ("@2>1:?7)@2>1:?7)", one letter a token). Each of its tokens must have its
+    label on the key axis in lecture mode."""
+    page = open_page("en")
+    build(page)
+    tab(page, "2 · Inside the forward pass")
+    text = "@2>1:?7)@2>1:?7)"
+    page.locator("#trace_prompt textarea").fill(text)
+    page.locator("#trace_btn").click()
+    expect(page.locator("#chips .chip")).to_have_count(16, timeout=SLOW)
+    tab(page, "3 · Attention")
+    page.locator("#att_btn").click()
+    expect(page.locator("#att_plot g.hm image").first).to_be_attached(timeout=SLOW)
+    labels = page.evaluate("() => [...document.querySelectorAll('#att_plot g.xtick text')]"
+                           ".map((e) => e.textContent)")
+    assert labels == list(text), f"key axis labels: {labels}"

@@ -4,6 +4,7 @@ entropy of every head. Every weight map's colour scale starts at 0: a uniform 0.
 quarter, not as the bottom of the scale."""
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -13,7 +14,9 @@ from ...probes.compare import attention_difference
 from ...book.errors import ExplorerError, Message
 from ..i18n import t
 from ..prefs import current
-from .labels import MAX_TOKEN_COLUMNS, TOKEN_CHARS, layers_text, token_axis
+from .labels import (MAX_TOKEN_COLUMNS, TOKEN_CHARS, layers_text, readable_tokens, token_axis,
+                     token_label)
+from .style import _width
 from .style import (DIVERGING_SCALE, FONT_SIZE, HEATMAP_MIN, MASK_COLOR, SEQUENTIAL_SCALE,
                     TICK_SIZE, add, axes, clean, empty_figure, finish, models, panels,
                     scaled, title_layout)
@@ -126,7 +129,13 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
         # A projector's 720 px leave the figure ~440: level key labels of a few letters, as
         # many as fit across a panel (~950 px shared), and as many query labels as fit down
         # the heatmap; turned labels would take ~130 px of it.
-        most = max(2, int(950 / n_panels / (4.2 * scaled(TICK_SIZE))))
+        # (a label takes ~0.62 of the type size a letter and a letter's gap, and no less
+        # than ~4.2 type sizes unless its words are shorter: a copying task's one-letter
+        # words each get their label, not every other one: issue 47, item 7)
+        shown = readable_tokens(traces[0].token_ids[start:], traces[0].tokens[start:])
+        longest = max((_width(html.unescape(token_label(tok))) for tok in shown), default=6)
+        letters = min(4.2, 0.62 * longest + 1.2)
+        most = max(2, int(950 / n_panels / (letters * scaled(TICK_SIZE))))
         # each label as long as its share of the panel allows: a short prompt's words whole
         # ("␣effort"), a long one's cut to a few letters (a letter: ~0.62 of the type size)
         room = 950 / n_panels / min(n_tokens - start, most)

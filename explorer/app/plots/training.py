@@ -22,7 +22,7 @@ MARKER_POINTS = 40     # evaluation points up to which the loss curves show mark
 HALF_WIDTH_WRAP = 50   # the two figures sit side by side: shorter note lines
 # Lecture mode: the curves' figure no taller than this, so that it fits under the settings and
 # the progress line at 720 px (issue 47, item 8)
-LECTURE_HEIGHT = 360
+LECTURE_HEIGHT = 330
 TABLE_HEADERS = (("training.h_variant", "variant"), ("training.h_parameters", "parameters"),
                  ("training.h_tokens", "tokens seen"), ("training.h_train", "train loss"),
                  ("training.h_val", "val loss"), ("training.h_step", "s / step"),
@@ -228,7 +228,7 @@ def grad_norm_figure(view) -> go.Figure:
                   notes=[t("training.block_0_is_next", "block 0 is next to the input; dark: "
                            "gradients that barely reach the block")],
                   y_title=t("training.block_input_output", "block (input → output)"),
-                  wrap=HALF_WIDTH_WRAP, plot_min=150 * rows, max_height=LECTURE_HEIGHT)
+                  wrap=HALF_WIDTH_WRAP, plot_min=130 * rows, max_height=LECTURE_HEIGHT)
 
 
 def table_rows(view) -> dict:

@@ -148,6 +148,7 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
         yield {**views.shown(session, live=True, table=with_table), "session": session}
         fresh = True
     gen.streaming = False
+    gen.shown = {}             # (a stream that ended is not cut back by a late Stop)
     if gen.rows:
         # The final state, always complete. It still holds the last update's steps (or those
         # made since): a busy page may reach it before painting them all, and paints them
