@@ -11,7 +11,7 @@ from ..runtime import offload
 from ..runtime.cache import ModelCache
 from ..runtime.results import SharedResults, results_limit_bytes
 from ..runtime.training_lab import TrainingLab
-from . import guard
+from ..runtime import guard
 from .i18n import say, t
 from .session import DEFAULT_PROMPT, Changed, Session, View  # noqa: F401 (the page's prompt)
 
