@@ -410,7 +410,7 @@ def test_the_docker_image_listens_beyond_the_loopback_so_server_paths_are_off():
 
 def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeypatch):
     """Missing, a folder, unreadable, another kind of file, a lying header: one message."""
-    from explorer.app.shared import SERVER_PATH_REFUSED
+    from explorer.runtime.server_paths import SERVER_PATH_REFUSED
     from explorer.app import checkpoint_input
     from explorer.book.errors import ExplorerError
 
