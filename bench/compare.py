@@ -7,7 +7,7 @@ of a comparison stays <= 1 MB at T = 1024, and each model's next-token bars <= 2
 
 Part 1 times, interleaved round by round (A alone, then A and B in lockstep), greedy decoding
 with the top-10 bars recorded and the C step handed in as the app does, both as the core
-(``probes.compare.lockstep`` of two ``generate_steps``) and as the page's handler streams it
+(``book.generate.lockstep`` of two ``generate_steps``) and as the page's handler streams it
 (HTML bars, the step table, the pacing of ``tabs.generate``). Part 2 drives the app through
 gradio_client as a lecture would (build, pin, build, trace 1,024 tokens, views, attention,
 logit lens, generation) and measures each output as sent (JSON), as bench/app_memory.py does.
@@ -27,8 +27,7 @@ import torch
 from app_memory import prompt_of, sizes
 from explorer import native
 from explorer.book.config import PRESETS
-from explorer.book.generate import generate_steps
-from explorer.probes.compare import lockstep
+from explorer.book.generate import generate_steps, lockstep
 
 PROMPT = [6109, 3626, 6100, 345]  # "Every effort moves you"
 FAST = dict(step=native.model_step, summarize=native.next_token_summary)

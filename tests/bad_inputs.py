@@ -35,7 +35,7 @@ from explorer.runtime.build import build_model
 from explorer.probes import trace
 from explorer.runtime import checkpoints, export, loading
 from explorer.runtime import hub as runtime_hub
-from explorer.app.shared import SERVER_PATH_REFUSED as _REFUSED
+from explorer.runtime.server_paths import SERVER_PATH_REFUSED as _REFUSED
 
 SERVER_PATH_REFUSED = "^" + re.escape(_REFUSED.text) + "$"   # the same words for every server path
 

@@ -15,9 +15,9 @@ from explorer.app.session import Session
 from explorer.app.shared import CACHE, models_of
 from explorer.app.tabs import activations, attention, build, generate, inside, pin
 from explorer.book.config import PRESETS
-from explorer.book.generate import generate_steps
+from explorer.book.generate import generate_steps, lockstep
 from explorer.book.tokenizer import get_tokenizer
-from explorer.probes.compare import compare_configs, first_parting, lockstep, parted, series_pair
+from explorer.probes.compare import compare_configs, first_parting, parted, series_pair
 from explorer.runtime.cache import ModelCache
 from explorer.runtime.memory import model_bytes
 from explorer.runtime.sources import ModelKey

@@ -192,7 +192,7 @@ def test_a_tiny_vocabulary_or_context_still_gets_induction_scores_or_none():
 
 
 def test_the_page_names_a_head_with_its_chance_level_and_says_it_when_none_is_named():
-    from explorer.app.head_scores import named_choices, table
+    from explorer.app.tabs.head_scores import named_choices, table
     chance = {"previous": 0.36, "first": 0.36, "induction": 0.01}
     found = HeadScores(previous=np.array([[0.52, 0.9]]), first=np.array([[0.3, 0.1]]),
                        induction=np.array([[0.0, 0.0]]), chance=chance)

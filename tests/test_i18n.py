@@ -1,8 +1,8 @@
 """The page in every language of its catalogues (``explorer/app/i18n``): each text is written
 once, in English, with a stable id, where it is made; each catalogue (``zh.json``) says every
 id with the same fields; nothing translates rendered English back; the languages are the
-files present. The texts are read from the source (``i18n.texts``), so a new one without a
-translation, a stale entry or a renamed field fails here."""
+files present. The texts are read from the source (``tests/source_texts.py``), so a new one
+without a translation, a stale entry or a renamed field fails here."""
 import ast
 import re
 import string
@@ -14,7 +14,7 @@ from markdown_it import MarkdownIt
 
 from bad_inputs import CASES
 from explorer.app import i18n, prefs
-from explorer.app.i18n.texts import PACKAGE, fields_of, source_texts
+from source_texts import PACKAGE, fields_of, source_texts
 from explorer.app.languages import CATALOGUES, FOLDER, LANGUAGES, messages
 from explorer.book.errors import ExplorerError, Message
 from test_bad_inputs import Env, run_bounded

@@ -203,7 +203,7 @@ def test_a_knock_out_b_ends_when_model_a_changes_and_a_pinned_b_stays(session):
 def test_a_knocked_out_head_keeps_its_pattern_and_b_does_not_name_it_by_its_job(session):
     """Issue 47, item 15: with B = A with the induction head zeroed, B's Attention view of that
     head was unchanged, named "induction, 0.81", and said only "A − B is zero everywhere"."""
-    from explorer.app.head_scores import named_choices, removed_of
+    from explorer.app.tabs.head_scores import named_choices, removed_of
     from explorer.app.tabs import attention, knockout
     from explorer.probes.head_scores import HeadScores
     knockout.intervene("zero trf_blocks[1].att head 2", session)

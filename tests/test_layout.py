@@ -244,3 +244,11 @@ def test_a_tab_importing_another_tab_is_caught(line):
     assert other_tabs_imported(TABS_DIR / "knockout.py", line) == ["explorer.app.tabs.inside"] \
         or other_tabs_imported(TABS_DIR / "knockout.py", line) == [
             "explorer.app.tabs.attention"]
+
+
+def test_plots_never_import_torch():
+    """Plots turn plain data into figures (ARCHITECTURE, data flow): what they show that needs
+    the model's float type (a noise floor) comes with the probe's result."""
+    plots = sorted((PACKAGE / "app" / "plots").rglob("*.py"))
+    assert plots and [p.name for p in plots
+                      if any(n.split(".")[0] == "torch" for n in imports_of(p))] == []

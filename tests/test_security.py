@@ -331,7 +331,7 @@ def test_the_apps_launch_checks_the_host_and_hides_monitoring():
     ({"GPT_EXPLORER_ALLOWED_HOSTS": "*"}, "evil.example", True),
 ])
 def test_allowed_hosts(monkeypatch, env, host, allowed):
-    from explorer.app.guard import HostCheck, allowed_hosts
+    from explorer.runtime.guard import HostCheck, allowed_hosts
 
     for name in ("SPACE_HOST", "GPT_EXPLORER_ALLOWED_HOSTS"):
         monkeypatch.delenv(name, raising=False)
@@ -341,7 +341,7 @@ def test_allowed_hosts(monkeypatch, env, host, allowed):
 
 
 def test_the_bound_address_and_a_share_link_are_allowed(monkeypatch):
-    from explorer.app.guard import HostCheck, allowed_hosts
+    from explorer.runtime.guard import HostCheck, allowed_hosts
 
     monkeypatch.delenv("GPT_EXPLORER_ALLOWED_HOSTS", raising=False)
     assert HostCheck(None, allowed_hosts("10.1.2.3")).allows("10.1.2.3")
@@ -353,7 +353,7 @@ def test_the_bound_address_and_a_share_link_are_allowed(monkeypatch):
 def test_an_ip_address_as_host_is_allowed_since_it_cannot_be_rebound(monkeypatch, host):
     # A Space's or a load balancer's health check may name the pod by its address; DNS
     # rebinding needs a name, so an address is safe to answer.
-    from explorer.app.guard import HostCheck, allowed_hosts
+    from explorer.runtime.guard import HostCheck, allowed_hosts
 
     monkeypatch.delenv("GPT_EXPLORER_ALLOWED_HOSTS", raising=False)
     assert HostCheck(None, allowed_hosts("0.0.0.0")).allows(host)
@@ -388,7 +388,8 @@ def test_monitoring_is_off_unless_the_operator_asks(monkeypatch, value, enabled)
 ])
 def test_server_paths_only_on_the_loopback_unless_the_operator_says(monkeypatch, options, env,
                                                                     allowed):
-    from explorer.app import guard, shared
+    from explorer.app import shared
+    from explorer.runtime import guard
 
     for name in ("GRADIO_SERVER_NAME", "GRADIO_SHARE", "GPT_EXPLORER_SERVER_PATHS", "SPACE_ID",
                  "SYSTEM"):
@@ -409,7 +410,7 @@ def test_the_docker_image_listens_beyond_the_loopback_so_server_paths_are_off():
 
 def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeypatch):
     """Missing, a folder, unreadable, another kind of file, a lying header: one message."""
-    from explorer.app.shared import SERVER_PATH_REFUSED
+    from explorer.runtime.server_paths import SERVER_PATH_REFUSED
     from explorer.app import checkpoint_input
     from explorer.book.errors import ExplorerError
 

@@ -180,13 +180,14 @@ def test_a_bad_upload_gets_a_clear_message(client, tmp_path):
 
 
 def test_server_paths_can_be_switched_off(client, checkpoint, monkeypatch):
+    from explorer.runtime import server_paths
     _, folder = checkpoint
-    monkeypatch.setenv(shared.SERVER_PATHS_ENV, "0")
+    monkeypatch.setenv(server_paths.SERVER_PATHS_ENV, "0")
     with pytest.raises(Exception, match=r"switched off here; upload the file"):
         client.predict(**load_args(weights_path=str(folder / "model.safetensors")))
-    monkeypatch.delenv(shared.SERVER_PATHS_ENV)
+    monkeypatch.delenv(server_paths.SERVER_PATHS_ENV)
     monkeypatch.setenv("SPACE_ID", "someone/gpt-explorer")
-    assert not shared.server_paths_allowed()
+    assert not server_paths.server_paths_allowed()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A page text in Chinese, found by its English (the browser tests read what the page shows):
 the catalogue's text of the id whose English it is."""
-from explorer.app.i18n.texts import source_texts
+from source_texts import source_texts
 from explorer.app.languages import messages
 
 _BY_ENGLISH = {text: messages("zh").get(id_, text) for id_, (text, _) in source_texts().items()}

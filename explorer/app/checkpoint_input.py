@@ -7,11 +7,10 @@ import os
 import threading
 
 from ..book.errors import ExplorerError
-from ..runtime.checkpoints import file_source
+from ..runtime import server_paths
+from ..runtime.server_paths import WEIGHTS_SUFFIXES
 from .i18n import say
-from .shared import CACHE, MAX_PATH_CHARS, SERVER_PATH_REFUSED, server_paths_allowed
-
-WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
+from .shared import CACHE
 CONFIG_SUFFIX = ".json"
 IGNORED_UPLOADS = ("generation_config.json",)        # save_pretrained's decoding defaults
 
@@ -49,26 +48,5 @@ def uploaded(upload):
 
 
 def server_checkpoint(path, dtype):
-    """A checkpoint by its path on the server. Every refusal is the same message, whatever
-    the file is (missing, unreadable, a folder, not a checkpoint): a visitor learns nothing
-    about the server's files from it. The reason goes to the server log."""
-    if path is None or (isinstance(path, str) and not path.strip()):
-        raise ExplorerError("weights.no_file", "From a file: give the path of a "
-                            "model.safetensors (or the book's model.pth) on the server, or "
-                            "upload the file.")
-    if not isinstance(path, str):
-        raise ExplorerError("weights.path_text", "The weights path must be text (got "
-                                                 "{kind}).", kind=type(path).__name__)
-    if not server_paths_allowed():
-        raise ExplorerError("weights.paths_off", "Loading a path on the server is switched "
-                                                 "off here; upload the file instead.")
-    path = path.strip()
-    reason = "not a path to a checkpoint file"
-    if len(path) <= MAX_PATH_CHARS and path.lower().endswith(WEIGHTS_SUFFIXES):
-        try:
-            return file_source(path, None, budget_bytes=CACHE.budget_bytes, dtype=dtype)
-        except ValueError as refused:
-            reason = str(refused)
-    refusal = ExplorerError(SERVER_PATH_REFUSED.id, SERVER_PATH_REFUSED.text)
-    refusal.add_note(f"server path: {reason}")   # for the server log only
-    raise refusal
+    """``server_paths.server_checkpoint`` within the model cache's memory budget."""
+    return server_paths.server_checkpoint(path, dtype, CACHE.budget_bytes)

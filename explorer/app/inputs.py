@@ -9,17 +9,13 @@ import numpy as np
 
 from ..book.errors import ExplorerError, Message
 from ..book.tokenizer import get_tokenizer
-from ..probes import longest_trace, trace_peak_bytes
+from ..probes.budget import TRACE_MEMORY_SHARE, check_trace_size  # noqa: F401 (the tabs')
 from . import gradio_private
 
 # The app's limits (one source of truth; the README quotes them).
 MAX_PROMPT_CHARS = 20_000
 MAX_NEW_TOKENS = 500
 MAX_DIGITS = 30     # a whole number typed in a box; longer is not a count anyone means
-# One trace's attention weights and logits may use this share of the memory budget (two traces
-# run at once: concurrency_limit=2 on "inspect"). GPT-2 small over its full 1,024 tokens needs
-# about 360 MB: within this share of the default budget on a machine with 8 GB.
-TRACE_MEMORY_SHARE = 0.2
 
 
 def kind_of(value) -> Message:
@@ -161,16 +157,3 @@ def layer_in(n_layers: int, layer, name: Message) -> int:
         raise ExplorerError("input.layer_missing", "Layer {layer} does not exist: this model "
                             "has layers 0 to {last}.", layer=layer, last=n_layers - 1)
     return layer
-
-
-def check_trace_size(cfg, n_tokens: int, budget_bytes: int) -> None:
-    """Refuse, before running it, a trace too large for memory."""
-    need = trace_peak_bytes(cfg, n_tokens)
-    allowed = budget_bytes * TRACE_MEMORY_SHARE
-    if need > allowed:
-        raise ExplorerError("trace.too_large", "Tracing {n:,} tokens needs about {need:,.0f} MB "
-                            "(the attention weights grow with the square of the length: "
-                            "{heads} heads × {n:,}²), but one trace may use {allowed:,.0f} MB "
-                            "of memory. Use a prompt of at most {most:,} tokens.", n=n_tokens,
-                            need=need / 1024 ** 2, heads=cfg.n_heads,
-                            allowed=allowed / 1024 ** 2, most=longest_trace(cfg, allowed))

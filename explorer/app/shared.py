@@ -2,7 +2,6 @@
 session's models, and what the page says of them (the status line, each tab's weights note)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ..book.config import PRESETS, count_parameters
@@ -10,8 +9,8 @@ from ..book.errors import ExplorerError, Message
 from ..runtime import offload
 from ..runtime.cache import ModelCache
 from ..runtime.results import SharedResults, results_limit_bytes
+from ..runtime.server_paths import on_a_space, server_paths_allowed  # noqa: F401 (server, Build)
 from ..runtime.training_lab import TrainingLab
-from . import guard
 from .i18n import say, t
 from .session import DEFAULT_PROMPT, Changed, Session, View  # noqa: F401 (the page's prompt)
 
@@ -138,30 +137,3 @@ def _models_line(session: Session) -> str:
                   n=count_parameters(other.key.config).total,
                   weights=say(other.key.source.caption))
     return line
-
-
-# ---------------------------------------------------------------------------------------------
-# Loading a checkpoint by its path on the server: only where the server listens on the loopback
-# alone (its visitors are on this machine), unless the operator says otherwise. Reachable from
-# outside (--host 0.0.0.0, the Docker image, --share, a Space), a path would let any visitor
-# probe the server's files.
-SERVER_PATHS_ENV = "GPT_EXPLORER_SERVER_PATHS"
-MAX_PATH_CHARS = 1024
-SERVER_PATH_REFUSED = Message(
-    "weights.server_path_refused", "No checkpoint could be loaded from that path on the "
-    "server: there is no file there that the explorer can read as a model.safetensors or the "
-    "book's model.pth. Check the path, or upload the file (an upload says what is wrong with "
-    "it).")
-
-
-def on_a_space(environ=os.environ) -> bool:
-    """Whether we run on a Hugging Face Space: the runtime sets ``SYSTEM=spaces`` (what Gradio
-    itself reads) and ``SPACE_ID`` (the documented variable)."""
-    return environ.get("SYSTEM") == "spaces" or bool(environ.get("SPACE_ID"))
-
-
-def server_paths_allowed(environ=os.environ) -> bool:
-    value = environ.get(SERVER_PATHS_ENV, "").strip().lower()
-    if value:
-        return value in ("1", "true", "yes", "on")
-    return not on_a_space(environ) and not guard.reachable_from_outside()

@@ -193,6 +193,22 @@ def _choose(logits, temperature, top_k, generator, show_top, summarize=None):
             top.values.tolist())
 
 
+def lockstep(steps_a, steps_b):
+    """Two step generators (``generate_steps``) advanced together: one step of A,
+    then one of B, yielded as a pair. When one stops (``<|endoftext|>``) the other goes on
+    alone, paired with None. Each model keeps its own KV cache and random generator, so each
+    side is exactly what it would generate by itself."""
+    a, b = iter(steps_a), iter(steps_b)
+    while a is not None or b is not None:
+        step_a = next(a, None) if a is not None else None
+        step_b = next(b, None) if b is not None else None
+        a = a if step_a is not None else None
+        b = b if step_b is not None else None
+        if step_a is None and step_b is None:
+            return
+        yield step_a, step_b
+
+
 def _piece(tokenizer, token_id):
     # A model may have a larger vocabulary than GPT-2's tokenizer knows (a teaching config).
     if token_id < tokenizer.n_vocab:

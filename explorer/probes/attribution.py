@@ -102,6 +102,13 @@ class Attribution:
         return np.zeros(shape, bool) if grid is None else grid
 
     @property
+    def prob_floor(self) -> float:
+        """The noise floor of the changes in mean p(next): ``noise_floor`` of ``clean_prob``
+        in the model's float type (the map colours none below it)."""
+        return noise_floor(self.clean_prob, len(self.token_ids),
+                           getattr(torch, self.dtype, torch.float32))
+
+    @property
     def n_blind(self) -> int:
         """Cells whose change where the model is sure of its next token is large (their
         estimate is not shown: exact only)."""

@@ -2,6 +2,7 @@
 refuses what would not fit)."""
 from __future__ import annotations
 
+from ..book.errors import ExplorerError
 from .data import ATTENTION_ALL_LAYERS_MAX_TOKENS
 from .vocabulary import HEAD_ROWS
 
@@ -9,6 +10,10 @@ ATTENTION_BATCH_BYTES = 32 * 2 ** 20   # attention scores of several layers comp
 # Positions the map of which parts matter scores at once: the output head's product uses the
 # CPU better on more rows at once (bench/README.md, "Which parts matter").
 SCORE_ROWS = 1024
+# One trace's attention weights and logits may use this share of the memory budget (two traces
+# run at once: concurrency_limit=2 on "inspect"). GPT-2 small over its full 1,024 tokens needs
+# about 360 MB: within this share of the default budget on a machine with 8 GB.
+TRACE_MEMORY_SHARE = 0.2
 
 
 def trace_peak_bytes(cfg, n_tokens: int) -> int:
@@ -94,3 +99,16 @@ def attribution_peak_bytes(cfg, n_tokens: int) -> int:
 def longest_attribution(cfg, max_bytes: float) -> int:
     """The most tokens whose estimate fits in ``max_bytes``."""
     return _longest(attribution_peak_bytes, cfg, max_bytes)
+
+
+def check_trace_size(cfg, n_tokens: int, budget_bytes: int) -> None:
+    """Refuse, before running it, a trace too large for memory."""
+    need = trace_peak_bytes(cfg, n_tokens)
+    allowed = budget_bytes * TRACE_MEMORY_SHARE
+    if need > allowed:
+        raise ExplorerError("trace.too_large", "Tracing {n:,} tokens needs about {need:,.0f} MB "
+                            "(the attention weights grow with the square of the length: "
+                            "{heads} heads × {n:,}²), but one trace may use {allowed:,.0f} MB "
+                            "of memory. Use a prompt of at most {most:,} tokens.", n=n_tokens,
+                            need=need / 1024 ** 2, heads=cfg.n_heads,
+                            allowed=allowed / 1024 ** 2, most=longest_trace(cfg, allowed))

@@ -1,7 +1,6 @@
 """Two models side by side, as plain data: which config fields differ and what can be compared,
 one statistic of two traces layer by layer with its difference, the difference of two attention
-patterns, and generation in lockstep (one token of each model in turn) with the steps where
-the two texts part.
+patterns, and the steps where two generations (``book.generate.lockstep``) part.
 
 "A" is the session's model, "B" the one pinned beside it; a difference is always A − B.
 """
@@ -67,23 +66,7 @@ def attention_difference(weights_a, weights_b):
 
 
 # ---------------------------------------------------------------------------------------------
-# Generation in lockstep
-def lockstep(steps_a, steps_b):
-    """Two step generators (``book.generate.generate_steps``) advanced together: one step of A,
-    then one of B, yielded as a pair. When one stops (``<|endoftext|>``) the other goes on
-    alone, paired with None. Each model keeps its own KV cache and random generator, so each
-    side is exactly what it would generate by itself."""
-    a, b = iter(steps_a), iter(steps_b)
-    while a is not None or b is not None:
-        step_a = next(a, None) if a is not None else None
-        step_b = next(b, None) if b is not None else None
-        a = a if step_a is not None else None
-        b = b if step_b is not None else None
-        if step_a is None and step_b is None:
-            return
-        yield step_a, step_b
-
-
+# Two generations (``book.generate.lockstep`` makes them side by side)
 def parted(ids_a, ids_b) -> list[bool]:
     """For each generated step, whether the two models chose different tokens (a step only one
     of them reached counts as parted)."""

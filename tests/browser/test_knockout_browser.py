@@ -17,7 +17,7 @@ from page_widgets import choose, expect, tab
 
 pytestmark = pytest.mark.browser
 
-from explorer.app.i18n.texts import source_texts  # noqa: E402
+from source_texts import source_texts  # noqa: E402
 
 from .test_browser import TAB_INSIDE, build, status, trace  # noqa: E402
 

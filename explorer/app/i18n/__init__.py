@@ -1,4 +1,4 @@
-"""The page in every language of ``catalogues.LANGUAGES``.
+"""The page in every language of ``languages.LANGUAGES`` (one catalogue file each).
 
 Each text is written once, in English, where it is made, with a stable id and named fields:
 

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from ...probes.attribution import noise_floor
 from ...probes.misses import BLIND_CHANGE, MISS
 from ..i18n import t
 
@@ -74,16 +73,11 @@ def map_values(result, metric: str):
         floor = result.floor
     else:
         heads, parts = result.head_prob, result.part_prob
-        floor = noise_floor(result.clean_prob, len(result.token_ids), _dtype(result))
+        floor = result.prob_floor
     head_est, part_est = ~result.head_exact, ~result.part_exact
     finite = [abs(v) for grid in (heads, parts) for v in np.ravel(grid) if math.isfinite(v)]
     scale = max(finite, default=0.0)
     return heads, parts, head_est, part_est, floor, (scale if scale > floor else 0.0)
-
-
-def _dtype(result):
-    import torch
-    return getattr(torch, result.dtype, torch.float32)
 
 
 def _cell(value, estimated, sign, scale, floor, spec, title, current, missing=""):

@@ -1,11 +1,12 @@
 (LOCALES, switchLocale) => {
   // The page's language and lecture mode (the header's two toggles; explorer/app/prefs.py).
-  // LOCALES: each language's Gradio locale (explorer/app/i18n: one catalogue file each);
+  // LOCALES: each language's Gradio locale (layout.LOCALES, from explorer/app/languages.py);
   // switchLocale: (locale) => Promise<bool>, Gradio's labels switched to that locale
   // (gradio_private.SWITCH_LOCALE_JS: Gradio has no public way).
   //
-  // Labels are translated by Gradio's own i18n (explorer/app/i18n: gr.I18n, given to launch),
-  // which starts from the browser's locale; the language toggle switches it. The text the
+  // Labels are translated by Gradio's own i18n (i18n.browser_i18n, given to launch). Gradio
+  // starts it from the browser's locale; the page sets its first language (initialLang: the
+  // link's ?lang=, else the browser's) and the toggle switches it (setLang). The text the
   // server makes follows the toggle's value, an input of every event. The page's lang
   // attribute is the locale too: the style sheet titles Gradio's message boxes by it.
   const ex = (window.gptExplorer = window.gptExplorer || {});

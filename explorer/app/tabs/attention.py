@@ -7,7 +7,7 @@ import gradio as gr
 
 from ...book.errors import ExplorerError, Message
 from ...probes import with_attention_of_layer
-from .. import comparison, head_scores as heads, refresh
+from .. import comparison, refresh
 from ..exports import csv_text, show_download, write_export
 from ..handlers import handler
 from ..i18n import label, t
@@ -21,6 +21,7 @@ from ..results import run_placed, shared_figures, shared_views
 from ..prompts import prompt_of, trace_all
 from ..session import AttentionShown as Shown
 from ..shared import NO_MODEL_NOTE, check_model, models_of, session_of, traces_of
+from . import head_scores as heads
 
 TITLE = ("tab.attention", "3 · Attention")
 ID = "attention"

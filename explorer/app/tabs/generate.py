@@ -14,8 +14,7 @@ import gradio as gr
 
 from ... import native
 from ...book.errors import ExplorerError, Message
-from ...book.generate import check_generation_args
-from ...probes.compare import lockstep
+from ...book.generate import check_generation_args, lockstep
 from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, t

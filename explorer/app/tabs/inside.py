@@ -13,7 +13,7 @@ from ...book.errors import ExplorerError, Message
 from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES
-from .. import comparison, head_scores as heads, refresh
+from .. import comparison, refresh
 from ..prompts import trace_all
 from ..exports import csv_text, json_default, show_download, write_export
 from ..handlers import handler
@@ -27,6 +27,7 @@ from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatm
 from ..plots.style import empty_figure
 from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, session_of,
                       traces_of)
+from . import head_scores as heads
 from . import gradients
 
 TITLE = ("tab.inside", "2 · Inside the forward pass")

@@ -5,7 +5,7 @@ that passes the two on), or as an ``(id, text)`` pair in a table that one of tho
 catalogue test checks each language against this; a translator's script can list what a
 catalogue still lacks::
 
-    python -m explorer.app.i18n.texts zh     # the ids zh.json has no text for
+    python tests/source_texts.py zh     # the ids zh.json has no text for
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import string
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2]          # explorer/
+PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
 ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 
 
@@ -56,7 +56,8 @@ def source_texts(package: Path = PACKAGE) -> dict[str, tuple[str, str]]:
 
 
 if __name__ == "__main__":
-    from ..languages import messages
+    sys.path.insert(0, str(PACKAGE.parent))          # as pytest's pythonpath = .
+    from explorer.app.languages import messages
     lang = sys.argv[1] if len(sys.argv) > 1 else "zh"
     have = messages(lang)
     for id, (text, where) in source_texts().items():

@@ -1,6 +1,7 @@
 """The Attention tab's head scores (``explorer.probes.head_scores``): the heads with a clear job,
 named ("layer 4, head 11: previous token, 0.93"; a click shows that head), and every head's
-scores as a table; for one model or two (A's, then B's)."""
+scores as a table; for one model or two (A's, then B's). Not a tab of its own (no ``TABS``
+entry): the Attention tab shows it, and the Inside tab's export carries the scores."""
 from __future__ import annotations
 
 import math
@@ -8,10 +9,10 @@ import math
 import gradio as gr
 import pandas as pd
 
-from ..probes.interventions import Interventions
-from .i18n import label, t
-from .results import shared_head_scores
-from .shared import models_of
+from ...probes.interventions import Interventions
+from ..i18n import label, t
+from ..results import shared_head_scores
+from ..shared import models_of
 
 OUTPUTS = ("att_named", "att_scores")
 JOBS = {"previous": ("heads.previous", "previous token"),
