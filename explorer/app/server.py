@@ -13,7 +13,7 @@ import gradio as gr
 from .. import native
 from ..runtime.heap import release_freed_memory_promptly
 from ..runtime.memory import env_megabytes
-from .guard import edge_options
+from ..runtime.guard import edge_options
 from .i18n import browser_i18n
 from .layout import CSS, JS, build_app
 from .shared import CACHE, on_a_space
