@@ -4,13 +4,17 @@ model (a pinned one, or later an intervention on A); differences are always A âˆ
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import replace
 
+from ..book.errors import ExplorerError, Message
 from ..book.knobs import BY_FIELD, short_name
 from ..probes.compare import compare_configs
 from ..book.config import GPT2_SIZES
+from ..probes.interventions import Interventions
 from ..runtime.sources import ModelKey, WeightsSource
 from .i18n import say, t
-from .shared import CACHE, NAMES
+from .session import Made, Model
+from .shared import CACHE, NAMES, check_model
 
 MAX_NAMED_FIELDS = 2
 MAX_CAPTION_CHARS = 34     # in the width of a Latin letter (a Chinese character takes two)
@@ -81,3 +85,17 @@ def check_pretrained_beside(session, cfg, device, dtype, size_name: str) -> None
         return
     CACHE.check_together([ModelKey(cfg, None, str(device), dtype,
                                    WeightsSource("pretrained", repo_id=repo)), b])
+
+
+def intervened(session, interventions: Interventions) -> None:
+    """Model B becomes model A run with ``interventions`` (A's weights, not a copy): a
+    knock-out, or a patch from a clean prompt."""
+    check_model(session)
+    a = session.models[0]
+    interventions = interventions.check(a.key.config)
+    if not interventions:
+        raise ExplorerError("knock.nothing", "Nothing to knock out: add a part (or write one, "
+                                             "such as 'zero trf_blocks[0].att head 1').")
+    key = replace(a.key, interventions=interventions)
+    session.with_models((a, Model(key, Made("intervened", Message(
+        "knock.b_what", "A with {what}", what=interventions.describe())))))

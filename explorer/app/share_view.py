@@ -22,7 +22,7 @@ from ..book.config import PRESETS, GPTConfig
 from ..book.errors import ExplorerError, Message
 from ..book.load_weights import gpt2_config
 from ..runtime.build import check_seed
-from . import prefs, prompts, refresh
+from . import comparison, prefs, prompts, refresh
 from .handlers import handler
 from .i18n import label, say, t
 from .textbox import Textbox
@@ -152,7 +152,7 @@ def _built(session, out, device, dtype) -> dict:
         if p.b:
             fitted = session.view(Changed)      # (what the build's fitting said stays said)
             try:
-                knockout.intervened(session, knockout.spec_of(p.b))
+                comparison.intervened(session, knockout.spec_of(p.b))
             except ExplorerError as refused:
                 left_out.append(t("share.b_refused", "Model B ({spec}) does not fit this model: "
                                                      "{reason} The page shows A alone.",

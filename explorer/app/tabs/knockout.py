@@ -9,7 +9,6 @@ prompt or the training story, and shows what each costs (``knockout_map``); a cl
 makes that knock-out model B."""
 from __future__ import annotations
 
-from dataclasses import replace
 
 import gradio as gr
 
@@ -17,14 +16,14 @@ from ...book.errors import ExplorerError, Message
 from ...probes import Interventions
 from ...probes.interventions import (KINDS, KINDS_BY_NAME, MAX_INTERVENTION_CHARS,
                                      MODEL_PARTS, Intervention, split_checked)
-from .. import gradio_private, refresh
+from .. import comparison, gradio_private, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import as_choice, as_flag, as_int, selected
 from ..pickers import fitted_layer, layer_slider
 from ..plots.knockout import METRICS, knockout_map_html
 from ..prompts import trace_all
-from ..session import AttentionShown, Made, Model
+from ..session import AttentionShown
 from ..shared import DEFAULT_PROMPT, check_model, session_of
 from ..textbox import Textbox
 from . import pin
@@ -55,20 +54,6 @@ def kind_choices() -> list[tuple[str, str]]:
              k.kind) for k in KINDS if not k.patch]
 
 
-def intervened(session, interventions: Interventions) -> None:
-    """Model B becomes model A run with ``interventions`` (A's weights, not a copy); the map
-    of A stays."""
-    check_model(session)
-    a = session.models[0]
-    interventions = interventions.check(a.key.config)
-    if not interventions:
-        raise ExplorerError("knock.nothing", "Nothing to knock out: add a part (or write one, "
-                                             "such as 'zero trf_blocks[0].att head 1').")
-    key = replace(a.key, interventions=interventions)
-    session.with_models((a, Model(key, Made("intervened", Message(
-        "knock.b_what", "A with {what}", what=interventions.describe())))))
-
-
 def spec_of(text) -> Interventions:
     if not isinstance(text, str):
         raise ExplorerError("knock.spec_not_text", "The interventions must be text, such as "
@@ -95,7 +80,7 @@ def intervene(spec, session):
     session = session_of(session)
     interventions = spec_of(spec)
     prompt = session.prompt
-    intervened(session, interventions)
+    comparison.intervened(session, interventions)
     if prompt is not None:
         trace_all(session, prompt)
         session.show(AttentionShown, on=True)            # (the pickers' layer and head)

@@ -8,7 +8,7 @@ as for any model B."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -21,13 +21,13 @@ from ...probes.patching import (answer_id, estimate_sent, exact_tables, make_pai
 from ...runtime import offload
 from ...runtime.copying import CopyingTask, copying_pair
 from ...runtime.placement import Work
-from .. import refresh
+from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids, selected
 from ..plots.patching import attribution_html, patching_html
 from ..prompts import trace_all
-from ..session import Made, Model, View
+from ..session import View
 from ..shared import CACHE, check_model, model_a, session_of
 from ..textbox import Textbox
 
@@ -228,15 +228,7 @@ def note(session) -> str:
 def patched(session, interventions: Interventions, corrupted) -> None:
     """Model B = model A with ``interventions`` (patches), and both models traced on the
     corrupted prompt: the views compare A and B there."""
-    check_model(session)
-    a = session.models[0]
-    interventions = interventions.check(a.key.config)
-    if not interventions:
-        raise ExplorerError("knock.nothing", "Nothing to knock out: add a part (or write one, "
-                                             "such as 'zero trf_blocks[0].att head 1').")
-    key = replace(a.key, interventions=interventions)
-    session.with_models((a, Model(key, Made("intervened", Message(
-        "knock.b_what", "A with {what}", what=interventions.describe())))))
+    comparison.intervened(session, interventions)
     trace_all(session, corrupted)
 
 
