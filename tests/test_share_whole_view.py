@@ -26,9 +26,9 @@ def page():
     return build_app()      # (every tab registered its render)
 
 
-def opened(query, lang="en"):
+def opened(query, lang="en", rules=RULES):
     session = Session()
-    out = share_view.open_link_handler(RULES)(query, session, lang, "cpu", "float32")
+    out = share_view.open_link_handler(rules)(query, session, lang, "cpu", "float32")
     return session, out
 
 
@@ -115,3 +115,62 @@ def test_the_readme_says_what_a_link_carries_and_what_use_this_model_changes():
         assert carried in link, carried
     assert "tabs 2–5" not in readme and "Knock out (the status line" in readme.replace(
         "\n   ", " ")
+
+
+# Issue 49: a link made on the Patching tab carries its pair, and opening it fills the boxes.
+PATCHING_RULES = Rules(default=RULES.default, tabs=(*TABS, "patching"), sizes=("small",),
+                       check_config=lambda cfg: None)
+PAIR = ("When Mary and John went", "When Alice and Bob went", " Mary", " John")
+
+
+def test_a_patching_pair_goes_into_a_link_and_comes_back_whole():
+    """Before: the link carried ``tab=patching`` alone (and a Page had no pair)."""
+    whole = Page(preset="teach-tiny", config=PRESETS["teach-tiny"], weights="random",
+                 size="small", seed=123, prompt="Every effort moves you", tab="patching",
+                 lang="en", pair=PAIR)
+    query = link_query(whole, PATCHING_RULES)
+    assert "clean=When%20Mary" in query and "wrong=%20John" in query
+    reading = read_query(query, PATCHING_RULES)
+    assert reading.page.pair == PAIR and reading.problems == ()
+    # only on the Patching tab: another tab's link has no pair
+    assert "clean=" not in link_query(Page(**{**whole.__dict__, "tab": "inside"}),
+                                      PATCHING_RULES)
+
+
+@pytest.mark.parametrize("bad, said", [
+    ("clean=" + "x" * 5000, "5,000 characters"),        # the prompt's limit, said
+    ("clean=%20%20", "is empty"),
+    ("clean=%FF", "not valid UTF-8"),                  # not text: said, not a traceback
+], ids=("too_long", "empty", "not_utf8"))
+def test_a_links_pair_that_cannot_be_used_is_said_and_the_boxes_stay_empty(bad, said):
+    query = f"?tab=patching&{bad}&corrupted=b&right=c&wrong=d"
+    reading = read_query(query, PATCHING_RULES)
+    assert reading.page.pair == () and reading.page.tab == "patching"
+    assert any(said in p.text.format(**p.fields) for p in reading.problems), reading.problems
+    part = read_query("?tab=patching&clean=a&right=c", PATCHING_RULES)
+    assert part.page.pair == () and [p.id for p in part.problems] == ["link.pair_part"]
+
+
+def test_a_link_made_on_the_patching_tab_fills_its_four_boxes_in_a_fresh_page():
+    from explorer.app.tabs import patching
+    session, _ = opened("?preset=teach-tiny&tab=patching", rules=PATCHING_RULES)
+    pair = patching.pair_chosen("copying", session)           # "Use this pair"
+    texts = tuple(pair[k] for k in ("patch_clean", "patch_corrupted", "patch_right",
+                                    "patch_wrong"))
+    made = share_view.share_link(PATCHING_RULES, "teach-tiny",
+                                 *(getattr(PRESETS["teach-tiny"], k) for k in build.FIELDS),
+                                 123, "random", "small", "Every effort moves you", "patching",
+                                 session)
+    assert "patching maps" in made["share_note"]          # computed: not in the link
+    again, out = opened(made["share_link"], rules=PATCHING_RULES)
+    assert (out["patch_clean"], out["patch_corrupted"], out["patch_right"],
+            out["patch_wrong"]) == texts
+    assert "press **Patch**" in out["share_note"] and "could not" not in out["share_note"]
+    assert again.view(patching.PatchPair).texts == texts, "a link made again carries it"
+    # a pair longer than a link carries is left out, and said
+    session.show(patching.PatchPair, texts=("x" * 3000, *texts[1:]))
+    made = share_view.share_link(PATCHING_RULES, "teach-tiny",
+                                 *(getattr(PRESETS["teach-tiny"], k) for k in build.FIELDS),
+                                 123, "random", "small", "Every effort moves you", "patching",
+                                 session)
+    assert "clean=" not in made["share_link"] and "leaves the pair out" in made["share_note"]

@@ -2,7 +2,8 @@
 
 ``link_query(page, rules)`` writes what differs from the page's defaults (a preset and the
 knobs that differ from it, the seed, pretrained GPT-2 and its size, model B's intervention,
-the prompt, the tab's layer and head, lecture mode), then always the tab and the language:
+the prompt, the tab's layer and head, the Patching tab's pair, lecture mode), then always the
+tab and the language:
 ``?preset=teach-tiny&n_layers=3&b=zero%20trf_blocks%5B0%5D.att%20head%201&tab=inside&lang=zh``.
 ``read_query(query, rules)`` reads one back into a checked ``Page``, the problems it met
 (``Message``s, for the page to say in its language), and whether the link asks for a model.
@@ -36,12 +37,14 @@ MAX_LINK_PROMPT_CHARS = 2_000
 SHOWN_CHARS = 40            # a hostile name or value is shown cut to this many characters
 
 KNOBS = tuple(f.name for f in fields(GPTConfig))
+# The Patching tab's pair: clean and corrupted prompts, right and wrong answers (its boxes).
+PAIR = ("clean", "corrupted", "right", "wrong")
 LINK_WEIGHTS = ("random", "pretrained")   # a file never travels in a link
 # The order of a link's parameters (after them, silently ignored: Gradio's own ``view``, ``ui``
 # and ``deep_link``, and names starting with "__", which Gradio and Hugging Face Spaces add,
 # such as ``__theme`` and a private Space's ``__sign``).
 NAMES = ("preset", *KNOBS, "seed", "weights", "size", "b", "prompt", "tab", "layer", "head",
-         "lecture", "lang")
+         *PAIR, "lecture", "lang")
 # The tabs whose views a link's layer (and head) choose: their pickers, by name.
 VIEW_TABS = {"inside": ("inside_layer", None), "attention": ("att_layer", "att_head"),
              "activations": ("act_layer", None), "knockout": ("knock_layer", None)}
@@ -80,6 +83,7 @@ class Page:
     head: str = "mean"
     lecture: bool = False      # lecture mode
     b: str = ""                # model B: model A with these interventions (their string form)
+    pair: tuple[str, ...] = ()  # the Patching tab's (clean, corrupted, right, wrong), or none
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,8 @@ def link_query(page: Page, rules: Rules) -> str:
             items.append(("layer", str(page.layer)))
         if page.head != d.head and VIEW_TABS[page.tab][1]:
             items.append(("head", page.head))
+    if page.tab == "patching" and page.pair and all(page.pair):    # all four, or none
+        items += list(zip(PAIR, page.pair))
     if page.lecture:
         items.append(("lecture", "true"))
     items.append(("lang", page.lang))
@@ -244,16 +250,24 @@ def read_query(query, rules: Rules) -> Reading:
     prompt = d.prompt
     if "prompt" in value:
         text = value["prompt"]
-        if len(text) > MAX_LINK_PROMPT_CHARS:
-            problems.append(Message("link.prompt_long", "The link's prompt has {n:,} characters; "
-                                    "a link carries at most {most:,}. The page uses its default "
-                                    "prompt.", n=len(text), most=MAX_LINK_PROMPT_CHARS))
-        elif not text.strip():
-            problems.append(Message("link.prompt_empty", "The link's prompt is empty: the page "
-                                    "uses its default prompt."))
-        else:
-            prompt = text
-
+        prompt = _free_text(text, problems, Message(
+            "link.prompt_long", "The link's prompt has {n:,} characters; a link carries at most "
+            "{most:,}. The page uses its default prompt.", n=len(text),
+            most=MAX_LINK_PROMPT_CHARS), Message(
+            "link.prompt_empty", "The link's prompt is empty: the page uses its default "
+            "prompt.")) or d.prompt
+    pair = tuple(_free_text(value[name], problems, Message(
+        "link.pair_long", "The link's {name} has {n:,} characters; a link carries at most "
+        "{most:,}. The Patching tab's boxes stay empty.", name=name, n=len(value[name]),
+        most=MAX_LINK_PROMPT_CHARS), Message(
+        "link.pair_empty", "The link's {name} is empty: the Patching tab's boxes stay "
+        "empty.", name=name)) for name in PAIR if name in value)
+    if 0 < len(pair) < len(PAIR):
+        problems.append(Message("link.pair_part", "The link's patching pair is not whole (it "
+                                "needs clean, corrupted, right and wrong): the Patching tab's "
+                                "boxes stay empty."))
+    # all four or none: the Patching tab patches nothing with a part of a pair
+    pair = pair if len(pair) == len(PAIR) and all(pair) else ()
     if weights == "pretrained" and rules.check_size is not None:
         try:
             rules.check_size(size)
@@ -288,9 +302,22 @@ def read_query(query, rules: Rules) -> Reading:
     b = _b(value.get("b", ""), problems)
     preset, config = _config(preset, value, rules, problems)
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
-                prompt=prompt, tab=tab, lang=lang, layer=layer, head=head, lecture=lecture, b=b)
+                prompt=prompt, tab=tab, lang=lang, layer=layer, head=head, lecture=lecture, b=b,
+                pair=pair)
     # (the view settings alone build nothing: a link to the page in Chinese, in lecture mode)
     return Reading(page, tuple(problems), any(name not in ("lang", "lecture") for name in given))
+
+
+def _free_text(text: str, problems, too_long: Message, empty: Message) -> str | None:
+    """A text a link carries (the prompt, a part of the patching pair), within a link's
+    limit; ``None`` if it is too long or empty (said)."""
+    if len(text) > MAX_LINK_PROMPT_CHARS:
+        problems.append(too_long)
+    elif not text.strip():
+        problems.append(empty)
+    else:
+        return text
+    return None
 
 
 def _b(text: str, problems) -> str:

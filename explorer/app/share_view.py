@@ -33,6 +33,7 @@ from .shared import CACHE, session_of, status_line
 from .pickers import choose, chosen
 from .session import AttentionShown, Changed, Prompt, View
 from .tabs import build, knockout
+from .tabs.patching import PatchPair
 
 # The button keeps its own size at the end of the header's row, as the toggles do.
 SHARE_CSS = """
@@ -82,7 +83,7 @@ def rules_of(page) -> Rules:
 # ---------------------------------------------------------------------------------------------
 LINK_OUTPUTS = ("preset", *build.FIELDS, "seed", "weights", "gpt2_size", "trace_prompt",
                 "gen_prompt", "current_tab", "share_note", "share_row", "session", "tabs",
-                "lecture")
+                "lecture", "patch_clean", "patch_corrupted", "patch_right", "patch_wrong")
 
 
 def open_link_handler(rules):
@@ -104,6 +105,14 @@ def open_link_handler(rules):
                 out["lecture"] = True
             if out.pop("link_builds"):
                 out.update(_built(session, out, device, dtype))
+            if reading.page.pair:
+                # the maps are computed, not carried (as the note on making a link says):
+                # said after what the link could not use, so that its heading stays first
+                out.update(share_row=gr.update(visible=True), share_note="\n\n".join(filter(
+                    None, [out.get("share_note"), t(
+                        "share.pair_maps", "The link filled the Patching tab's prompts and "
+                                           "answers; its maps are computed, not carried: press "
+                                           "**Patch** to draw them.")])))
             return out
     return open_link
 
@@ -132,6 +141,10 @@ def _opened(reading, session) -> dict:
     if head_picker:
         choose(session, **{head_picker: p.head})
     prompts.use(session, p.prompt)
+    if p.pair:
+        # the pair fills the boxes and is the session's (a link made again carries it)
+        session.show(PatchPair, texts=p.pair)
+        out.update(zip(("patch_clean", "patch_corrupted", "patch_right", "patch_wrong"), p.pair))
     return {**out, "preset": p.preset, **{k: getattr(p.config, k) for k in build.FIELDS},
             "seed": p.seed, "weights": p.weights, "gpt2_size": p.size,
             **prompts.render(session),
@@ -231,18 +244,25 @@ def share_link(rules, *args):
         if not b:
             notes.append(t("share.no_pinned", "A link cannot carry a model B pinned beside A "
                                               "(only an intervention): it opens A alone."))
+    pair = session.view(PatchPair).texts if tab == "patching" else ()
+    if any(len(text) > MAX_LINK_PROMPT_CHARS for text in pair):
+        notes.append(t("share.pair_long", "A prompt of the patching pair is longer than a link "
+                                          "carries ({most:,} characters): the link leaves the "
+                                          "pair out.", most=MAX_LINK_PROMPT_CHARS))
+        pair = ()
     layer_picker, head_picker = VIEW_TABS.get(tab, (None, None))
     layer = int(chosen(session, layer_picker)) if layer_picker else 0
     head = str(chosen(session, head_picker)) if head_picker else "mean"
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
                 prompt=prompt, tab=tab, lang=prefs.current().lang, layer=layer, head=head,
-                lecture=prefs.current().lecture, b=b)
+                lecture=prefs.current().lecture, b=b, pair=pair)
     session.show(LinkBox, open=True)    # (new models close the box: render)
     note = t("share.note", "This link opens the page with this model and B's intervention, "
-                           "the prompt, the tab with its layer and head, the language and "
-                           "lecture mode; the page copied it to the clipboard (or copy it from "
-                           "the box). What was computed (a generation, the knock-out map, a "
-                           "training job) is not in it: press its button again there.")
+                           "the prompt, the tab with its layer and head (and the Patching "
+                           "tab's pair), the language and lecture mode; the page copied it to "
+                           "the clipboard (or copy it from the box). What was computed (a "
+                           "generation, the knock-out and patching maps, a training job) is "
+                           "not in it: press its button again there.")
     return {"share_link": link_query(page, rules), "share_note": " ".join([note, *notes])}
 
 

@@ -51,6 +51,14 @@ class PatchView(View):
     weights_key: object = None
 
 
+@dataclass(frozen=True)
+class PatchPair(View):
+    """The pair last chosen or patched (its four texts), for a share link: the link reads the
+    session, as /share_link's inputs stay the page's older ones."""
+
+    texts: tuple[str, ...] = ()      # (clean, corrupted, right, wrong)
+
+
 def pair_texts(choice: str, cfg) -> tuple[str, str, str, str]:
     """(clean, corrupted, right, wrong) of a ready-made pair, refused where model A cannot
     read it."""
@@ -101,6 +109,7 @@ def pair_chosen(choice, session):
     check_model(session)
     choice = as_choice(choice, Message("field.patch_pair", "ready-made pair"), PAIRS)
     clean, corrupted, right, wrong = pair_texts(choice, session.models[0].key.config)
+    session.show(PatchPair, texts=(clean, corrupted, right, wrong))
     return {"patch_clean": clean, "patch_corrupted": corrupted, "patch_right": right,
             "patch_wrong": wrong}
 
@@ -129,6 +138,7 @@ def patch_maps(clean, corrupted, right, wrong, everywhere, session):
                      _answer(right, model, Message("field.patch_right", "the right answer")),
                      _answer(wrong, model, Message("field.patch_wrong", "the wrong answer")),
                      get_tokenizer())
+    session.show(PatchPair, texts=(clean, corrupted, right, wrong))   # (checked: all text)
     key = session.models[0].key.weights_key
     budget = CACHE.budget_bytes * TRACE_MEMORY_SHARE
     n = len(pair.clean)
