@@ -35,7 +35,8 @@ def test_every_tab_has_one_render_and_no_other_hook():
 def test_a_model_changing_endpoint_and_a_toggle_update_the_same_views(session):
     built = set(build.build.outputs[-1]()) | set(build.build.outputs[:-1])
     toggled = set(redrawn(session, "en", False))
-    assert toggled - {"session"} <= built
+    # (the ZeroGPU note is the request's, not a model's: a toggle redraws it in its language)
+    assert toggled - {"session", "zerogpu_note"} <= built
     assert set(refresh.all_outputs()) <= built
 
 

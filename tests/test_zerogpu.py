@@ -538,18 +538,21 @@ def test_a_job_in_gpu_chunks_keeps_the_servers_peak_within_its_estimate(zero_gpu
 def test_outside_huggingface_cos_frame_the_page_says_visitors_share_the_pool(monkeypatch):
     """Finding 6: ZeroGPU charges the visitor of the X-IP-Token, which the page sends only
     inside huggingface.co's frame; at the direct address every call is the Space's pool's."""
+    from explorer.app.prefs import Prefs
+    from explorer.app.session import Session
     from explorer.app.zerogpu_note import zerogpu_note
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
     monkeypatch.setenv("SPACE_ID", "teacher/gpt-explorer")
     link = "https://huggingface.co/spaces/teacher/gpt-explorer"
     direct = request_with_token(None)
     for lang, said in (("en", "shared pool"), ("zh", "共享额度")):
-        note = zerogpu_note(lang, request=direct)["zerogpu_note"]
+        session = Session(prefs=Prefs(lang, False))     # the note speaks the session's language
+        note = zerogpu_note(session, request=direct)["zerogpu_note"]
         assert note["visible"] and said in note["value"] and link in note["value"]
     framed = request_with_token(token(STUDENT))
-    assert zerogpu_note("en", request=framed)["zerogpu_note"]["visible"] is False
+    assert zerogpu_note(None, request=framed)["zerogpu_note"]["visible"] is False
     monkeypatch.setenv("SPACES_ZERO_GPU", "false")
-    assert zerogpu_note("en", request=direct)["zerogpu_note"]["visible"] is False
+    assert zerogpu_note(None, request=direct)["zerogpu_note"]["visible"] is False
 
 
 @pytest.mark.parametrize("token_value", [None, token(STUDENT)], ids=["pool", "visitor"])

@@ -74,7 +74,7 @@ def view_settings(session, lang, lecture):
     return {"session": session}
 
 
-@handler(outputs=("session", refresh.all_outputs))
+@handler(outputs=("session", "zerogpu_note", refresh.all_outputs))
 def redrawn(session, lang, lecture, request: gr.Request = None):
     """A toggle changed: the session's settings, and every view again in them (the session's
     streams follow from their next update; the Train tab's view is the job the lab knows by
@@ -83,7 +83,8 @@ def redrawn(session, lang, lecture, request: gr.Request = None):
     if request is not None and getattr(request, "session_hash", None):
         session.session_hash = request.session_hash
     with prefs.using(session.prefs):
-        return {"session": session, **refresh.render_all(session)}
+        return {"session": session, **zerogpu_note.__wrapped__(session, request),
+                **refresh.render_all(session)}
 
 
 def header(page):
@@ -151,7 +152,7 @@ def build_app() -> gr.Blocks:
         demo.load(None, None, lang, js="() => gptExplorer.initialLang()")
         page.on(demo.load, build.path_box, [], api_visibility="private",
                 show_progress="hidden")
-        page.on([demo.load, "lang.change"], zerogpu_note, ["lang"], api_visibility="private",
+        page.on(demo.load, zerogpu_note, ["session"], api_visibility="private",
                 show_progress="hidden")
         # The browser tab (or API client) went away: forget the session now, not after
         # Gradio's one-hour grace period; its training job and trained models go with it.

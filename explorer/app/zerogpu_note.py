@@ -37,10 +37,10 @@ def pool_note(request, environ=os.environ) -> Message | None:
 
 
 @handler(outputs=("zerogpu_note",))
-def zerogpu_note(lang, request: gr.Request = None):
-    """The note, in the page's language ``lang`` (hidden where it does not apply)."""
+def zerogpu_note(session=None, request: gr.Request = None):
+    """The note, in the session's language (hidden where it does not apply); drawn when the
+    page loads, and again with every view when a toggle changes (``layout.redrawn``)."""
     note = pool_note(request)
     if note is None:
         return {"zerogpu_note": gr.update(visible=False)}
-    return {"zerogpu_note": gr.update(value=say(note, lang if lang in ("en", "zh") else "en"),
-                                      visible=True)}
+    return {"zerogpu_note": gr.update(value=say(note), visible=True)}
