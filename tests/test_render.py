@@ -206,3 +206,28 @@ def test_a_choice_made_while_the_last_one_is_drawn_is_never_dropped():
     assert {elem[t[0]] for d in chosen for t in d["targets"]} >= {"att_layer", "att_head",
                                                                  "inside_layer", "preset"}
     assert {d["trigger_mode"] for d in chosen} == {"always_last"}
+
+
+@pytest.mark.parametrize("order", ["stop_first", "failure_first"])
+def test_stop_ends_the_generation_at_the_step_shown_whichever_call_comes_first(session, order):
+    """Stop sends the step on screen (``stopped(session, shown)``); the stream it cancels ends
+    in a failure whose own ``stopped(session)`` knows no step. Either may be served first:
+    the generation must end at the step shown (issue 47, item 10)."""
+    stream = generate.generate("Every effort moves you", 40, "greedy", 1.0, 50, 123, False,
+                               session)
+    for _ in stream:                            # stream until a few steps are there to cut to
+        gen = session.generation
+        if gen is not None and len(gen.rows) >= 6:
+            break
+    shown = sorted(gen.shown)[len(gen.shown) // 2]   # the page shows steps behind the model
+    made = len(gen.rows)
+    assert shown < made
+    calls = [(session, shown), (session,)] if order == "stop_first" else [(session,),
+                                                                           (session, shown)]
+    for args in calls:
+        out = generate.stopped(*args)
+    stream.close()
+    gen = session.generation
+    assert sorted(r[0] for r in gen.rows) == list(range(1, shown + 1)), (shown, made)
+    assert gen.speed.get("stopped") and not gen.streaming
+    assert out["gen_output"] == gen.text

@@ -227,9 +227,11 @@ def stopped(session, shown=None):
     session = session_of(session)
     gen = session.generation
     if gen is not None:
-        stopping = gen.streaming
+        # Stop's call and the cancelled stream's (a failure: no ``shown``) come in either order
+        cut = cut_at(gen, shown)
+        stopping = gen.streaming or len(cut.ids[0]) < len(gen.ids[0])
         gen.streaming = False
-        gen = replace(cut_at(gen, shown) if stopping else gen, log=((), ()))
+        gen = replace(cut, log=((), ()))
         if stopping:                            # cut short: the speed line says so
             gen.speed = {**gen.speed, "stopped": True}
         session.generation = gen
