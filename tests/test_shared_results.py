@@ -228,16 +228,18 @@ def test_a_kept_result_is_counted_at_no_less_than_the_memory_keeping_it_holds(ke
     layer_stats_figure([warm])
     shared.RESULTS.clear()
     gc.collect()
-    tracemalloc.start()
+    tracemalloc.start(64)        # (deep enough to reach this test's frame from any allocation)
     try:
-        before = tracemalloc.get_traced_memory()[0]
         if kept == "trace":
             result = results.shared_trace(key, model, PROMPT_IDS)
         else:
             result = results.shared_figures(("test", "stats"), lambda: {
                 "plot": layer_stats_figure([warm])})
         gc.collect()
-        held = tracemalloc.get_traced_memory()[0] - before
+        # what this call made and still holds: not what another test's thread made meanwhile
+        made_here = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(True, __file__, all_frames=True)])
+        held = sum(stat.size for stat in made_here.statistics("filename"))
     finally:
         tracemalloc.stop()
     assert result is not None and len(shared.RESULTS) == 1

@@ -293,11 +293,20 @@ def test_stop_ends_the_generation_at_the_step_on_screen(open_page, lang):
     page.locator("#gen_btn").click()
     page.wait_for_function("() => window.__painted.some((n) => n >= 40)", timeout=SLOW)
     on_screen = page.evaluate(STOP_JS)
-    speed = page.locator("#speed")
-    expect(speed).to_contain_text(said(lang, " · <b>stopped</b>").replace("<b>", "")
-                                  .replace("</b>", "").strip(" ·"))
-    final = int(re.search(r"^(\d+) (?:tokens|个词元) ·", speed.inner_text())[1])
-    assert final == on_screen, f"Stop pressed at step {on_screen}, it stopped at {final}"
+    # Stop's call and the cancelled stream's both end it: the speed line's last word
+    ended = said(lang, " · <b>stopped</b>").replace("<b>", "").replace("</b>", "").strip(" ·")
+    try:
+        page.wait_for_function(
+            """([n, ended]) => {
+              const m = /^(\\d+) (?:tokens|个词元) ·/.exec(document.querySelector('#speed')
+                                                                .innerText);
+              return m && +m[1] === n && document.querySelector('#speed').innerText
+                                                 .includes(ended);
+            }""", arg=[on_screen, ended], timeout=SLOW)
+    except Exception:
+        raise AssertionError(f"Stop pressed at step {on_screen}; the speed line says: "
+                             f"{page.locator('#speed').inner_text()!r}") from None
+    final = on_screen
     expect(page.locator("#history tbody tr")).to_have_count(final)
     expect(page.locator("#history tbody tr").first.locator("td").first).to_have_text(
         str(final))

@@ -361,9 +361,11 @@ def wire(page):
     # the model), and the generation ends there.
     stop = page["stop_btn"].click(None, None, page["gen_shown"], cancels=[generating],
                                   js=SHOWN_STEP_JS, api_visibility="private")
+    # (no progress overlay either: over the speed line, its "processing" text hid the end)
     page.then(stop, stopped, ["session", "gen_shown"], success=False,
-              api_visibility="private")
-    page.then(generating, stopped, ["session"], on="failure", api_visibility="private")
+              api_visibility="private", show_progress="hidden")
+    page.then(generating, stopped, ["session"], on="failure", api_visibility="private",
+              show_progress="hidden")
     page.on("lens_btn.click", logit_lens, ["gen_prompt", "session"], api_name="logit_lens",
             concurrency_limit=2, concurrency_id="inspect")
 
