@@ -15,11 +15,11 @@ import gradio as gr
 from ...book.config import PRESETS
 from ...book.errors import ExplorerError, Message, Text
 from ...runtime.export import export_model
-from ...runtime.replay import replay_steps, view_at
-from ...runtime.copying import (COPYING_MODEL, COPYING_VARIANTS, CopyingTask, copying_settings,
+from ...runtime.training.replay import replay_steps, view_at
+from ...runtime.training.copying_task import (COPYING_MODEL, COPYING_VARIANTS, CopyingTask, copying_settings,
                                  repeated_text)
 from ...runtime.sources import WeightsSource
-from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAULT_EVAL_ITER,
+from ...runtime.training.setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAULT_EVAL_ITER,
                                        DEFAULT_LR, DEFAULT_PRESET, DEFAULT_STEPS,
                                        DEFAULT_VARIANTS, MAX_VARIANTS, VARIANT_CHOICES,
                                        VARIANT_LABELS,

@@ -16,7 +16,7 @@ from ..live_figure import value_of
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows, variant_name)
 from ..results import shared_figures
-from ...runtime.copying import induction_variant
+from ...runtime.training.copying_task import induction_variant
 
 POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
 # ... and the figures, the table and the samples at most this often: redrawing the two figures

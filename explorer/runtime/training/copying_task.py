@@ -19,15 +19,15 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..book.config import GPTConfig
-from ..book.copying import CopyingDataset, copying_sequences, half_losses
-from ..book.errors import ExplorerError, Text
-from ..book.generate import generate_steps
-from ..book.tokenizer import N_VOCAB, get_tokenizer
-from ..probes.head_scores import (each_layer, induction_prompt, induction_scores,
+from ...book.config import GPTConfig
+from ...book.copying import CopyingDataset, copying_sequences, half_losses
+from ...book.errors import ExplorerError, Text
+from ...book.generate import generate_steps
+from ...book.tokenizer import N_VOCAB, get_tokenizer
+from ...probes.head_scores import (each_layer, induction_prompt, induction_scores,
                                   previous_token_scores)
-from ..probes.tracing import trace
-from .training_setup import TrainingSettings
+from ...probes.tracing import trace
+from .setup import TrainingSettings
 
 # The task's default comparison and settings (how they were chosen: bench/README.md,
 # *Induction heads on the copying task*). The context is longer than the longest sequence, so that the induction test

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import fields, replace
 
-from .training_views import JobView, RunView
+from .views import JobView, RunView
 
 
 def view_at(view: JobView, step: int) -> JobView:

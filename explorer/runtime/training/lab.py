@@ -13,10 +13,10 @@ import functools
 import threading
 from dataclasses import dataclass, field
 
-from ..book.errors import ExplorerError
-from .memory import default_budget_bytes
-from .training_job import TrainingJob, job_key
-from .training_setup import (DEFAULT_MAX_JOBS, DEFAULT_MAX_PARAM_STEPS, MAX_JOBS_ENV,
+from ...book.errors import ExplorerError
+from ..memory import default_budget_bytes
+from .job import TrainingJob, job_key
+from .setup import (DEFAULT_MAX_JOBS, DEFAULT_MAX_PARAM_STEPS, MAX_JOBS_ENV,
                              MAX_WORK_ENV, Corpus, TrainingSettings, as_count, check_variants,
                              default_settings, env_number, job_bytes, param_steps)
 

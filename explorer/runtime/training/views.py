@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..book.model import GPTModel
+from ...book.model import GPTModel
 
 
 @dataclass
