@@ -144,8 +144,8 @@ def hooks_check(model, pair, result):
 
 
 def copying_model(steps):
-    from explorer.runtime.training.copying_task import (COPYING_MODEL, COPYING_VARIANTS, CopyingTask,
-                                          copying_settings)
+    from explorer.runtime.training.copying_task import (COPYING_MODEL, COPYING_VARIANTS,
+                                                        CopyingTask, copying_settings)
     from explorer.runtime.training.job import TrainingJob
     from explorer.runtime.training.setup import make_variants
     started = time.perf_counter()

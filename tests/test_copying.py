@@ -17,7 +17,7 @@ from explorer.book.errors import ExplorerError
 from explorer.book.tokenizer import get_tokenizer
 from explorer.book.training import calc_loss_batch
 from explorer.runtime.training.copying_task import (COPYING_MODEL, COPYING_VARIANTS, PROMPT_WORDS,
-                                      CopyingTask, copying_settings, repeated_text)
+                                                    CopyingTask, copying_settings, repeated_text)
 from explorer.runtime.training.job import TrainingJob
 from explorer.runtime.training.lab import TrainingLab
 from explorer.runtime.training.run import first_batches, mean_loss

@@ -33,14 +33,14 @@ import torch
 from ...book.errors import ExplorerError, Message, Text
 from ...book.tokenizer import get_tokenizer
 from ...book.training import (TRAIN_RATIO, calc_loss_batch, check_training_text,
-                             create_dataloader_v1, split_text)
+                              create_dataloader_v1, split_text)
 from ..build import resolve_device
 from .copying_task import CopyingTask, greedy_copy, measure
 from .gpu_chunks import placed, train_on_gpu
 from .run import (VariantRun, block_grad_norms, first_batches, greedy_sample,
-                           mean_loss, one_thread)
+                  mean_loss, one_thread)
 from .setup import (Corpus, TrainingSettings, as_count, check_variants,
-                             default_settings, job_bytes, job_configs, window_of)
+                    default_settings, job_bytes, job_configs, window_of)
 from .views import JobView, TrainedModel
 
 GRAD_NORM_POINTS = 200            # at most this many steps of gradient norms per variant
