@@ -237,7 +237,7 @@ def test_a_trained_models_texts_in_chinese():
     """The weights caption of a trained variant and the job's messages, with the default
     story's and the variant's names in Chinese too."""
     from types import SimpleNamespace
-    from explorer.app.tabs.train import trained_caption
+    from explorer.runtime.training.views import trained_caption
     from explorer.runtime.training.setup import DEFAULT_CORPUS_NAME
     story = DEFAULT_CORPUS_NAME
     for steps in (1, 2):
