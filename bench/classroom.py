@@ -53,7 +53,7 @@ from zerogpu_scheduler import token  # noqa: E402 - the fake scheduler's X-IP-To
 from explorer.book.config import GPT_CONFIG_124M, PRESETS, GPTConfig
 from explorer.book.knobs import KNOBS
 from explorer.runtime.memory import BUDGET_ENV
-from explorer.runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
+from explorer.runtime.training.setup import (DEFAULT_CONTEXT, DEFAULT_PRESET, DEFAULT_STEPS,
                                              DEFAULT_VARIANTS, TrainingSettings)
 
 PROMPT = "Every effort moves you"

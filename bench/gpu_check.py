@@ -33,8 +33,8 @@ from explorer.book.tokenizer import get_tokenizer
 from explorer.probes.knockouts import importance
 from explorer.probes.tracing import trace
 from explorer.runtime.build import build_model
-from explorer.runtime.training_job import TrainingJob
-from explorer.runtime.training_setup import default_corpus, default_settings, make_variants
+from explorer.runtime.training.job import TrainingJob
+from explorer.runtime.training.setup import default_corpus, default_settings, make_variants
 
 MAP_TARGET = 20.0
 

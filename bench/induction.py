@@ -3,7 +3,7 @@ Run: python bench/induction.py [--steps N]
 
 The real app (``create_demo()``, in this process, as tests/test_train_app.py runs it) trains the
 Train tab's "copying task (induction heads)" with its own comparison and settings
-(``explorer.runtime.copying``: 1 block vs 2 blocks) through ``/train_start``, read by a
+(``explorer.runtime.training.copying_task``: 1 block vs 2 blocks) through ``/train_start``, read by a
 ``gradio_client`` to the stream's last update. Then, from the job's recorded view and its
 trained models:
 
@@ -32,8 +32,8 @@ from explorer.app.tabs.train import COPYING
 from explorer.book.copying import half_losses
 from explorer.probes.intervening import intervening
 from explorer.probes.knockouts import Importance
-from explorer.runtime.copying import COPYING_VARIANTS, copying_settings, head_score_maps
-from explorer.runtime.training_run import first_batches
+from explorer.runtime.training.copying_task import COPYING_VARIANTS, copying_settings, head_score_maps
+from explorer.runtime.training.run import first_batches
 
 SECONDS_TARGET = 60.0
 REPEATED_TARGET = 1.0        # nats

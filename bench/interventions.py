@@ -239,8 +239,8 @@ def lab_table(steps: int, preset: str):
     from explorer.book.config import get_preset
     from explorer.book.tokenizer import get_tokenizer
     from explorer.book.training import split_text
-    from explorer.runtime.training_job import TrainingJob
-    from explorer.runtime.training_setup import TrainingSettings, Variant, default_corpus
+    from explorer.runtime.training.job import TrainingJob
+    from explorer.runtime.training.setup import TrainingSettings, Variant, default_corpus
 
     corpus = default_corpus()
     cfg = get_preset(preset)

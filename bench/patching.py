@@ -144,10 +144,10 @@ def hooks_check(model, pair, result):
 
 
 def copying_model(steps):
-    from explorer.runtime.copying import (COPYING_MODEL, COPYING_VARIANTS, CopyingTask,
-                                          copying_settings)
-    from explorer.runtime.training_job import TrainingJob
-    from explorer.runtime.training_setup import make_variants
+    from explorer.runtime.training.copying_task import (COPYING_MODEL, COPYING_VARIANTS,
+                                                        CopyingTask, copying_settings)
+    from explorer.runtime.training.job import TrainingJob
+    from explorer.runtime.training.setup import make_variants
     started = time.perf_counter()
     # the Train tab's own comparison (1 block, 2 blocks): the 2-block model the page uses
     job = TrainingJob(make_variants(COPYING_VARIANTS, COPYING_MODEL), CopyingTask(),
@@ -174,7 +174,7 @@ def main():
     result = agreement_table("gpt2-small, random weights, the indirect-object pair", model, pair)
     hooks_check(model, pair, result)
 
-    from explorer.runtime.copying import CopyingTask, copying_pair, head_score_maps
+    from explorer.runtime.training.copying_task import CopyingTask, copying_pair, head_score_maps
     model = copying_model(args.copying_steps)
     tok = get_tokenizer()
     clean, corrupted, right, wrong = copying_pair(CopyingTask())

@@ -1,7 +1,7 @@
 """The training lab against its targets (issues "Training lab" and "A default comparison that
 fits a lecture"):
 
-1. The default comparison (``explorer.runtime.training_setup``: its preset, variants and
+1. The default comparison (``explorer.runtime.training.setup``: its preset, variants and
    ``default_settings()``, whatever they are now) from pressing Train to the last point in at
    most 60 s on 2 cores, and the same job through the page (``/train_start``'s stream, read by a
    ``gradio_client`` from the real app, ``python app.py``, a fresh one each round) at most 1.2x
@@ -41,9 +41,9 @@ from explorer.book.model import GPTModel
 from explorer.book.seeding import seeded
 from explorer.book.training import (BOOK_SETTINGS, create_dataloader_v1, split_text,
                                     train_model_simple)
-from explorer.runtime import training_setup
-from explorer.runtime.training_job import TrainingJob
-from explorer.runtime.training_setup import (DEFAULT_PRESET, DEFAULT_VARIANTS, default_corpus,
+from explorer.runtime.training import setup as training_setup
+from explorer.runtime.training.job import TrainingJob
+from explorer.runtime.training.setup import (DEFAULT_PRESET, DEFAULT_VARIANTS, default_corpus,
                                              default_settings, make_variants)
 
 PAGE_TARGET = 1.2        # the page's time / the bare job's

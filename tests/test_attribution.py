@@ -18,7 +18,7 @@ from explorer.probes.attribution import (agreement, estimate, exact_cells, exact
                                          noise_floor)
 from explorer.probes.intervening import intervening
 from explorer.probes.knockouts import PARTS, importance
-from explorer.runtime.training_setup import default_corpus
+from explorer.runtime.training.setup import default_corpus
 
 IDS = get_tokenizer().encode(default_corpus().text)[1000:1033]
 
@@ -226,7 +226,7 @@ def copying_by_heart():
     """The copying task's model (2 blocks x 2 heads, 32 words, RoPE) trained by heart on 8
     sequences of 9 words twice: sure of its next token where a text repeats what it learnt,
     and not elsewhere."""
-    from explorer.runtime.copying import COPYING_MODEL
+    from explorer.runtime.training.copying_task import COPYING_MODEL
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     learnt = torch.tensor([rng.permutation(32)[:9].tolist() * 2 for _ in range(8)])

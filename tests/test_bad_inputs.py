@@ -300,7 +300,7 @@ class _Collect(logging.Handler):
 @pytest.fixture(scope="module")
 def app_url():
     from explorer.app import shared
-    from explorer.runtime.training_lab import TrainingLab
+    from explorer.runtime.training.lab import TrainingLab
     # Follow-ups of the training endpoints train a few steps in several sessions at once.
     lab, shared.LAB = shared.LAB, TrainingLab(max_jobs=APP_WORKERS)
     demo = create_demo()

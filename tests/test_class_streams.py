@@ -20,7 +20,7 @@ import torch
 
 from explorer.app import shared
 from explorer.app.server import create_demo, launch_options
-from explorer.runtime.training_setup import TrainingSettings
+from explorer.runtime.training.setup import TrainingSettings
 
 from test_bad_inputs import fn_index, raw_call
 

@@ -16,12 +16,12 @@ from explorer.book.copying import (IGNORE_INDEX, CopyingDataset, copying_sequenc
 from explorer.book.errors import ExplorerError
 from explorer.book.tokenizer import get_tokenizer
 from explorer.book.training import calc_loss_batch
-from explorer.runtime.copying import (COPYING_MODEL, COPYING_VARIANTS, PROMPT_WORDS,
-                                      CopyingTask, copying_settings, repeated_text)
-from explorer.runtime.training_job import TrainingJob
-from explorer.runtime.training_lab import TrainingLab
-from explorer.runtime.training_run import first_batches, mean_loss
-from explorer.runtime.training_setup import Variant, make_variants
+from explorer.runtime.training.copying_task import (COPYING_MODEL, COPYING_VARIANTS, PROMPT_WORDS,
+                                                    CopyingTask, copying_settings, repeated_text)
+from explorer.runtime.training.job import TrainingJob
+from explorer.runtime.training.lab import TrainingLab
+from explorer.runtime.training.run import first_batches, mean_loss
+from explorer.runtime.training.setup import Variant, make_variants
 
 
 def test_each_sequence_is_distinct_words_then_their_repetition_of_varying_length():
@@ -124,7 +124,7 @@ def test_a_copying_job_records_both_half_losses_and_the_best_head_scores_at_each
 
 
 def test_a_text_job_records_no_copying_measurements():
-    from explorer.runtime.training_setup import default_corpus, default_settings
+    from explorer.runtime.training.setup import default_corpus, default_settings
     job = TrainingJob(make_variants(["pre-LN (book)"], "teach-tiny"), default_corpus(),
                       default_settings(steps=1, context_length=16, batch_size=2)).advance(1)
     run = job.view().runs[0]
@@ -159,14 +159,14 @@ def test_the_copying_task_hides_the_model_it_does_not_use():
 def test_the_variant_to_use_is_the_one_with_the_induction_head():
     """Issue 47, item 18: "trained variant" defaulted to "1 block", which cannot form one."""
     from explorer.app.tabs.train_live import choice_of
-    from explorer.runtime.copying import induction_variant
+    from explorer.runtime.training.copying_task import induction_variant
     job = small_job().advance(4)
     view = job.view()
     runs = [replace(view.runs[0], best_induction=[0.1, 0.12]),
             replace(view.runs[1], best_induction=[0.1, 0.81])]
     assert induction_variant(runs) == 1
     assert choice_of(replace(view, runs=runs))["value"] == "2 blocks"
-    from explorer.runtime.training_setup import default_corpus, default_settings
+    from explorer.runtime.training.setup import default_corpus, default_settings
     plain = TrainingJob(make_variants(["pre-LN (book)", "post-LN"], "teach-tiny"),
                         default_corpus(), default_settings(steps=1, context_length=16,
                                                            batch_size=2))

@@ -4,7 +4,7 @@ keeps the book's figures."""
 import json
 
 from explorer.app.plots.training import grad_norm_figure, is_copying, loss_figure
-from explorer.runtime.training_views import JobView, RunView
+from explorer.runtime.training.views import JobView, RunView
 
 
 def run(label, copying=True):

@@ -176,7 +176,7 @@ def _real_errors():
     from explorer.book.load_weights import describe_differences
     from explorer.book.tokenizer import get_tokenizer
     from explorer.runtime.cache import ModelCache
-    from explorer.runtime.training_setup import TrainingSettings, corpus_from_text, make_variants
+    from explorer.runtime.training.setup import TrainingSettings, corpus_from_text, make_variants
 
     tiny = get_preset("teach-tiny").to_dict()
     return {
@@ -218,7 +218,7 @@ def test_page_texts_of_the_core_in_chinese():
     from explorer.book.probe_points import PROBE_POINTS
     from explorer.book.stages import STAGES
     from explorer.runtime.sources import WeightsSource
-    from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME, VARIANT_CHOICES, \
+    from explorer.runtime.training.setup import DEFAULT_CORPUS_NAME, VARIANT_CHOICES, \
         VARIANT_LABELS
     assert set(VARIANT_LABELS) == set(VARIANT_CHOICES)        # every variant has its name
     texts = [WeightsSource.random(123).caption,
@@ -237,8 +237,8 @@ def test_a_trained_models_texts_in_chinese():
     """The weights caption of a trained variant and the job's messages, with the default
     story's and the variant's names in Chinese too."""
     from types import SimpleNamespace
-    from explorer.app.tabs.train import trained_caption
-    from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
+    from explorer.runtime.training.views import trained_caption
+    from explorer.runtime.training.setup import DEFAULT_CORPUS_NAME
     story = DEFAULT_CORPUS_NAME
     for steps in (1, 2):
         caption = _zh(trained_caption(SimpleNamespace(steps=steps, label="no shortcut"), story))
@@ -254,8 +254,8 @@ def _job_messages(story) -> list:
     """What real jobs on the default story say: finished, finished with a diverged variant,
     stopped, cancelled, and the refusal to start a finished job again."""
     from explorer.book.config import GPTConfig
-    from explorer.runtime.training_job import TrainingJob
-    from explorer.runtime.training_setup import Corpus, TrainingSettings, Variant, default_corpus
+    from explorer.runtime.training.job import TrainingJob
+    from explorer.runtime.training.setup import Corpus, TrainingSettings, Variant, default_corpus
     tiny = GPTConfig(context_length=32, emb_dim=16, n_heads=2, n_layers=2)
     corpus = Corpus(story, default_corpus().text[:2000])
     quick = TrainingSettings(steps=2, eval_freq=1, eval_iter=1, sample_tokens=2)

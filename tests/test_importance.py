@@ -17,7 +17,7 @@ from explorer.book.tokenizer import get_tokenizer
 from explorer.probes.budget import importance_peak_bytes
 from explorer.probes.knockouts import PARTS, Importance, block_parts, importance
 from explorer.probes.intervening import intervening
-from explorer.runtime.training_setup import default_corpus
+from explorer.runtime.training.setup import default_corpus
 
 from intervention_hooks import block_by_hand, with_random_norms
 

@@ -25,8 +25,8 @@ from explorer.book.gradients import gpt_gradients, shortcut_demo
 from explorer.book.tokenizer import get_tokenizer
 from explorer.probes import trace
 from explorer.runtime.build import build_model
-from explorer.runtime.training_setup import VARIANT_CHOICES
-from explorer.runtime.training_views import JobView, RunView
+from explorer.runtime.training.setup import VARIANT_CHOICES
+from explorer.runtime.training.views import JobView, RunView
 
 from test_one_path import single_figures
 

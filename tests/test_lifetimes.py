@@ -14,10 +14,10 @@ from local_client import local_client
 
 from explorer.app import shared
 from explorer.book.errors import ExplorerError
-from explorer.runtime import training_lab
-from explorer.runtime.training_job import TrainingJob
-from explorer.runtime.training_lab import TrainingLab
-from explorer.runtime.training_setup import (TrainingSettings, default_corpus, job_bytes,
+from explorer.runtime.training import lab as training_lab
+from explorer.runtime.training.job import TrainingJob
+from explorer.runtime.training.lab import TrainingLab
+from explorer.runtime.training.setup import (TrainingSettings, default_corpus, job_bytes,
                                              make_variants)
 
 

@@ -120,7 +120,7 @@ def test_bad_pairs_are_refused_with_their_reason(session, clean, corrupted, righ
 def test_the_copying_pair_needs_the_tasks_words_and_the_ioi_pair_gpt2s(session):
     from explorer.app.session import Made, Model
     from explorer.app.tabs import patching
-    from explorer.runtime.copying import COPYING_MODEL
+    from explorer.runtime.training.copying_task import COPYING_MODEL
     pair = patching.pair_chosen("copying", session)        # a GPT-2 vocabulary reads them
     ids = get_tokenizer().encode(pair["patch_clean"])
     assert len(ids) == 12 and max(ids) < 32

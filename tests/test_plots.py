@@ -18,7 +18,7 @@ from explorer.app.plots.statistics import histogram_figure, layer_stats_figure, 
 from explorer.app.plots.style import MASK_COLOR, ORANGE
 from explorer.app.plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                                          samples_markdown, table_rows)
-from explorer.runtime.training_views import JobView, RunView
+from explorer.runtime.training.views import JobView, RunView
 from explorer.book.config import PRESETS, GPTConfig, count_parameters
 from explorer.book.curves import ACTIVATION_LABELS, activation_curves
 from explorer.book.gradients import gpt_gradients, shortcut_demo

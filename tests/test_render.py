@@ -177,7 +177,7 @@ def test_a_toggle_draws_the_train_tabs_job_again_in_the_new_language(session, mo
 
     from explorer.app import shared
     from explorer.app.tabs import train
-    from explorer.runtime.training_lab import TrainingLab
+    from explorer.runtime.training.lab import TrainingLab
     lab = TrainingLab(max_jobs=1)
     monkeypatch.setattr(shared, "LAB", lab)
     request = SimpleNamespace(session_hash="toggler")

@@ -10,9 +10,9 @@ from test_plots import decode
 
 from explorer.app import shared
 from explorer.app.tabs import train as train_tab
-from explorer.runtime.replay import replay_steps, view_at
-from explorer.runtime.training_lab import TrainingLab
-from explorer.runtime.training_views import JobView, RunView
+from explorer.runtime.training.replay import replay_steps, view_at
+from explorer.runtime.training.lab import TrainingLab
+from explorer.runtime.training.views import JobView, RunView
 
 
 def recorded_run(label="pre-LN"):

@@ -73,7 +73,7 @@ def test_uploads_are_limited_to_the_memory_budget_or_the_setting(monkeypatch):
     from gradio.utils import _parse_file_size
     from explorer.app.shared import CACHE
 
-    from explorer.runtime.training_setup import MAX_CORPUS_BYTES
+    from explorer.runtime.training.setup import MAX_CORPUS_BYTES
 
     monkeypatch.delenv(server.UPLOAD_ENV, raising=False)
     assert _parse_file_size(launch_options()["max_file_size"]) == CACHE.budget_bytes

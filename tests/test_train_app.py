@@ -13,8 +13,8 @@ from local_client import launched, local_client
 from explorer.app.shared import CACHE
 from explorer.app import shared
 from explorer.app.tabs import train as train_tab
-from explorer.runtime.training_lab import TrainingLab
-from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME
+from explorer.runtime.training.lab import TrainingLab
+from explorer.runtime.training.setup import DEFAULT_CORPUS_NAME
 
 STEPS = 10
 

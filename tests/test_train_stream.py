@@ -9,7 +9,7 @@ import pytest
 
 from explorer.app import prefs, shared
 from explorer.app.tabs import train_live
-from explorer.runtime.training_views import JobView, RunView
+from explorer.runtime.training.views import JobView, RunView
 
 FULL = set(train_live.LIVE)
 

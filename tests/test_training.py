@@ -15,10 +15,10 @@ from explorer.book.model import GPTModel
 from explorer.book.tokenizer import get_tokenizer
 from explorer.book.training import (calc_loss_loader, check_training_text, generate_sample,
                                     split_text)
-from explorer.runtime.training_job import TrainingJob
-from explorer.runtime.training_lab import TrainingLab
-from explorer.runtime.training_run import first_batches, mean_loss
-from explorer.runtime.training_setup import (
+from explorer.runtime.training.job import TrainingJob
+from explorer.runtime.training.lab import TrainingLab
+from explorer.runtime.training.run import first_batches, mean_loss
+from explorer.runtime.training.setup import (
     Corpus, TrainingSettings, Variant, corpus_from_file, corpus_from_text, default_corpus,
     job_bytes, make_variants, param_steps)
 
@@ -237,7 +237,7 @@ def test_one_sessions_stop_never_stops_anothers_training():
 
 
 def test_a_new_job_is_never_forgotten_among_the_finished_ones_kept():
-    from explorer.runtime.training_lab import MAX_KEPT_ENDED
+    from explorer.runtime.training.lab import MAX_KEPT_ENDED
     settings = TrainingSettings(steps=1, eval_freq=1, eval_iter=1, sample_tokens=1)
     lab = TrainingLab()
     # one session trains job after job: the finished ones stay for anyone who asks again

@@ -29,11 +29,12 @@ from explorer.book.config import PRESETS
 from explorer.book.errors import ExplorerError, Message, Text
 from explorer.app.i18n import say
 from explorer.probes import trace
-from explorer.runtime import offload, placement, training_chunks
+from explorer.runtime import offload, placement
+from explorer.runtime.training import gpu_chunks
 from explorer.runtime.build import resolve_device
 from explorer.runtime.placement import Rates
-from explorer.runtime.training_job import TrainingJob
-from explorer.runtime.training_setup import default_corpus, default_settings, make_variants
+from explorer.runtime.training.job import TrainingJob
+from explorer.runtime.training.setup import default_corpus, default_settings, make_variants
 from zerogpu_scheduler import POOL, Scheduler, real_client, request_with_token, token
 
 PROMPT = "Every effort moves you"
@@ -179,7 +180,7 @@ def test_the_knock_out_map_in_gpu_calls_equals_the_cpus(zero_gpu, slow_cpu, monk
 
 
 def test_a_training_job_in_gpu_chunks_equals_the_same_job_on_the_cpu(zero_gpu, monkeypatch):
-    monkeypatch.setattr(training_chunks, "CHUNK_GPU_SECONDS", 10.0)
+    monkeypatch.setattr(gpu_chunks, "CHUNK_GPU_SECONDS", 10.0)
     settings = default_settings(steps=12, eval_freq=4)
 
     def job():
@@ -458,8 +459,8 @@ def test_the_duration_asked_with_the_clients_factor_never_exceeds_an_anonymous_d
 def test_a_shared_jobs_gpu_chunks_are_charged_to_who_still_watches(zero_gpu, monkeypatch):
     """Finding 11: the job's chunks were made in the context of the request that started it,
     so a visitor who stopped watching and closed the tab paid for every chunk after."""
-    from explorer.runtime.training_lab import TrainingLab
-    monkeypatch.setattr(training_chunks, "CHUNK_GPU_SECONDS", 2.0)
+    from explorer.runtime.training.lab import TrainingLab
+    monkeypatch.setattr(gpu_chunks, "CHUNK_GPU_SECONDS", 2.0)
     monkeypatch.setattr(TrainingJob, "__init__", on_the_gpu(TrainingJob.__init__))
     lab = TrainingLab(max_jobs=2)
     variants = make_variants(["pre-LN (book)"], "teach-tiny")
@@ -510,12 +511,12 @@ def test_a_job_in_gpu_chunks_keeps_the_servers_peak_within_its_estimate(zero_gpu
     """Finding 10 (measured with the stand-in, whose plain pickles copied the job each way: 1,370
     MB over a 456 MB estimate): the real client's pickler moves the job's tensors into shared
     memory instead of copying them, so the server's peak stays within the lab's estimate."""
-    from explorer.runtime.training_setup import job_bytes
+    from explorer.runtime.training.setup import job_bytes
     from explorer.runtime.memory import default_budget_bytes
     variants, settings = make_variants(), default_settings(steps=2, eval_freq=1)
     job = TrainingJob(variants, default_corpus(), settings)
     job.placement = placement.Placement("gpu", 1e5, 2 * 50.0)    # a step a chunk
-    monkeypatch.setattr(training_chunks, "CHUNK_GPU_SECONDS", 50.0)
+    monkeypatch.setattr(gpu_chunks, "CHUNK_GPU_SECONDS", 50.0)
     estimate = job_bytes(variants, settings)
     base, peak, done = server_memory(), [0], threading.Event()
 

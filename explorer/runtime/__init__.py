@@ -7,7 +7,5 @@
   disk, read from their headers) with ``file_config`` (their configs), ``store`` (checkpoints
   converted once into the book's layout, then mapped), ``loading`` (either, through the cache);
   weights out: ``export``;
-- training: ``training_setup`` (corpus, variants, settings, limits), ``training_run`` (one
-  variant's run), ``training_job`` (variants side by side), ``training_lab`` (the server's
-  jobs), ``training_views`` (their plain data for the page);
+- ``training``: the training lab, a package (its ``__init__`` lists its modules);
 - ``heap``: the process's heap."""

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from explorer.runtime.training_setup import DEFAULT_CORPUS_NAME, DEFAULT_EVAL_FREQ
+from explorer.runtime.training.setup import DEFAULT_CORPUS_NAME, DEFAULT_EVAL_FREQ
 
 from page_widgets import expect
 

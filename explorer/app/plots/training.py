@@ -1,4 +1,4 @@
-"""The training lab's live views, from its plain data (``explorer.runtime.training_views.JobView``):
+"""The training lab's live views, from its plain data (``explorer.runtime.training.views.JobView``):
 loss curves (train solid, validation dashed, one colour per variant), per-block gradient norms
 as a heatmap per variant, the table of runs, the samples and the progress line."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...runtime.placement import gpu_kind
-from ...runtime.training_setup import VARIANT_LABELS
+from ...runtime.training.setup import VARIANT_LABELS
 from ..i18n import say, t
 from .labels import human_count
 from ..prefs import current

@@ -15,7 +15,7 @@ from ...book.tokenizer import get_tokenizer
 from ...probes.attribution import TOP, estimate_sent, exact_tables, take_exact
 from ...runtime import offload
 from ...runtime.placement import Work
-from ...runtime.training_setup import default_corpus
+from ...runtime.training.setup import default_corpus
 from ..handlers import handler
 from ..i18n import say, t
 from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids

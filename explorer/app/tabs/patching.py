@@ -19,7 +19,7 @@ from ...probes.direct import direct_attribution
 from ...probes.patching import (answer_id, estimate_sent, exact_tables, make_pair, plan,
                                 take_exact)
 from ...runtime import offload
-from ...runtime.copying import CopyingTask, copying_pair
+from ...runtime.training.copying_task import CopyingTask, copying_pair
 from ...runtime.placement import Work
 from .. import comparison, refresh
 from ..handlers import handler

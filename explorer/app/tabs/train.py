@@ -8,24 +8,24 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import replace
 
 import gradio as gr
 
 from ...book.config import PRESETS
 from ...book.errors import ExplorerError, Message, Text
 from ...runtime.export import export_model
-from ...runtime.replay import replay_steps, view_at
-from ...runtime.copying import (COPYING_MODEL, COPYING_VARIANTS, CopyingTask, copying_settings,
-                                 repeated_text)
 from ...runtime.sources import WeightsSource
-from ...runtime.training_setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAULT_EVAL_ITER,
+from ...runtime.training.copying_task import (COPYING_MODEL, CopyingTask, comparison_for,
+                                              repeated_text)
+from ...runtime.training.replay import replay_views
+from ...runtime.training.setup import (DEFAULT_CONTEXT, DEFAULT_EVAL_FREQ, DEFAULT_EVAL_ITER,
                                        DEFAULT_LR, DEFAULT_PRESET, DEFAULT_STEPS,
                                        DEFAULT_VARIANTS, MAX_VARIANTS, VARIANT_CHOICES,
                                        VARIANT_LABELS,
                                        TrainingSettings, corpus_from_file, corpus_from_text,
                                        book_settings, default_corpus, default_settings,
                                        make_variants)
+from ...runtime.training.views import trained_caption
 from .. import comparison, refresh, shared
 from ..handlers import Pause, handler
 from ..i18n import label, t
@@ -123,16 +123,14 @@ def variants_of(variants, preset, data=None):
                   "train_context", "train_lr", "train_warmup", "train_eval_freq",
                   "train_eval_iter"))
 def data_chosen(data, variants):
-    """The copying task brings its own comparison, model and settings (1 block vs 2 blocks of
-    ``COPYING_MODEL``: the model picker is hidden, since it is not used); leaving it brings
-    the default comparison's back. Other changes of data leave the form as it is."""
+    """The form for the data chosen (``comparison_for``): the copying task brings its own
+    comparison, model and settings (the model picker is hidden, since the task has its own
+    model); leaving it brings the default comparison's back."""
     preset = {"train_preset": gr.update(visible=data != COPYING)}
-    if data == COPYING:
-        chosen, settings = list(COPYING_VARIANTS), copying_settings()
-    elif list(variants or ()) == list(COPYING_VARIANTS):
-        chosen, settings = list(DEFAULT_VARIANTS), default_settings()
-    else:
+    comparison = comparison_for(data == COPYING, variants)
+    if comparison is None:
         return preset
+    chosen, settings = comparison
     return {**preset, "train_variants": chosen, "train_steps": settings.steps,
             "train_batch": settings.batch_size, "train_context": settings.context_length,
             "train_lr": settings.lr, "train_warmup": settings.warmup_steps,
@@ -179,12 +177,7 @@ def train_stop(session=None, request: gr.Request = None):
 def train_continue(session=None, request: gr.Request = None):
     """/train_continue (streams)."""
     owner = _owner(request, session)
-    job = shared.LAB.job(owner)
-    if job is None:
-        raise ExplorerError("train.no_job", "This session has no training job: press Train "
-                                            "first.")
-    job = shared.LAB.resume(owner)
-    yield from watch(job, owner, pausing=True)
+    yield from watch(shared.LAB.resume(owner), owner, pausing=True)
 
 
 @handler(outputs=LIVE)
@@ -213,37 +206,20 @@ def train_replay(speed, session=None, request: gr.Request = None):
         return
     yield {"train_replay_note": ""}
     whole = job.view()
-    frames = replay_steps(whole.step, max(1, round(seconds / REPLAY_FRAME_SECONDS)))
-    for i, step in enumerate(frames):
-        last = step == whole.step
-        view = view_at(whole, step)
-        view = view if last else replace(view, status="replaying")
+    for view in replay_views(whole, max(1, round(seconds / REPLAY_FRAME_SECONDS))):
         yield live_of(job, ("replay", *drawing_of(view, "")), view, "")
-        if not last:
+        if view is not whole:
             yield Pause(REPLAY_FRAME_SECONDS)   # served, the wait holds no thread
 
 
 def _trained(choice, owner):
-    job = shared.LAB.job(owner)
-    if job is None:
-        raise ExplorerError("train.no_job", "This session has no training job: press Train "
-                                            "first.")
+    job = shared.LAB.own_job(owner)
     labels = [v.label for v in job.variants]
     choice = as_choice(choice, Message("field.trained", "trained variant"), labels)
     if job.view().step == 0:
         raise ExplorerError("train.nothing_yet", "Nothing trained yet: wait for the first "
                                                  "steps, then use the model.")
     return job.trained_model(labels.index(choice)), job
-
-
-def trained_caption(trained, corpus: str) -> Message:
-    """Where a trained variant's weights come from."""
-    variant = VARIANT_LABELS.get(trained.label, trained.label)
-    if trained.steps == 1:
-        return Message("train.caption_one", "trained {steps} step on {corpus} ({variant})",
-                       steps=1, corpus=corpus, variant=variant)
-    return Message("train.caption", "trained {steps} steps on {corpus} ({variant})",
-                   steps=trained.steps, corpus=corpus, variant=variant)
 
 
 PROMPTS = BOXES      # (drawn by prompts.render: declared here too, the API's outputs)

@@ -3,20 +3,20 @@ the loss curves, the table, the gradient norms, the samples and the variant choi
 stream that sends it while the job trains (the lab's job, watched by this session)."""
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import replace
 
 import gradio as gr
 
 from .. import prefs, shared
 from ..handlers import Pause
-from ..i18n import t
+from ..i18n import say
 from ..live_figure import value_of
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown,
                               samples_markdown, table_rows, variant_name)
 from ..results import shared_figures
-from ...runtime.copying import induction_variant
+from ...runtime.training.copying_task import induction_variant
+from ...runtime.training.lab import session_view
+from ...runtime.training.views import Redraws
 
 POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
 # ... and the figures, the table and the samples at most this often: redrawing the two figures
@@ -68,46 +68,30 @@ def drawing_of(view, sharing) -> tuple:
 
 
 def job_view(job, owner) -> tuple:
-    """``job``'s view as this session sees it, and the line saying what it shares: a job
-    that trains on for other sessions after this one's Stop is "stopped" for this one."""
-    view, members = job.view(), shared.LAB.members(job)
-    if job.running and not shared.LAB.watching(owner, job):
-        others = shared.LAB.watchers(job)      # this session is not one of them
-        return replace(view, status="stopped", message=""), " " + t(
-            "train.watching_stopped", "You stopped watching at step {step:,}; the same job "
-            "trains on for {n} other session(s). **Continue** shows it again.",
-            step=view.step, n=others)
-    if members > 1:
-        return view, " " + t("train.shared", "*Shared:* {n} sessions asked for this same job; "
-                                             "it trains once for all of them.", n=members)
-    return view, ""
+    """``job``'s view as this session sees it (``session_view``), and the line saying what
+    it shares of the job."""
+    view, sharing = session_view(shared.LAB, owner, job)
+    return view, "" if sharing is None else " " + say(sharing)
 
 
 def watch(job, owner, clock=time.monotonic, note="", pausing=False):
     """Yield the live view while ``job`` trains and this session watches it, when anything
     changed, at most every POLL_SECONDS: the progress line alone, and the whole view when the
     status, the sharing line, the language or the mode changed, and otherwise at most every
-    FIGURE_SECONDS. The last yield is the whole view after the worker ended (stopped,
-    finished...) or the session stopped watching (others may watch on)."""
-    last = whole = None
-    drawn_at = -math.inf
+    FIGURE_SECONDS (``Redraws``). The last yield is the whole view after the worker ended
+    (stopped, finished...) or the session stopped watching (others may watch on)."""
+    redraws = Redraws(FIGURE_SECONDS, clock)
     while True:
         running = job.running and shared.LAB.watching(owner, job)
         # (in the session's view settings of this step: handlers.handler)
         view, sharing = job_view(job, owner)
         sharing += note
         seen = drawing_of(view, sharing)
-        said = seen[:3]
-        update = None
-        if seen != last:
-            if (not running or whole is None or said != whole[:3]
-                    or clock() - drawn_at >= FIGURE_SECONDS):
-                update, whole, drawn_at = live_of(job, seen, view, sharing), seen, clock()
-            else:
-                update = {"train_progress": progress_markdown(view) + sharing}
-        if update is not None:
-            last = seen
-            yield update
+        redraw = redraws.redraw(seen, running)
+        if redraw == "whole":
+            yield live_of(job, seen, view, sharing)
+        elif redraw == "progress":
+            yield {"train_progress": progress_markdown(view) + sharing}
         if not running:
             return
         if pausing:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 from pathlib import Path
 
-from ..book.config import GPTConfig, count_parameters, get_preset
-from ..book.errors import ExplorerError, Text
-from ..book.tokenizer import N_VOCAB
-from ..book.training import BOOK_SETTINGS, SAMPLE_TOKENS
+from ...book.config import GPTConfig, count_parameters, get_preset
+from ...book.errors import ExplorerError, Text
+from ...book.tokenizer import N_VOCAB
+from ...book.training import BOOK_SETTINGS, SAMPLE_TOKENS
 
 # Settings (one source of truth; the environment variables are for the server's operator)
 MAX_JOBS_ENV = "GPT_EXPLORER_TRAIN_JOBS"                  # training jobs running at once
@@ -22,7 +22,7 @@ DEFAULT_MAX_JOBS = 2
 DEFAULT_MAX_PARAM_STEPS = 2e10    # the default comparison is ~4.2e9; GPT-2 small x 120 steps
 MAX_CORPUS_BYTES = 1_000_000      # an uploaded or pasted text (tokenising 1 MB takes ~0.5 s)
 MAX_VARIANTS = 4
-CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
+CORPUS_DIR = Path(__file__).resolve().parents[3] / "assets" / "corpus"
 DEFAULT_CORPUS_FILE = "the_clockmakers_daughter.txt"
 DEFAULT_CORPUS_NAME = Text("corpus.default", "The Clockmaker's Daughter")
 

@@ -19,20 +19,21 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..book.config import GPTConfig
-from ..book.copying import CopyingDataset, copying_sequences, half_losses
-from ..book.errors import ExplorerError, Text
-from ..book.generate import generate_steps
-from ..book.tokenizer import N_VOCAB, get_tokenizer
-from ..probes.head_scores import (each_layer, induction_prompt, induction_scores,
-                                  previous_token_scores)
-from ..probes.tracing import trace
-from .training_setup import TrainingSettings
+from ...book.config import GPTConfig
+from ...book.copying import CopyingDataset, copying_sequences, half_losses
+from ...book.errors import ExplorerError, Text
+from ...book.generate import generate_steps
+from ...book.tokenizer import N_VOCAB, get_tokenizer
+from ...probes.head_scores import (each_layer, induction_prompt, induction_scores,
+                                   previous_token_scores)
+from ...probes.tracing import trace
+from .setup import DEFAULT_VARIANTS, TrainingSettings, default_settings
 
 # The task's default comparison and settings (how they were chosen: bench/README.md,
-# *Induction heads on the copying task*). The context is longer than the longest sequence, so that the induction test
-# prompt (``head_scores.induction_prompt``: context // 2 = 9 words, twice) is longer than any
-# copy seen in training: a head scores there only if it copies by content, not by position.
+# *Induction heads on the copying task*). The context is longer than the longest sequence, so
+# that the induction test prompt (``head_scores.induction_prompt``: context // 2 = 9 words,
+# twice) is longer than any copy seen in training: a head scores there only if it copies by
+# content, not by position.
 # RoPE, because with learned positions and so short a window the models learned to copy by
 # absolute position (a shortcut that fails on longer sequences) instead of forming the
 # previous-token and induction heads.
@@ -240,3 +241,15 @@ def induction_variant(runs) -> int:
 def copying_settings(**changes) -> TrainingSettings:
     """The copying task's default settings (``COPYING_SETTINGS``), with ``changes``."""
     return TrainingSettings(**{**COPYING_SETTINGS, **changes})
+
+
+def comparison_for(copying: bool, variants) -> tuple[list[str], TrainingSettings] | None:
+    """The variants and settings a form of the lab switches to when its data changes: the
+    copying task brings its own comparison (``COPYING_VARIANTS``, ``copying_settings``);
+    leaving it brings the default comparison back. None: any other change leaves the form as
+    it is."""
+    if copying:
+        return list(COPYING_VARIANTS), copying_settings()
+    if list(variants or ()) == list(COPYING_VARIANTS):
+        return list(DEFAULT_VARIANTS), default_settings()
+    return None

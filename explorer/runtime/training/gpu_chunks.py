@@ -16,8 +16,8 @@ import functools
 
 import torch
 
-from . import offload
-from .placement import Placement, Work, gpu_kind, place
+from .. import offload
+from ..placement import Placement, Work, gpu_kind, place
 
 CHUNK_GPU_SECONDS = 20            # a GPU call trains about this long; its state comes back
 

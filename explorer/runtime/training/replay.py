@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import fields, replace
 
-from .training_views import JobView, RunView
+from .views import JobView, RunView
 
 
 def view_at(view: JobView, step: int) -> JobView:
@@ -56,3 +56,10 @@ def replay_steps(total_steps: int, frames: int) -> list[int]:
     frames = max(1, frames)
     steps = sorted({round(total_steps * (i + 1) / frames) for i in range(frames)})
     return [s for s in steps if s > 0] or [total_steps]
+
+
+def replay_views(view: JobView, frames: int):
+    """A finished job's ``view`` drawn again in ``frames`` frames: each earlier step's view,
+    its status "replaying", then ``view`` itself."""
+    for step in replay_steps(view.step, frames):
+        yield view if step == view.step else replace(view_at(view, step), status="replaying")

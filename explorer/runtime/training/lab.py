@@ -11,14 +11,15 @@ from __future__ import annotations
 import contextvars
 import functools
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..book.errors import ExplorerError
-from .memory import default_budget_bytes
-from .training_job import TrainingJob, job_key
-from .training_setup import (DEFAULT_MAX_JOBS, DEFAULT_MAX_PARAM_STEPS, MAX_JOBS_ENV,
-                             MAX_WORK_ENV, Corpus, TrainingSettings, as_count, check_variants,
-                             default_settings, env_number, job_bytes, param_steps)
+from ...book.errors import ExplorerError, Message
+from ..memory import default_budget_bytes
+from .job import TrainingJob, job_key
+from .setup import (DEFAULT_MAX_JOBS, DEFAULT_MAX_PARAM_STEPS, MAX_JOBS_ENV,
+                    MAX_WORK_ENV, Corpus, TrainingSettings, as_count, check_variants,
+                    default_settings, env_number, job_bytes, param_steps)
+from .views import JobView
 
 
 MAX_KEPT_ENDED = 4     # finished jobs kept for a session that asks for the same again
@@ -243,7 +244,7 @@ class TrainingLab:
     def stop(self, session_id: str) -> TrainingJob:
         """This session stops watching; the job stops after its current step if nobody else
         watches it."""
-        job = self._job(session_id)
+        job = self.own_job(session_id)
         with self._lock:
             self._members[session_id].watching = False
             alone = not self._watchers(job)
@@ -251,7 +252,7 @@ class TrainingLab:
 
     def resume(self, session_id: str) -> TrainingJob:
         """Continue: watch again, and train again if the job had stopped."""
-        job = self._job(session_id)
+        job = self.own_job(session_id)
         with self._lock:
             if not job.running:
                 self._resume(job)
@@ -294,7 +295,8 @@ class TrainingLab:
     def _watchers(self, job) -> list[str]:
         return [s for s in self._members_of(job) if self._members[s].watching]
 
-    def _job(self, session_id) -> TrainingJob:
+    def own_job(self, session_id) -> TrainingJob:
+        """This session's job; an error to act on where it has none."""
         job = self.job(session_id)
         if job is None:
             raise ExplorerError("lab.no_job", "This session has no training job: press Train "
@@ -303,3 +305,21 @@ class TrainingLab:
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+
+def session_view(lab: TrainingLab, session_id: str,
+                 job: TrainingJob) -> tuple[JobView, Message | None]:
+    """``job``'s view as this session sees it, and what the session shares of it (None:
+    nothing): a job that trains on for other sessions after this one's Stop is "stopped"
+    for this one."""
+    view, members = job.view(), lab.members(job)
+    if job.running and not lab.watching(session_id, job):
+        others = lab.watchers(job)      # this session is not one of them
+        return replace(view, status="stopped", message=""), Message(
+            "train.watching_stopped", "You stopped watching at step {step:,}; the same job "
+            "trains on for {n} other session(s). **Continue** shows it again.",
+            step=view.step, n=others)
+    if members > 1:
+        return view, Message("train.shared", "*Shared:* {n} sessions asked for this same job; "
+                                             "it trains once for all of them.", n=members)
+    return view, None

@@ -17,7 +17,7 @@ Where the lab is faster than the book's loop (same numbers within float rounding
 LayerNorm, GELU and attention (``explorer.book.fast``; attention falls back to the book's
 explicit steps while dropout is active), PyTorch's fused AdamW, and an evaluation that runs the
 blocks once over all its batches and the output head a slice of positions at a time
-(``training_run.mean_loss``). The lab that runs many sessions' jobs: ``training_lab``.
+(``run.mean_loss``). The lab that runs many sessions' jobs: ``lab``.
 """
 from __future__ import annotations
 
@@ -30,18 +30,18 @@ import time
 
 import torch
 
-from ..book.errors import ExplorerError, Message, Text
-from ..book.tokenizer import get_tokenizer
-from ..book.training import (TRAIN_RATIO, calc_loss_batch, check_training_text,
-                             create_dataloader_v1, split_text)
-from .build import resolve_device
-from .copying import CopyingTask, greedy_copy, measure
-from .training_chunks import placed, train_on_gpu
-from .training_run import (VariantRun, block_grad_norms, first_batches, greedy_sample,
-                           mean_loss, one_thread)
-from .training_setup import (Corpus, TrainingSettings, as_count, check_variants,
-                             default_settings, job_bytes, job_configs, window_of)
-from .training_views import JobView, TrainedModel
+from ...book.errors import ExplorerError, Message, Text
+from ...book.tokenizer import get_tokenizer
+from ...book.training import (TRAIN_RATIO, calc_loss_batch, check_training_text,
+                              create_dataloader_v1, split_text)
+from ..build import resolve_device
+from .copying_task import CopyingTask, greedy_copy, measure
+from .gpu_chunks import placed, train_on_gpu
+from .run import (VariantRun, block_grad_norms, first_batches, greedy_sample,
+                  mean_loss, one_thread)
+from .setup import (Corpus, TrainingSettings, as_count, check_variants,
+                    default_settings, job_bytes, job_configs, window_of)
+from .views import JobView, TrainedModel
 
 GRAD_NORM_POINTS = 200            # at most this many steps of gradient norms per variant
 # A job's state, in the messages that say why it cannot train ("This job is finished; ...").
@@ -105,7 +105,7 @@ class TrainingJob:
         self._step_lock = threading.RLock()  # a step at a time (a GPU chunk's CPU fallback too)
         self._stop, self._thread = threading.Event(), None
 
-    # A copy for a GPU call (training_chunks): the job's state, without its locks and thread.
+    # A copy for a GPU call (gpu_chunks): the job's state, without its locks and thread.
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items()
                 if k not in ("_view_lock", "_step_lock", "_stop", "_thread", "payer")}

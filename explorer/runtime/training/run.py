@@ -8,13 +8,13 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-from ..book.config import GPTConfig
-from ..book.fast import fuse
-from ..book.generate import generate_steps
-from ..book.model import GPTModel
-from ..book.seeding import RandomStream, seeded
-from .training_setup import Variant
-from .training_views import RunView
+from ...book.config import GPTConfig
+from ...book.fast import fuse
+from ...book.generate import generate_steps
+from ...book.model import GPTModel
+from ...book.seeding import RandomStream, seeded
+from .setup import Variant
+from .views import RunView
 
 # Positions per output-head product when evaluating: (32, 50,257) logits (6.4 MB) reuse the
 # memory of the slice before; a whole batch's (B*T, 50,257) logits (25.7 MB by default) are
@@ -78,7 +78,7 @@ class VariantRun:
             best_prev_token=list(self.best_prev_token), best_induction=list(self.best_induction))
 
     def record_copying(self, first_half, repeated_half, prev_token, induction) -> None:
-        """The copying task's measurements at an evaluation (``copying.measure``)."""
+        """The copying task's measurements at an evaluation (``copying_task.measure``)."""
         self.first_half_loss.append(first_half)
         self.repeated_half_loss.append(repeated_half)
         self.best_prev_token.append(prev_token)

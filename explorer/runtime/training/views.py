@@ -1,10 +1,15 @@
-"""The training lab's plain data for the page: a job's view, each variant's, and a trained
-variant handed out as a model."""
+"""The training lab's plain data for the page: a job's view, each variant's, a trained
+variant handed out as a model and its caption, and how often a stream of a view is redrawn."""
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
+from typing import Callable
 
-from ..book.model import GPTModel
+from ...book.errors import Message
+from ...book.model import GPTModel
+from .setup import VARIANT_LABELS
 
 
 @dataclass
@@ -62,3 +67,39 @@ class TrainedModel:
     weights_source: str    # "trained N steps on <corpus>"
     label: str
     steps: int
+
+
+def trained_caption(trained, corpus: str) -> Message:
+    """Where a trained variant's weights come from (``trained``: a ``TrainedModel``)."""
+    variant = VARIANT_LABELS.get(trained.label, trained.label)
+    if trained.steps == 1:
+        return Message("train.caption_one", "trained {steps} step on {corpus} ({variant})",
+                       steps=1, corpus=corpus, variant=variant)
+    return Message("train.caption", "trained {steps} steps on {corpus} ({variant})",
+                   steps=trained.steps, corpus=corpus, variant=variant)
+
+
+@dataclass
+class Redraws:
+    """What a stream of a job's view sends at each look (``redraw``): nothing while the
+    drawing is the one last sent; the whole view (its figures redrawn, most of what an update
+    costs the page) when the job no longer runs, when what the drawing says changed (the
+    first three of ``seen``: status, sharing line, view settings) or ``every`` seconds after
+    the last whole one; else the progress line alone."""
+
+    every: float
+    clock: Callable[[], float] = time.monotonic
+    _sent: tuple | None = field(default=None, init=False)
+    _whole: tuple | None = field(default=None, init=False)
+    _whole_at: float = field(default=-math.inf, init=False)
+
+    def redraw(self, seen: tuple, running: bool) -> str | None:
+        """What to send of the drawing ``seen``: "whole", "progress" or None (nothing)."""
+        if seen == self._sent:
+            return None
+        self._sent = seen
+        if (not running or self._whole is None or seen[:3] != self._whole[:3]
+                or self.clock() - self._whole_at >= self.every):
+            self._whole, self._whole_at = seen, self.clock()
+            return "whole"
+        return "progress"
