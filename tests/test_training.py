@@ -17,7 +17,7 @@ from explorer.book.training import (calc_loss_loader, check_training_text, gener
                                     split_text)
 from explorer.runtime.training.job import TrainingJob
 from explorer.runtime.training.lab import TrainingLab
-from explorer.runtime.training.run import first_batches, mean_loss
+from explorer.runtime.training.run import adamw, first_batches, mean_loss
 from explorer.runtime.training.setup import (
     Corpus, TrainingSettings, Variant, corpus_from_file, corpus_from_text, default_corpus,
     job_bytes, make_variants, param_steps)
@@ -152,6 +152,49 @@ def test_gradient_norms_are_each_blocks_l2_norm():
     expected = [math.sqrt(sum(p.grad.double().pow(2).sum().item() for p in b.parameters()))
                 for b in blocks]
     assert job.view().runs[0].grad_norms[0] == pytest.approx(expected, rel=1e-5)
+
+
+class CudaCalled(Exception):
+    pass
+
+
+def test_a_cpu_step_asks_no_gpu_even_where_cuda_says_it_is_there(monkeypatch):
+    """On a ZeroGPU Space the server's torch.cuda.is_available() says True (the ``spaces``
+    client's CUDA emulation), but no CUDA may start there. AdamW's step asked CUDA whether a
+    graph was being captured (torch 2.11 through torch.cuda, 2.13 through torch.accelerator):
+    the lab's optimizer asks neither while its weights are on the CPU, and its update is
+    torch.optim.AdamW's."""
+    settings = TrainingSettings()
+    torch.manual_seed(0)
+    model = GPTModel(TINY)
+    reference = GPTModel(TINY)
+    reference.load_state_dict(model.state_dict())
+    ids = torch.randint(0, TINY.vocab_size, (2, 8))
+    for m in (model, reference):
+        m.eval()(ids).logsumexp(-1).mean().backward()   # no dropout: the same gradients
+    optimizer = adamw(model, settings)
+    expected = torch.optim.AdamW(reference.parameters(), lr=settings.lr,
+                                 weight_decay=settings.weight_decay,
+                                 fused=optimizer.defaults["fused"])
+    expected.step()
+
+    def cuda_called(*args, **kwargs):
+        raise CudaCalled
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator",
+                        lambda check_available=False: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", cuda_called)
+    monkeypatch.setattr(torch.cuda, "current_stream", cuda_called)
+    monkeypatch.setattr(torch.accelerator, "current_stream", cuda_called)
+    optimizer.step()
+    for got, want in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got, want)
+    # Weights that are not on the CPU keep torch's check (meta stands in for a GPU here).
+    on_meta = adamw(GPTModel(TINY).to("meta"), settings)
+    for p in on_meta.param_groups[0]["params"]:
+        p.grad = torch.zeros_like(p)
+    with pytest.raises(CudaCalled):
+        on_meta.step()
 
 
 def test_another_seed_gives_other_losses_so_the_check_can_fail(book_run):
