@@ -2,8 +2,8 @@
 copies it to the clipboard; the box closes with its × or on a new model), and a link opened:
 the widgets, the tab and the model it names, and the view of that tab.
 
-The link itself is ``runtime.links`` (no Gradio): this module maps widgets to it. Opening a link:
-``demo.load`` hands ``window.location.search`` to ``open_link`` (through ``js=``), which sets
+The link itself is ``runtime.links`` (no Gradio): this module maps widgets to it. Opening a
+link: ``demo.load`` hands ``window.location.search`` to ``open_link`` (through ``js=``), which sets
 the Build tab's widgets and the prompts, says what it could not use (a warning and a note, in
 the page's language), chooses the link's tab and, if the link names a model, builds it as the
 Build button would, traces the prompt for the Inside and Attention tabs, and keeps the link's
@@ -30,11 +30,11 @@ from .i18n import label, say, t
 from .inputs import as_choice, as_int
 from .languages import LANGUAGES
 from .pickers import choose, chosen
-from .shared import CACHE, session_of, status_line
-from .textbox import Textbox
 from .session import AttentionShown, Changed, Prompt, View
+from .shared import CACHE, session_of, status_line
 from .tabs import build, knockout
 from .tabs.patching import PatchPair
+from .textbox import Textbox
 
 # The button keeps its own size at the end of the header's row, as the toggles do.
 SHARE_CSS = """
@@ -48,8 +48,8 @@ COPY_JS = "(query) => gptExplorer.shareLink(query)"
 
 def _message(problem: Message) -> str:
     """A problem of ``links`` in the page's language. Its values are HTML-escaped (a link's
-    text is anyone's, and the warning renders HTML); a refusal from the core, and what a
-    value should have been, are said in the page's language first."""
+    text is anyone's, and the warning renders HTML); a refusal from the core is said in the
+    page's language first."""
     values = {}
     for key, value in problem.fields.items():
         value = say(value) if isinstance(value, (Message, ExplorerError)) else value
