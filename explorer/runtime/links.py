@@ -29,14 +29,14 @@ MAX_LINK_CHARS = 1_000_000
 MAX_FIELDS = 40
 MAX_LINK_PROMPT_CHARS = 2_000
 MAX_LINK_B_CHARS = 1_000      # model B's interventions: a few dozen parts
-# A hostile name or value is shown cut to this many characters; a value other than a text
-# (TEXTS) is never longer, so a longer one is refused before it is read.
-SHOWN_CHARS = 40
+SHOWN_CHARS = 40              # a hostile name or value is shown cut to this many characters
+# No knob's value is longer (a float's repr has at most 24 characters): a longer one is refused
+# before GPTConfig reads it and says it whole.
+MAX_KNOB_CHARS = 24
 
 KNOBS = tuple(f.name for f in fields(GPTConfig))
 # The Patching tab's pair: clean and corrupted prompts, right and wrong answers (its boxes).
 PAIR = ("clean", "corrupted", "right", "wrong")
-TEXTS = ("prompt", *PAIR, "b")
 LINK_WEIGHTS = ("random", "pretrained")   # a file never travels in a link
 # The order of a link's parameters (after them, silently ignored: Gradio's own ``view``, ``ui``
 # and ``deep_link``, and names starting with "__", which Gradio and Hugging Face Spaces add,
@@ -194,10 +194,10 @@ def read_query(query, rules: Rules) -> Reading:
             problems.append(Message("link.repeated", "{name} appears {n} times in the link, so "
                                     "the page cannot tell which one is meant: it uses its "
                                     "default.", name=name, n=len(values)))
-        elif name not in TEXTS and len(values[0]) > SHOWN_CHARS:
-            problems.append(Message("link.value_long", "{name} in the link has {n:,} "
+        elif name in KNOBS and len(values[0]) > MAX_KNOB_CHARS:
+            problems.append(Message("link.knob_long", "{name} in the link has {n:,} "
                                     "characters, more than any of its values: the page uses "
-                                    "its default.", name=name, n=len(values[0])))
+                                    "the preset's.", name=name, n=len(values[0])))
         else:
             value[name] = values[0]
 
