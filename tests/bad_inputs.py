@@ -647,7 +647,7 @@ CASES: list[Case] = [
 # ---------------------------------------------------------------------------------------------
 # The guided walk (/stage_details: stage, block, prompt) and the shareable link (/share_link:
 # preset, the 13 knobs, seed, weights, size, prompt, tab). Reading a link back (the page's
-# own, never an endpoint) has its hostile catalogue in tests/test_share.py.
+# own, never an endpoint) has its hostile catalogue in tests/test_links.py.
 def share_args(preset="teach-tiny", seed=7, weights="random", size="small", prompt=PROMPT,
                tab="inside", **changes):
     cfg = {**PRESETS[preset].to_dict(), **changes} if preset in PRESETS else dict(changes)

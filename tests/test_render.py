@@ -90,12 +90,12 @@ def test_an_intervention_traces_the_sessions_prompt_again_for_both_in_one_call(s
 def test_a_link_is_opened_in_one_call_its_model_built_and_its_tab_drawn():
     """(Where the page chained the Build button's handler, a trace and the attention.)"""
     from explorer.app import share_view
-    from explorer.app.share import Page, Rules
+    from explorer.runtime.links import Page, Rules
     tabs = ("build", "inside", "attention")
     rules = Rules(default=Page(preset="teach-small", config=PRESETS["teach-small"],
                                weights="random", size="small", seed=123,
                                prompt="Every effort moves you", tab="build", lang="en"),
-                  tabs=tabs, sizes=("small",), check_config=lambda cfg: None)
+                  tabs=tabs, sizes=("small",), langs=("en", "zh"))
     open_link = share_view.open_link_handler(rules)
     session = Session()
     out = open_link("?preset=teach-tiny&tab=attention&layer=1&head=3&lang=zh", session, "zh",

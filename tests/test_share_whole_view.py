@@ -7,16 +7,16 @@ import pytest
 
 from explorer.app import prefs, share_view
 from explorer.app.layout import build_app
-from explorer.app.share import Page, Rules, link_query, read_query
 from explorer.app.session import Session
 from explorer.app.tabs import attention, build, inside, knockout
 from explorer.book.config import PRESETS
+from explorer.runtime.links import Page, Rules, link_query, read_query
 
 TABS = ("build", "inside", "attention", "activations", "generate", "train", "knockout")
 RULES = Rules(default=Page(preset="teach-small", config=PRESETS["teach-small"],
                            weights="random", size="small", seed=123,
                            prompt="Every effort moves you", tab="build", lang="en"),
-              tabs=TABS, sizes=("small",), check_config=lambda cfg: None)
+              tabs=TABS, sizes=("small",), langs=("en", "zh"))
 B = "zero trf_blocks[1].att head 2"
 VIEW = (0, "norm1: before vs after LayerNorm", "resid_pre", "std")
 
@@ -119,7 +119,7 @@ def test_the_readme_says_what_a_link_carries_and_what_use_this_model_changes():
 
 # Issue 49: a link made on the Patching tab carries its pair, and opening it fills the boxes.
 PATCHING_RULES = Rules(default=RULES.default, tabs=(*TABS, "patching"), sizes=("small",),
-                       check_config=lambda cfg: None)
+                       langs=("en", "zh"))
 PAIR = ("When Mary and John went", "When Alice and Bob went", " Mary", " John")
 
 

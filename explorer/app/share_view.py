@@ -2,8 +2,8 @@
 copies it to the clipboard; the box closes with its × or on a new model), and a link opened:
 the widgets, the tab and the model it names, and the view of that tab.
 
-The logic is ``share`` (no Gradio): this module maps widgets to it. Opening a link:
-``demo.load`` hands ``window.location.search`` to ``open_link`` (through ``js=``), which sets
+The link itself is ``runtime.links`` (no Gradio): this module maps widgets to it. Opening a
+link: ``demo.load`` hands ``window.location.search`` to ``open_link`` (through ``js=``), which sets
 the Build tab's widgets and the prompts, says what it could not use (a warning and a note, in
 the page's language), chooses the link's tab and, if the link names a model, builds it as the
 Build button would, traces the prompt for the Inside and Attention tabs, and keeps the link's
@@ -22,18 +22,19 @@ from ..book.config import PRESETS, GPTConfig
 from ..book.errors import ExplorerError, Message
 from ..book.load_weights import gpt2_config
 from ..runtime.build import check_seed
+from ..runtime.links import (MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, VIEW_TABS, Page, Rules,
+                             link_query, read_query)
 from . import comparison, prefs, prompts, refresh
 from .handlers import handler
 from .i18n import label, say, t
-from .textbox import Textbox
 from .inputs import as_choice, as_int
-from .share import (MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, VIEW_TABS, Page, Rules, link_query,
-                    read_query)
-from .shared import CACHE, session_of, status_line
+from .languages import LANGUAGES
 from .pickers import choose, chosen
 from .session import AttentionShown, Changed, Prompt, View
+from .shared import CACHE, session_of, status_line
 from .tabs import build, knockout
 from .tabs.patching import PatchPair
+from .textbox import Textbox
 
 # The button keeps its own size at the end of the header's row, as the toggles do.
 SHARE_CSS = """
@@ -46,9 +47,9 @@ READ_LINK_JS = ("(query, session, lang, device, dtype) => [window.location.searc
 COPY_JS = "(query) => gptExplorer.shareLink(query)"
 
 def _message(problem: Message) -> str:
-    """A problem of ``share`` in the page's language. Its values are HTML-escaped (a link's
-    text is anyone's, and the warning renders HTML); a refusal from the core, and what a
-    value should have been, are said in the page's language first."""
+    """A problem of ``links`` in the page's language. Its values are HTML-escaped (a link's
+    text is anyone's, and the warning renders HTML); a refusal from the core is said in the
+    page's language first."""
     values = {}
     for key, value in problem.fields.items():
         value = say(value) if isinstance(value, (Message, ExplorerError)) else value
@@ -75,7 +76,7 @@ def rules_of(page) -> Rules:
                    seed=int(page["seed"].value), prompt=page["trace_prompt"].value,
                    tab=page.tab_ids[0], lang=page["lang"].value)
     return Rules(default=default, tabs=page.tab_ids, sizes=build.GPT2_SIZE_CHOICES,
-                 check_config=lambda cfg: CACHE.check_budget(cfg),
+                 langs=tuple(LANGUAGES), check_config=CACHE.check_budget,
                  check_size=lambda size: CACHE.check_budget(
                      gpt2_config(f"gpt2-{size}"), what=f"pretrained GPT-2 {size}"))
 
@@ -118,7 +119,7 @@ def open_link_handler(rules):
 
 
 def _opened(reading, session) -> dict:
-    """The widgets, prompts and notes of a link read (``share.read_query``)."""
+    """The widgets, prompts and notes of a link read (``links.read_query``)."""
     messages = [_message(p) for p in reading.problems]
     out = {}
     if messages:
@@ -159,9 +160,10 @@ def _built(session, out, device, dtype) -> dict:
     p = out.pop("link")
     left_out = []
     try:
-        build.build.__wrapped__(p.preset, *(getattr(p.config, k) for k in build.FIELDS),
-                                p.seed, device, dtype, p.weights, p.size, session=session,
-                                progress=lambda *args, **kwargs: None)
+        # (the Build button's handler: a refusal comes said, and logged, as a gr.Error)
+        build.build(p.preset, *(getattr(p.config, k) for k in build.FIELDS), p.seed, device,
+                    dtype, p.weights, p.size, session=session,
+                    progress=lambda *args, **kwargs: None)
         if p.b:
             fitted = session.view(Changed)      # (what the build's fitting said stays said)
             try:
@@ -175,12 +177,13 @@ def _built(session, out, device, dtype) -> dict:
             prompts.trace_all(session, p.prompt)
         if p.tab == "attention":
             session.show(AttentionShown, on=True)      # (the link's layer and head)
-    except ExplorerError as refused:
-        gr.Warning(say(refused.message))
+    except (ExplorerError, gr.Error) as refused:
+        reason = say(refused.message)
+        gr.Warning(reason)
         return {"share_note": t("share.not_built", "**This link could not be opened in "
                                                    "full:** {reason} The page kept what it "
                                                    "could set; press **Build the model** to "
-                                                   "try again.", reason=say(refused.message)),
+                                                   "try again.", reason=reason),
                 "share_row": gr.update(visible=True), "status": status_line(session)}
     drawn = refresh.render_all(session)
     # What the link asked for that this model cannot show (a layer it does not have, a B
@@ -263,7 +266,8 @@ def share_link(rules, *args):
                            "the clipboard (or copy it from the box). What was computed (a "
                            "generation, the knock-out and patching maps, a training job) is "
                            "not in it: press its button again there.")
-    return {"share_link": link_query(page, rules), "share_note": " ".join([note, *notes])}
+    return {"share_row": gr.update(visible=True), "share_box": gr.update(visible=True),
+            "share_link": link_query(page, rules), "share_note": " ".join([note, *notes])}
 
 
 SHARE_SIGNATURE = inspect.Signature(
@@ -272,22 +276,18 @@ SHARE_SIGNATURE = inspect.Signature(
                   "session")])
 
 
-@handler(outputs=("share_row", "share_link"))
-def shown():
-    """The link's row and box, once there is a link (the API's /share_link returns plain
-    values; the page shows them in a second step)."""
-    return {"share_row": gr.update(visible=True), "share_link": gr.update(visible=True)}
+# The link's row: its box (a column, as the API leaves layouts out of /share_link's values)
+# and its note.
+BOX = ("share_row", "share_box", "share_link", "share_note")
 
 
-@handler(outputs=("share_row", "share_link", "share_note"))
-def closed():
-    """The box closed (its ×, another tab, a new model): no room taken, no old link shown."""
-    return {"share_row": gr.update(visible=False), "share_link": gr.update(value="",
-                                                                          visible=False),
-            "share_note": ""}
+def closed() -> dict:
+    """The row closed (its ×, another tab, a new model): no room taken, no old link shown."""
+    return {"share_row": gr.update(visible=False), "share_box": gr.update(visible=False),
+            "share_link": gr.update(value=""), "share_note": ""}
 
 
-@refresh.renders("share_row", "share_link", "share_note")
+@refresh.renders(*BOX)
 def render(session) -> dict:
     """A link made for the models that were is not these models': its box closes (what a
     link that opened the page could not use stays said)."""
@@ -305,10 +305,10 @@ def _closed_link(session) -> dict:
     if not session.view(LinkBox).open:
         return {}
     session.forget(LinkBox)
-    return closed.__wrapped__()
+    return closed()
 
 
-@handler(outputs=("share_row", "share_link", "share_note"))
+@handler(outputs=BOX)
 def left(session):
     """Another tab chosen: a link's box takes no room there."""
     return _closed_link(session_of(session))
@@ -325,8 +325,9 @@ def create(page, button):
     message about the link that opened the page), and the hidden values the link needs."""
     page.add(button)
     with page.add(gr.Row(elem_id="share_row", visible=False)):
-        page.add(Textbox(label=label("share.box", "link to this page"), elem_id="share_link",
-                            interactive=False, buttons=["copy"], visible=False, scale=3))
+        with page.add(gr.Column(scale=3, min_width=160, visible=False, elem_id="share_box")):
+            page.add(Textbox(label=label("share.box", "link to this page"),
+                             elem_id="share_link", interactive=False, buttons=["copy"]))
         page.add(gr.Markdown(elem_id="share_note"))
         page.add(gr.Button("×", elem_id="share_close_btn", size="sm", scale=0, min_width=40))
     page.add(Textbox(visible=False, elem_id="link_query"))       # the link that opened it
@@ -344,17 +345,14 @@ def wire(page):
             api_visibility="private", show_progress_on=[page["status"]],
             concurrency_id="build")
 
-    shared_link = share_link_for(rules)
-    clicked = page.on("share_btn.click", shared_link,
+    clicked = page.on("share_btn.click", share_link_for(rules),
                       ["preset", *build.FIELDS, "seed", "weights", "gpt2_size", "trace_prompt",
                        "current_tab", "session"], api_name="share_link",
                       show_progress="hidden")
-    shown_event = page.then(clicked, shown, [], api_visibility="private",
-                            show_progress="hidden")
-    shown_event.success(None, page["share_link"], page["share_link"], js=COPY_JS,
-                        api_visibility="private")
-    page.on("share_close_btn.click", closed, [], api_visibility="private",
-            show_progress="hidden")
+    clicked.success(None, page["share_link"], page["share_link"], js=COPY_JS,
+                    api_visibility="private")
+    page.on("share_close_btn.click", handler(outputs=BOX)(closed), [],
+            api_visibility="private", show_progress="hidden")
     page.on([page[f"{tab_id}_tab"].select for tab_id in page.tab_ids], left, ["session"],
             api_visibility="private", show_progress="hidden")
 
@@ -364,4 +362,4 @@ def share_link_for(rules):
     def link(*args):
         return share_link(rules, *args)
     link.__signature__ = SHARE_SIGNATURE      # /share_link's parameters, by name
-    return handler(outputs=("share_link", "share_note"), name="share_link")(link)
+    return handler(outputs=BOX, name="share_link")(link)

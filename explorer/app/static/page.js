@@ -13,7 +13,7 @@
 
   // The first language: the link's ?lang=, else the browser's (any Chinese: 中文).
   ex.initialLang = () => {
-    // Exactly one valid ?lang= (a link repeating it is refused by the server too: share.py).
+    // Exactly one valid ?lang= (a link repeating it is refused by the server: runtime/links.py).
     const asked = new URLSearchParams(window.location.search).getAll("lang");
     if (asked.length === 1 && Object.hasOwn(LOCALES, asked[0])) return asked[0];
     const langs = navigator.languages && navigator.languages.length

@@ -7,34 +7,32 @@ tab and the language:
 ``?preset=teach-tiny&n_layers=3&b=zero%20trf_blocks%5B0%5D.att%20head%201&tab=inside&lang=zh``.
 ``read_query(query, rules)`` reads one back into a checked ``Page``, the problems it met
 (``Message``s, for the page to say in its language), and whether the link asks for a model.
-Anything wrong gets the default and a problem: unknown names, repeated names, malformed
-values, a config the model or the memory budget refuses, an over-long prompt or link. A link
-never names a file: weights come from a config and a seed, or from OpenAI's GPT-2 (never a
-server path or an upload).
-
-No Gradio here, so that a fast test can run a round trip with hostile values; the page wires
-it (``share_view``).
+Anything wrong gets the default and a problem; the config is checked by ``GPTConfig`` itself
+and by the server's budget (``Rules``). A link never names a file: weights come from a config
+and a seed, or from OpenAI's GPT-2 (never a server path or an upload).
 """
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass, fields, replace
 from typing import Callable
-from urllib.parse import quote, unquote_plus
+from urllib.parse import parse_qs, quote
 
 from ..book.config import PRESETS, GPTConfig
 from ..book.errors import ExplorerError, Message
 from ..probes.interventions import Interventions
-from ..runtime.build import SEED_LIMIT
-from .languages import LANGUAGES as LANGS
+from .build import check_seed
 
 # Limits of what a link carries, and of the work reading one may take. Chrome takes URLs up to
 # 2 MB; reading 1 M characters costs milliseconds. A prompt of a few paragraphs fits.
 MAX_LINK_CHARS = 1_000_000
 MAX_FIELDS = 40
 MAX_LINK_PROMPT_CHARS = 2_000
-SHOWN_CHARS = 40            # a hostile name or value is shown cut to this many characters
+MAX_LINK_B_CHARS = 1_000      # model B's interventions: a few dozen parts
+SHOWN_CHARS = 40              # a hostile name or value is shown cut to this many characters
+# No knob's value is longer (a float's repr has at most 24 characters): a longer one is refused
+# before GPTConfig reads it and says it whole.
+MAX_KNOB_CHARS = 24
 
 KNOBS = tuple(f.name for f in fields(GPTConfig))
 # The Patching tab's pair: clean and corrupted prompts, right and wrong answers (its boxes).
@@ -45,26 +43,12 @@ LINK_WEIGHTS = ("random", "pretrained")   # a file never travels in a link
 # such as ``__theme`` and a private Space's ``__sign``).
 NAMES = ("preset", *KNOBS, "seed", "weights", "size", "b", "prompt", "tab", "layer", "head",
          *PAIR, "lecture", "lang")
+FOREIGN = ("view", "ui", "deep_link")
 # The tabs whose views a link's layer (and head) choose: their pickers, by name.
 VIEW_TABS = {"inside": ("inside_layer", None), "attention": ("att_layer", "att_head"),
              "activations": ("act_layer", None), "knockout": ("knock_layer", None)}
-MAX_LINK_B_CHARS = 1_000      # model B's interventions: a few dozen parts
-FOREIGN = ("view", "ui", "deep_link")
-
-# What a knob's value looks like in a link (checked before GPTConfig checks its range): plain
-# ASCII only, so that full-width digits, "1_000", "nan" and "inf" are refused, not read.
-_SYNTAX = {
-    int: (re.compile(r"-?[0-9]{1,12}"),
-          Message("link.syntax_int", "a whole number of at most 12 digits")),
-    float: (re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?([eE]-?[0-9]{1,3})?"),
-            Message("link.syntax_float", "a decimal number")),
-    bool: (re.compile(r"true|false|1|0"), Message("link.syntax_flag", "true or false")),
-    str: (re.compile(r"[a-z_]{1,24}"), Message("link.syntax_name", "a name in lower-case letters")),
-}
-_KNOB_TYPES = {name: type(getattr(GPTConfig(), name)) for name in KNOBS}
-_SEED = re.compile(r"[0-9]{1,19}")
-_LAYER = re.compile(r"[0-9]{1,4}")
-_HEAD = re.compile(r"mean|[0-9]{1,4}")
+_FLAGS = {"true": True, "false": False, "1": True, "0": False}
+_KINDS = {name: type(getattr(GPTConfig(), name)) for name in KNOBS}
 
 
 @dataclass(frozen=True)
@@ -91,11 +75,11 @@ class Rules:
     default: Page              # the page as it opens
     tabs: tuple[str, ...]      # the tabs' ids
     sizes: tuple[str, ...]     # pretrained GPT-2's sizes
+    langs: tuple[str, ...]     # the page's languages
     # Refuses (ValueError) a config the server cannot build, such as one over the memory
-    # budget; None: GPTConfig's own checks only.
-    check_config: Callable[[GPTConfig], None] | None = None
-    # Refuses (ValueError) a pretrained GPT-2 size the server cannot hold; None: any size.
-    check_size: Callable[[str], None] | None = None
+    # budget, or a pretrained GPT-2 size it cannot hold.
+    check_config: Callable[[GPTConfig], None] = lambda config: None
+    check_size: Callable[[str], None] = lambda size: None
 
 
 @dataclass(frozen=True)
@@ -171,52 +155,51 @@ def read_query(query, rules: Rules) -> Reading:
     if not isinstance(query, str):
         return Reading(d, (Message("link.not_text", "The link could not be read (it is not "
                                    "text): the page opens with its defaults."),), False)
-    query = query[1:] if query.startswith("?") else query
-    if not query:
-        return Reading(d, (), False)
+    query = query.removeprefix("?")
     if len(query) > MAX_LINK_CHARS:
         return Reading(d, (Message("link.too_long", "This link is {n:,} characters long; a "
                                    "GPT Explorer link has at most {most:,}. It was ignored: the "
                                    "page opens with its defaults.", n=len(query),
-                                   most=MAX_LINK_CHARS),),
-                       False)
-    parts = [p for p in query.split("&") if p]
-    if len(parts) > MAX_FIELDS:
+                                   most=MAX_LINK_CHARS),), False)
+    try:
+        # Not strict: an empty part ("a=1&&b=2", a trailing "&") is skipped, and a name
+        # without "=" has the empty value, which its own check refuses by name. Bytes that are
+        # not UTF-8 become lone surrogates, so that only their part is refused.
+        given = parse_qs(query, keep_blank_values=True, errors="surrogateescape",
+                         max_num_fields=MAX_FIELDS)
+    except ValueError:                  # (its one refusal: more than MAX_FIELDS parts)
         return Reading(d, (Message("link.too_many", "This link has {n:,} parameters; a GPT "
                                    "Explorer link has at most {most}. It was ignored: the page "
-                                   "opens with its defaults.", n=len(parts), most=MAX_FIELDS),),
-                       False)
+                                   "opens with its defaults.", n=query.count("&") + 1,
+                                   most=MAX_FIELDS),), False)
 
     problems: list[Message] = []
-    given: dict[str, list[str]] = {}
-    unknown: list[str] = []
-    for number, part in enumerate(parts, start=1):
-        name, _, value = part.partition("=")
-        try:
-            name, value = (unquote_plus(name, errors="strict"),
-                           unquote_plus(value, errors="strict"))
-        except UnicodeDecodeError:
-            problems.append(Message("link.not_utf8", "Part {n} of the link is not valid UTF-8 "
-                                    "text; it was ignored.", n=number))
-            continue
-        if name.startswith("__") or name in FOREIGN:
-            continue
-        if name in NAMES:
-            given.setdefault(name, []).append(value)
-        elif name not in unknown:
-            unknown.append(name)
+    for name, values in list(given.items()):
+        if not all(map(_utf8, (name, *values))):
+            problems.append(Message("link.not_utf8", "{name} in the link is not valid UTF-8 "
+                                    "text; it was ignored.", name=shown(name)))
+            del given[name]
+    unknown = [name for name in given if name not in NAMES and not name.startswith("__")
+               and name not in FOREIGN]
     if unknown:
         names = ", ".join(shown(n) for n in unknown[:5])
         if len(unknown) > 5:
             names += f" (+{len(unknown) - 5})"
         problems.append(Message("link.unknown_names", "The link has parameters this page does "
                                 "not know: {names}. They were ignored.", names=names))
+    given = {name: values for name, values in given.items() if name in NAMES}
+    value = {}
     for name, values in given.items():
         if len(values) > 1:
             problems.append(Message("link.repeated", "{name} appears {n} times in the link, so "
                                     "the page cannot tell which one is meant: it uses its "
                                     "default.", name=name, n=len(values)))
-    value = {name: values[0] for name, values in given.items() if len(values) == 1}
+        elif name in KNOBS and len(values[0]) > MAX_KNOB_CHARS:
+            problems.append(Message("link.knob_long", "{name} in the link has {n:,} "
+                                    "characters, more than any of its values: the page uses "
+                                    "the preset's.", name=name, n=len(values[0])))
+        else:
+            value[name] = values[0]
 
     def choice(name, options, default):
         if name not in value:
@@ -228,7 +211,7 @@ def read_query(query, rules: Rules) -> Reading:
                                 value=shown(value[name]), default=default))
         return default
 
-    lang = choice("lang", tuple(LANGS), d.lang)
+    lang = choice("lang", rules.langs, d.lang)
     tab = choice("tab", rules.tabs, d.tab)
     if value.get("weights") == "file":
         problems.append(Message("link.no_file", "A link cannot load weights from a file (a path "
@@ -240,9 +223,9 @@ def read_query(query, rules: Rules) -> Reading:
 
     seed = d.seed
     if "seed" in value:
-        if _SEED.fullmatch(value["seed"]) and int(value["seed"]) < SEED_LIMIT:
-            seed = int(value["seed"])
-        else:
+        try:
+            seed = check_seed(_number(int, value["seed"]))
+        except ExplorerError:
             problems.append(Message("link.seed", "seed must be a whole number from 0 to "
                                     "2**63 - 1 (got {value}); the page uses {default}.",
                                     value=shown(value["seed"]), default=d.seed))
@@ -268,7 +251,7 @@ def read_query(query, rules: Rules) -> Reading:
                                 "boxes stay empty."))
     # all four or none: the Patching tab patches nothing with a part of a pair
     pair = pair if len(pair) == len(PAIR) and all(pair) else ()
-    if weights == "pretrained" and rules.check_size is not None:
+    if weights == "pretrained":
         try:
             rules.check_size(size)
         except ValueError as refused:
@@ -278,27 +261,27 @@ def read_query(query, rules: Rules) -> Reading:
             weights = d.weights
     layer, head = d.layer, d.head
     if "layer" in value:
-        if _LAYER.fullmatch(value["layer"]):
-            layer = int(value["layer"])
-        else:
+        layer = _index(value["layer"])
+        if layer is None:
             problems.append(Message("link.layer", "layer must be a whole number from 0 to 9999 "
                                     "(got {value}); the page uses {default}.",
                                     value=shown(value["layer"]), default=d.layer))
+            layer = d.layer
     if "head" in value:
-        if _HEAD.fullmatch(value["head"]):
-            head = value["head"]
-        else:
+        head = "mean" if value["head"] == "mean" else _index(value["head"])
+        if head is None:
             problems.append(Message("link.head", "head must be mean or a whole number (got "
                                     "{value}); the page uses {default}.",
                                     value=shown(value["head"]), default=d.head))
+        head = d.head if head is None else str(head)
     lecture = d.lecture
     if "lecture" in value:
-        if _SYNTAX[bool][0].fullmatch(value["lecture"]):
-            lecture = value["lecture"] in ("true", "1")
-        else:
+        lecture = _FLAGS.get(value["lecture"])
+        if lecture is None:
             problems.append(Message("link.lecture", "lecture must be true or false (got "
                                     "{value}); the page opens without lecture mode.",
                                     value=shown(value["lecture"])))
+            lecture = d.lecture
     b = _b(value.get("b", ""), problems)
     preset, config = _config(preset, value, rules, problems)
     page = Page(preset=preset, config=config, weights=weights, size=size, seed=seed,
@@ -306,6 +289,29 @@ def read_query(query, rules: Rules) -> Reading:
                 pair=pair)
     # (the view settings alone build nothing: a link to the page in Chinese, in lecture mode)
     return Reading(page, tuple(problems), any(name not in ("lang", "lecture") for name in given))
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:          # a lone surrogate: bytes that were not UTF-8
+        return False
+    return True
+
+
+def _number(kind, text: str):
+    """``text`` as an int or float (``kind``) as Python reads it, or None. Only ASCII: a link
+    is, and "１２" is not read as 12."""
+    try:
+        return kind(text) if text.isascii() else None
+    except ValueError:
+        return None
+
+
+def _index(text: str) -> int | None:
+    """A layer or head as a link writes it (a whole number from 0 to 9999), or None."""
+    number = _number(int, text)
+    return number if number is not None and 0 <= number <= 9999 else None
 
 
 def _free_text(text: str, problems, too_long: Message, empty: Message) -> str | None:
@@ -340,38 +346,33 @@ def _b(text: str, problems) -> str:
         return ""
 
 
+def _typed(name: str, text: str):
+    """A knob's text as a value of its kind, for ``GPTConfig`` to check (its range, its
+    choices). Text of another kind is handed on as it is: GPTConfig refuses it by name."""
+    kind = _KINDS[name]
+    if kind is bool:
+        return _FLAGS.get(text, text)
+    number = None if kind is str else _number(kind, text)
+    return text if number is None else number
+
+
 def _config(preset, value, rules, problems) -> tuple[str, GPTConfig]:
     """The preset and its config with the link's knobs; the preset alone if the model or the
     server refuses that; the page's default if the preset alone is refused too (a preset over
     the memory budget)."""
     base = PRESETS[preset]
-    changes = {}
-    for name in KNOBS:
-        if name not in value:
-            continue
-        kind = _KNOB_TYPES[name]
-        syntax, what = _SYNTAX[kind]
-        text = value[name]
-        if not syntax.fullmatch(text):
-            problems.append(Message("link.knob_syntax", "{name} in the link must be {what} (got "
-                                    "{value}); the page uses the preset's {default}.", name=name,
-                                    what=what, value=shown(text),
-                                    default=_text(getattr(base, name))))
-            continue
-        changes[name] = (text in ("true", "1") if kind is bool else kind(text))
+    changes = {name: _typed(name, value[name]) for name in KNOBS if name in value}
     if changes:
         try:
             config = base.replace(**changes)
-            if rules.check_config is not None:
-                rules.check_config(config)
+            rules.check_config(config)
             return preset, config
         except ValueError as refused:
             problems.append(Message("link.config_refused", "The link's config is refused: "
                                     "{message} The page uses the preset {preset} as it is.",
                                     message=refused, preset=preset))
     try:
-        if rules.check_config is not None:
-            rules.check_config(base)
+        rules.check_config(base)
         return preset, base
     except ValueError as refused:
         d = rules.default
