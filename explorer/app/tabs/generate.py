@@ -35,13 +35,12 @@ SHOW_TOP = 10          # next-token candidates shown as bars
 LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
 DECODING = ("greedy", "sample")
 # The model is held to at most 30 steps a second (a faster one waits for the screen), and the
-# page gets an update at most twice a second, with the steps made since the one before: each
-# update costs a page tens of milliseconds whatever it holds (Gradio walks the status of every
-# component that an event has touched; bench/stream_long_tasks.py), and 30 a second left a
-# slow page no time to paint or to answer a click. Each step's bars and speed line are a
-# .nt-step, and the page shows them in turn until the next update comes (static/page.js,
-# gptExplorer.paintSteps). The step table re-renders its rows: it follows once a second, and
-# completely at the end.
+# page gets an update at most twice a second, with the steps made since the one before: an
+# update has a fixed cost in the page whatever it holds, and one per step left a slow page no
+# time to paint or to answer a click (bench/README.md, stream_long_tasks.py). Each step's bars
+# and speed line are a .nt-step, and the page shows them in turn until the next update comes
+# (static/page.js, gptExplorer.paintSteps). The step table re-renders its rows: it follows once
+# a second, and completely at the end.
 STEP_INTERVAL_S = 1 / 30
 STREAM_INTERVAL_S = 0.5
 TABLE_INTERVAL_S = 1.0
