@@ -20,6 +20,7 @@ import functools
 import inspect
 import logging
 import time
+
 import gradio as gr
 
 from ..book.errors import ExplorerError

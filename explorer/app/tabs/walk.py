@@ -3,9 +3,9 @@
 shape (batch, tokens, channels) and its statistics there, with the book's section. A block's
 stages are shown for the block picked beside the card.
 
-The page's script (``gptExplorer.walk``, started by the diagram's gr.HTML when it loads)
-turns a click on an element with ``data-stage`` into the HTML component's ``select`` event,
-whose data names the stage. ``/stage_details`` is the same view for API clients (stage, block, prompt).
+The page's script (``gptExplorer.walk``) turns a click on an element with ``data-stage`` into
+the diagram's ``select`` event, whose data names the stage. ``/stage_details`` is the same
+view for API clients (stage, block, prompt).
 
 The statistics come from a trace of the prompt by model A: the session's own trace when it is
 of this prompt (Inside → Trace), else the walk traces it once, lightly (no attention, no logit
