@@ -16,6 +16,7 @@ import gradio as gr
 import numpy as np
 
 from .gradio_private import cache_folder, save_to_cache
+from .handlers import handler
 from .i18n import t
 
 
@@ -60,8 +61,6 @@ def download_button(path):
 def show_download(name: str):
     """A handler that turns the download button ``name`` (whose value an export just set to a
     file: what an API client gets) into one that names the file and its size."""
-    from .handlers import handler
-
     @handler(outputs=(name,), name=f"show_{name}")
     def shown(path):
         return {name: download_button(path)}

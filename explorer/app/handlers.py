@@ -6,6 +6,7 @@ returns (or yields) ``{name: value}`` for some of them, and ``Page.on`` hands Gr
 ``{component: value}``. So no output is ever found by its position.
 
 The wrapper also:
+- hands a handler that takes ``session`` a Session (an API client may send none);
 - puts the view settings of the call's session (its ``prefs``: language, lecture mode) in place
   for the call, and for each step of a stream (``prefs``);
 - shows a user error (``ExplorerError``, raised by the core or by the app's input checks) in the
@@ -18,9 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import threading
 import time
-from typing import Callable
 
 import gradio as gr
 
@@ -43,9 +42,12 @@ def shown_error(exc: BaseException, name: str) -> gr.Error:
         # (a reason kept from the page, such as why a server path was refused, is logged)
         log.info("%s refused: %s", name, " ".join([str(exc), *getattr(exc, "__notes__", ())]))
         return _error(say(exc.message))
-    if isinstance(exc, gr.Error):        # Gradio's own (ZeroGPU's quota), or a test's
-        exc.print_exception = False
-        log.info("%s refused: %s", name, exc.message)
+    if isinstance(exc, gr.Error):
+        # Gradio's own (ZeroGPU's quota), a test's, or one a handler called here has shown
+        # (and logged: print_exception is then off)
+        if exc.print_exception:
+            exc.print_exception = False
+            log.info("%s refused: %s", name, exc.message)
         return exc
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         log.warning("%s: out of memory", name)
@@ -81,19 +83,23 @@ def handler(outputs=(), name: str | None = None, inputs=None, pauses=False):
         if inputs is not None and len(inputs) != len(given):
             raise TypeError(f"{label} takes {given}, not the inputs {list(inputs)}")
 
-        def settings_of(args, kwargs) -> Callable[[], prefs.Prefs]:
-            """The view settings of this call: its session's, read again at each step of a
-            stream (a toggle during a training job changes what it shows next)."""
-            session = None
+        def given(args, kwargs):
+            """The call's arguments, its ``session`` a Session (an API client that sends none
+            gets an empty one), and the view settings of the call: the session's, read again
+            at each step of a stream (a toggle during a training job changes what it shows
+            next); without a session, the caller's (a handler calling another)."""
             if takes_session:
                 try:
-                    session = signature.bind_partial(*args, **kwargs).arguments.get("session")
+                    bound = signature.bind_partial(*args, **kwargs)
                 except TypeError:     # (the call itself fails, and says so)
                     pass
-            if isinstance(session, Session):
-                return lambda: session.prefs
-            now = prefs.current()       # none: the caller's (a handler calling another)
-            return lambda: now
+                else:
+                    if not isinstance(bound.arguments.get("session"), Session):
+                        bound.arguments["session"] = Session()
+                    session = bound.arguments["session"]
+                    return bound.args, bound.kwargs, lambda: session.prefs
+            now = prefs.current()
+            return args, kwargs, lambda: now
 
         def checked(result):
             allowed = declared(wrapper)
@@ -105,7 +111,7 @@ def handler(outputs=(), name: str | None = None, inputs=None, pauses=False):
 
         if inspect.isgeneratorfunction(fn):
             def stepped(args, kwargs, pausing):
-                settings = settings_of(args, kwargs)
+                args, kwargs, settings = given(args, kwargs)
                 # Gradio runs each step of a generator in a context of its own.
                 steps = fn(*args, **kwargs)
                 try:
@@ -132,7 +138,8 @@ def handler(outputs=(), name: str | None = None, inputs=None, pauses=False):
         else:
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
-                with prefs.using(settings_of(args, kwargs)()):
+                args, kwargs, settings = given(args, kwargs)
+                with prefs.using(settings()):
                     try:
                         return checked(fn(*args, **kwargs))
                     except Exception as exc:  # noqa: BLE001 - said to the user

@@ -11,6 +11,7 @@ from ..book.errors import ExplorerError, Message
 from ..book.tokenizer import get_tokenizer
 from ..probes.budget import TRACE_MEMORY_SHARE, check_trace_size  # noqa: F401 (the tabs')
 from . import gradio_private
+from .shared import NAMES
 
 # The app's limits (one source of truth; the README quotes them).
 MAX_PROMPT_CHARS = 20_000
@@ -139,7 +140,7 @@ def prompt_ids(prompt, model=None, name: str | None = None) -> list[int]:
 def models_prompt_ids(prompt, models) -> list[int]:
     """The prompt's ids for every model of the session: within each vocabulary and, for a
     comparison, each context window (a message names the model that cannot take it)."""
-    names = ("A", "B") if len(models) == 2 else (None,)
+    names = NAMES if len(models) == 2 else (None,)
     ids = prompt_ids(prompt, models[0], names[0])
     for name, model in zip(names, models):
         prompt_ids(prompt, model, name)

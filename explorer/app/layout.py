@@ -21,7 +21,7 @@ from .plots.generation import NEXT_TOKEN_CSS
 from .plots.model import ARCHITECTURE_CSS
 from .plots.walk import STAGE_CSS
 from .session import Session
-from .shared import NO_MODEL_STATUS, session_of
+from .shared import NO_MODEL_STATUS
 from .tabs import TABS, build, knockout_map, pin, train
 
 STATIC = Path(__file__).parent / "static"
@@ -69,7 +69,6 @@ def _tab_titles(session) -> dict:
 def view_settings(session, lang, lecture):
     """/view_settings: the language ("en", "zh") and lecture mode (true or false) of this
     session's texts and figures from now on (the page's toggles set them too)."""
-    session = session_of(session)
     session.prefs = prefs.parse(lang, lecture)
     return {"session": session}
 
@@ -79,11 +78,11 @@ def redrawn(session, lang, lecture, request: gr.Request = None):
     """A toggle changed: the session's settings, and every view again in them (the session's
     streams follow from their next update; the Train tab's view is the job the lab knows by
     the session's hash)."""
-    session = view_settings.__wrapped__(session, lang, lecture)["session"]
+    view_settings(session, lang, lecture)
     if request is not None and getattr(request, "session_hash", None):
         session.session_hash = request.session_hash
     with prefs.using(session.prefs):
-        return {"session": session, **zerogpu_note.__wrapped__(session, request),
+        return {"session": session, **zerogpu_note(session, request),
                 **refresh.render_all(session)}
 
 

@@ -2,8 +2,8 @@
 sent every few seconds while a job trains.
 
 ``gr.Plot`` draws each new value in a new plot (its component is keyed on the figure), and
-lays both the old and the new one out: a throttled page lost 1-2 s to every update of the two
-figures (bench/README.md). This is Gradio's ``gr.HTML`` with a script of its own that hands
+lays both the old and the new one out, at every update (what that cost: bench/README.md). This
+is Gradio's ``gr.HTML`` with a script of its own that hands
 each new figure to ``Plotly.react``, which changes the drawn plot. The value is the figure's
 JSON (plotly's own ``to_json``), and the page's plotly.js is the plotly package's."""
 from __future__ import annotations

@@ -88,6 +88,15 @@ def _inputs(fn, inputs):
     return fn.inputs
 
 
+def on_load_js(name: str) -> str:
+    """A gr.HTML's ``js_on_load`` that hands the component to the page's script,
+    ``gptExplorer.<name>(element, trigger)`` (static/page.js), once that has started (it may
+    start after the component: waited for, 10 s at most)."""
+    return (f"(function start(tries) {{ const ex = window.gptExplorer; "
+            f"if (ex && ex.{name}) ex.{name}(element, trigger); "
+            f"else if (tries > 0) setTimeout(() => start(tries - 1), 50); }})(200);")
+
+
 _END = object()
 
 
@@ -133,8 +142,7 @@ def by_name(fn, page: Page):
             finally:
                 close_when_free(steps)
         wrapped = paused
-    elif inspect.isgeneratorfunction(fn) or inspect.isgeneratorfunction(
-            getattr(fn, "__wrapped__", None)):
+    elif inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def stream(*args, **kwargs):
             for result in fn(*args, **kwargs):

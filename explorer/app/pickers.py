@@ -31,29 +31,31 @@ class Pickers(View):
     knock_text: str = "the prompt"      # what the knock-out map measures: the prompt or the story
 
 
-# The tab of each picker, and what it picks, for the status line's note of a choice a new
-# model changed (the tabs' own titles).
-_WHERE = {"inside_layer": (("tab.inside", "2 · Inside the forward pass"), "field.layer", "layer"),
-          "att_layer": (("tab.attention", "3 · Attention"), "field.layer", "layer"),
-          "att_head": (("tab.attention", "3 · Attention"), "field.head", "head"),
-          "act_layer": (("tab.activations", "4 · Activation functions"), "field.layer",
-                        "layer"),
-          "knock_layer": (("tab.knockout", "7 · Knock out"), "field.block", "block"),
-          "walk_block": (("tab.build", "1 · Build"), "field.block", "block"),
-          "pair": (("tab.inside", "2 · Inside the forward pass"), "field.pair", "distribution"),
-          "heat_point": (("tab.inside", "2 · Inside the forward pass"), "field.heat_point",
-                         "heatmap: probe point")}
+# The tab (id) of each picker, and what it picks, for the status line's note of a choice a new
+# model changed.
+LAYER, BLOCK = Message("field.layer", "layer"), Message("field.block", "block")
+_WHERE = {"inside_layer": ("inside", LAYER), "att_layer": ("attention", LAYER),
+          "att_head": ("attention", Message("field.head", "head")),
+          "act_layer": ("activations", LAYER), "knock_layer": ("knockout", BLOCK),
+          "walk_block": ("build", BLOCK),
+          "pair": ("inside", Message("field.pair", "distribution")),
+          "heat_point": ("inside", Message("field.heat_point", "heatmap: probe point"))}
+MEAN = Message("picker.mean", "mean")
 
 
-def _changed(session, name: str, was, now, why: Message) -> None:
-    """Say (in the status line) that a new model moved picker ``name`` from ``was`` to
-    ``now``: a silent move would show another layer than the one asked for."""
-    if str(was) == str(now):
-        return
-    tab, what_id, what = _WHERE[name]
-    note = Message("changed.choice", "{tab}: {what} {was} → {now} ({why})", tab=Message(*tab),
-                   what=Message(what_id, what), was=was, now=now, why=why)
-    session.views[Changed] = session.view(Changed).said(note)
+def _fit(session, name: str, was, value, why: Message):
+    """Picker ``name`` moved from ``was`` to ``value`` for a new model; where that changed a
+    choice made before, the status line says so (a silent move would show another layer than
+    the one asked for)."""
+    choose(session, **{name: value})
+    if was is not None and str(was) != str(value):
+        from .tabs import TABS          # (each tab imports this module)
+        tab_id, what = _WHERE[name]
+        tab = next(Message(*m.TITLE) for m in TABS if m.ID == tab_id)
+        note = Message("changed.choice", "{tab}: {what} {was} → {now} ({why})", tab=tab,
+                       what=what, was=was, now=MEAN if value == "mean" else value, why=why)
+        session.views[Changed] = session.view(Changed).said(note)
+    return value
 
 
 def chosen(session, name: str):
@@ -81,17 +83,15 @@ def fitted_layer(session, name: str, **changes):
     message naming the layers that exist)."""
     n = config_of(session).n_layers
     was = int(chosen(session, name))
-    value = min(was, n - 1)
-    choose(session, **{name: value})
-    _changed(session, name, was, value, Message("changed.layers", "this model has layers 0 "
-                                                                  "to {last}", last=n - 1))
+    value = _fit(session, name, was, min(was, n - 1),
+                 Message("changed.layers", "this model has layers 0 to {last}", last=n - 1))
     return gr.update(maximum=max(n - 1, 1), value=value, interactive=n > 1, **changes)
 
 
 def head_choices(n_heads: int):
     """The mean of the layer's heads, or one head. The names are the server's, in the page's
     language (a name Gradio translates would come back as the value)."""
-    return [(t("picker.mean", "mean"), "mean")] + [(str(h), str(h)) for h in range(n_heads)]
+    return [(t(MEAN.id, MEAN.text), "mean")] + [(str(h), str(h)) for h in range(n_heads)]
 
 
 def fitted_head(session, name: str = "att_head"):
@@ -99,30 +99,20 @@ def fitted_head(session, name: str = "att_head"):
     was = value = str(chosen(session, name))
     if value != "mean" and not (value.isdigit() and int(value) < n):
         value = "mean"
-    choose(session, **{name: value})
-    mean = Message("picker.mean", "mean")
-    _changed(session, name, was, mean if value == "mean" else value,
-             Message("changed.heads", "this model has heads 0 to {last}", last=n - 1))
+    _fit(session, name, was, value, Message("changed.heads", "this model has heads 0 to {last}",
+                                       last=n - 1))
     return gr.update(choices=head_choices(n), value=value)
 
 
-# The distributions the Inside tab compares, and the probe points of its heatmap.
-HIST_PAIRS = {
-    "norm1: before vs after LayerNorm": ("ln1_in", "ln1_out"),
-    "norm2: before vs after LayerNorm": ("ln2_in", "ln2_out"),
-    "final_norm: before vs after": ("final_norm_in", "final_norm_out"),
-    "feed-forward hidden: before vs after activation": ("ff_pre", "ff_post"),
-    "residual stream: entering vs leaving the block": ("resid_pre", "resid_post"),
-}
-HIST_NAMES = {"norm1: before vs after LayerNorm":
-                  ("pair.norm1", "norm1: before vs after LayerNorm"),
-              "norm2: before vs after LayerNorm":
-                  ("pair.norm2", "norm2: before vs after LayerNorm"),
-              "final_norm: before vs after": ("pair.final_norm", "final_norm: before vs after"),
-              "feed-forward hidden: before vs after activation":
-                  ("pair.ff", "feed-forward hidden: before vs after activation"),
-              "residual stream: entering vs leaving the block":
-                  ("pair.resid", "residual stream: entering vs leaving the block")}
+# The distributions the Inside tab compares (text id, name: its English text, probe points),
+# and the probe points of its heatmap.
+_PAIRS = (("pair.norm1", "norm1: before vs after LayerNorm", ("ln1_in", "ln1_out")),
+          ("pair.norm2", "norm2: before vs after LayerNorm", ("ln2_in", "ln2_out")),
+          ("pair.final_norm", "final_norm: before vs after", ("final_norm_in", "final_norm_out")),
+          ("pair.ff", "feed-forward hidden: before vs after activation", ("ff_pre", "ff_post")),
+          ("pair.resid", "residual stream: entering vs leaving the block",
+           ("resid_pre", "resid_post")))
+HIST_PAIRS = {name: points for _, name, points in _PAIRS}
 HEAT_POINTS = tuple(POINT_LABELS)[:11]   # the per-block probe points
 NORM_POINTS = ("ln", "final_norm")       # recorded only in a model with LayerNorm
 
@@ -132,7 +122,7 @@ def recorded(cfg, point) -> bool:
 
 
 def pair_choices(cfg):
-    return [(t(*HIST_NAMES[name]), name) for name, points in HIST_PAIRS.items()
+    return [(t(id, name), name) for id, name, points in _PAIRS
             if all(recorded(cfg, p) for p in points)]
 
 
@@ -141,17 +131,12 @@ def fitted_probes(session) -> dict:
     without LayerNorm has no norm1, norm2 or final_norm to compare)."""
     cfg = config_of(session)
     pairs = pair_choices(cfg)
-    values = [value for _, value in pairs]
-    was_pair = chosen(session, "pair")
-    pair = was_pair if was_pair in values else values[0]
     points = [p for p in HEAT_POINTS if recorded(cfg, p)]
-    was_point = chosen(session, "heat_point")
-    point = was_point if was_point in points else "resid_pre"
-    choose(session, pair=pair, heat_point=point)
+    pair, point = chosen(session, "pair"), chosen(session, "heat_point")
     no_norm = Message("changed.no_norm", "this model has no LayerNorm")
-    if was_pair is not None:
-        _changed(session, "pair", was_pair, pair, no_norm)
-    if was_point is not None:
-        _changed(session, "heat_point", was_point, point, no_norm)
+    pair = _fit(session, "pair", pair, pair if pair in [v for _, v in pairs] else pairs[0][1],
+                no_norm)
+    point = _fit(session, "heat_point", point, point if point in points else "resid_pre",
+                 no_norm)
     return {"pair": gr.update(choices=pairs, value=pair),
             "heat_point": gr.update(choices=points, value=point)}

@@ -13,7 +13,7 @@ from .inputs import check_trace_size, models_prompt_ids
 from .pickers import chosen
 from .results import shared_trace
 from .session import Prompt
-from .shared import CACHE, models_of, session_of
+from .shared import CACHE, models_of
 
 BOXES = ("trace_prompt", "gen_prompt", "knock_prompt")
 
@@ -67,7 +67,6 @@ def render(session) -> dict:
 @handler(outputs=(*BOXES, "session"))
 def shown(session):
     """A tab was chosen: its prompt box shows the session's prompt (set by another tab)."""
-    session = session_of(session)
     return {**render(session), "session": session}
 
 

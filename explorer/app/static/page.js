@@ -7,8 +7,9 @@
   // Labels are translated by Gradio's own i18n (i18n.browser_i18n, given to launch). Gradio
   // starts it from the browser's locale; the page sets its first language (initialLang: the
   // link's ?lang=, else the browser's) and the toggle switches it (setLang). The text the
-  // server makes follows the toggle's value, an input of every event. The page's lang
-  // attribute is the locale too: the style sheet titles Gradio's message boxes by it.
+  // server makes follows the session's settings, which the toggles set (layout.redrawn). The
+  // page's lang attribute is the locale too: the style sheet titles Gradio's message boxes by
+  // it.
   const ex = (window.gptExplorer = window.gptExplorer || {});
 
   // The first language: the link's ?lang=, else the browser's (any Chinese: 中文).
@@ -213,19 +214,18 @@
 
   // The guided walk (explorer/app/tabs/walk.py) and the map of which parts matter
   // (tabs/knockout.py): in a gr.HTML, a click on an element with data-<name>, or Enter or
-  // Space on a focused one, becomes the component's select event with that value; the element
-  // stays outlined. One listener on the component: it outlives the HTML's redraws (a new
-  // model, the language).
-  const clickable = (name) => (element, trigger) => {
+  // Space on a focused one, becomes the component's select event with that value (and the
+  // fields chosen(item) adds). One listener on the component: it outlives the HTML's redraws
+  // (a new model, the language). Each starts when its gr.HTML loads (page.on_load_js).
+  const clickable = (element, trigger, name, chosen) => {
     const attribute = `data-${name}`;
     const choose = (target) => {
       const item = target && target.closest ? target.closest(`[${attribute}]`) : null;
       if (!item || !element.contains(item)) return false;
-      element.querySelectorAll(".walk-current").forEach((e) => e.classList.remove("walk-current"));
-      item.classList.add("walk-current");
+      const more = chosen(item);
       const all = Array.from(element.querySelectorAll(`[${attribute}]`));
       trigger("select", { value: item.getAttribute(attribute), index: all.indexOf(item),
-                          selected: true });
+                          selected: true, ...more });
       return true;
     };
     element.addEventListener("click", (event) => { choose(event.target); });
@@ -235,6 +235,46 @@
       }
     });
   };
-  ex.walk = clickable("stage");
-  ex.knock = clickable("knock");
+  // The walk's stage stays outlined.
+  ex.walk = (element, trigger) => clickable(element, trigger, "stage", (item) => {
+    element.querySelectorAll(".walk-current").forEach((e) => e.classList.remove("walk-current"));
+    item.classList.add("walk-current");
+    return {};
+  });
+  // The map's clicks are numbered; every click is sent (the event queues them) and its cell
+  // striped and listed in the queue line until the server says it was applied (data-applied
+  // on the map: the last click's number) or a minute passes (a refused click has its
+  // message). The outline is the server's: B's cell only.
+  ex.knock = (element, trigger) => {
+    const pending = [];                       // [number, spec, when] of clicks not yet applied
+    let sent = 0;
+    const paint = () => {
+      const root = element.querySelector("[data-applied]");
+      const applied = root ? Number(root.getAttribute("data-applied")) : 0;
+      const now = Date.now();
+      while (pending.length && (pending[0][0] <= applied || now - pending[0][2] > 60000)) {
+        pending.shift();
+      }
+      const specs = new Set(pending.map((p) => p[1]));
+      for (const cell of element.querySelectorAll("td[data-knock]")) {
+        const queued = specs.has(cell.getAttribute("data-knock"));
+        if (cell.classList.contains("knock-queued") !== queued) {
+          cell.classList.toggle("knock-queued", queued);
+        }
+      }
+      const line = element.querySelector(".knock-queue");
+      if (line) {
+        const text = pending.length ? (line.getAttribute("data-queued") || "{specs}")
+          .replace("{specs}", pending.map((p) => p[1]).join(" → ")) : "";
+        if (line.textContent !== text) line.textContent = text;
+      }
+    };
+    clickable(element, trigger, "knock", (item) => {
+      sent += 1;
+      pending.push([sent, item.getAttribute("data-knock"), Date.now()]);
+      paint();
+      return { click: sent };
+    });
+    new MutationObserver(paint).observe(element, { childList: true, subtree: true });
+  };
 }

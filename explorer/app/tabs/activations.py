@@ -16,7 +16,7 @@ from ..inputs import as_choices, as_flag, as_number, layer_in
 from ..pickers import choose, fitted_layer, layer_slider
 from ..plots.curves import activation_figure
 from ..session import View
-from ..shared import NO_MODEL_NOTE, session_of
+from ..shared import NO_MODEL_NOTE
 
 TITLE = ("tab.activations", "4 · Activation functions")
 ID = "activations"
@@ -59,8 +59,7 @@ def figure(session, x_min, x_max, functions, derivatives, layer):
 @handler(outputs=("act_plot",))
 def activation_view(x_min, x_max, functions, derivatives, layer, session):
     """/activation_curves: GELU/ReLU/SiLU curves over the models' real FFN inputs."""
-    return {"act_plot": figure(session_of(session), x_min, x_max, functions, derivatives,
-                               layer)}
+    return {"act_plot": figure(session, x_min, x_max, functions, derivatives, layer)}
 
 
 @refresh.renders("act_layer", "act_plot", of_trace=True)

@@ -20,7 +20,7 @@ from ...runtime.placement import Work
 from ..results import run_placed, shared_figures, shared_views
 from ..prompts import prompt_of, trace_all
 from ..session import AttentionShown as Shown
-from ..shared import NO_MODEL_NOTE, check_model, models_of, session_of, traces_of
+from ..shared import NO_MODEL_NOTE, check_model, models_of, traces_of
 from . import head_scores as heads
 
 TITLE = ("tab.attention", "3 · Attention")
@@ -78,7 +78,6 @@ def views(session, layer, head) -> dict:
 @handler(outputs=(*SHOWN, "session"))
 def attention_views(session, layer, head):
     """/attention: the views of ``layer`` and ``head`` ("mean" or a number)."""
-    session = session_of(session)
     check_model(session)
     return {**views(session, layer, head), "session": session}
 
@@ -86,27 +85,24 @@ def attention_views(session, layer, head):
 @handler(outputs=(*SHOWN, "session", refresh.trace_outputs),
          inputs=("session", "att_layer", "att_head"))
 def show_attention(session, layer, head):
-    """The Show attention button: the views of the session's trace; without one (a new model,
-    such as a trained one just used) the session's prompt is traced first, and every view of
-    the trace (the Inside tab's too) is drawn."""
-    session = session_of(session)
+    """The Show attention button: /attention; without a trace (a new model, such as a trained
+    one just used) the session's prompt is traced first, and every view of the trace (the
+    Inside tab's too) is drawn."""
     check_model(session)
     if session.traces and len(session.traces) == len(session.models):
-        return attention_views.__wrapped__(session, layer, head)
+        return attention_views(session, layer, head)
     trace_all(session, prompt_of(session))
-    shown = attention_views.__wrapped__(session, layer, head)
+    shown = attention_views(session, layer, head)
     return {**refresh.render_of_trace(session), **shown}
 
 
 @handler(outputs=(*SHOWN, "session"))
 def choice_changed(session, layer, head):
-    """The user changed the layer or head: redraw when
-    there is a trace, and remember the choice either way."""
-    session = session_of(session)
+    """A picker moved: /attention, or, with no trace to show, the choice kept (quiet)."""
     if len(session.traces) != len(session.models) or not session.traces:
         choose(session, att_layer=layer, att_head=str(head))
         return {"session": session}
-    return {**views(session, layer, head), "session": session}
+    return attention_views(session, layer, head)
 
 
 @handler(outputs=("att_layer", "att_head", *SHOWN, "session"))
@@ -117,14 +113,13 @@ def named_head_chosen(session, value):
     if chosen_head is None:
         return {}
     layer, head = chosen_head
-    return {"att_layer": layer, "att_head": head,
-            **choice_changed.__wrapped__(session, layer, head)}
+    return {"att_layer": layer, "att_head": head, **choice_changed(session, layer, head)}
 
 
 @handler(outputs=("export_att_file",))
 def export_attention(session, layer, head):
     """/export_attention: model A's attention matrix of ``layer`` and ``head`` as CSV."""
-    tr = traces_of(session_of(session))[0]
+    tr = traces_of(session)[0]
     layer = layer_in(tr.n_layers, layer, LAYER)
     if layer not in tr.attention:
         raise ExplorerError("attention.export_first", "Show this layer's attention first, "

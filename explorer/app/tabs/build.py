@@ -30,6 +30,7 @@ from ..checkpoint_input import (CONFIG_SUFFIX, WEIGHTS_SUFFIXES, reporter, serve
                                 uploaded)
 from ..exports import fresh_folder
 from ..handlers import handler
+from ..page import on_load_js
 from ..i18n import label, say, t
 from ..textbox import Textbox
 from ..inputs import as_choice, as_flag, as_int
@@ -37,7 +38,7 @@ from ..plots.labels import percent
 from ..plots.model import COMPONENTS, architecture_html, parameter_figure
 from ..session import Made, Model, View
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, WEIGHTS_NOTES, BuildRefused,
-                      model_a, server_paths_allowed, session_of, status_line)
+                      model_a, server_paths_allowed, status_line)
 
 TITLE = ("tab.build", "1 · Build")
 ID = "build"
@@ -225,7 +226,6 @@ def preset_picked(preset, session):
     """A preset picked (not built yet; ``preset_values`` fills the form): its diagram and
     parameters as a preview, so the page never shows one model's form beside another's
     diagram."""
-    session = session_of(session)
     session.show(Preview, preset=as_choice(preset, PRESET, PRESETS))
     return preview(preset)
 
@@ -251,7 +251,7 @@ def path_box():
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
     given.apply_defaults()
-    session = session_of(given.arguments["session"])
+    session = given.arguments["session"]
     try:
         return _build(given.arguments, session)
     except ExplorerError as refused:
@@ -323,14 +323,13 @@ build = handler(outputs=BUILD_OUTPUTS, name="build")(build)
 @handler(outputs=("status",))
 def build_refused(session):
     """A build was refused: the status line says why, until the next model."""
-    return {"status": status_line(session_of(session))}
+    return {"status": status_line(session)}
 
 
 @handler(outputs=("export_files", "export_note"))
 def export_weights(session, hf_layout):
     """/export_model: model A (random, trained or loaded) as model.safetensors + config.json,
     in the book's names or (GPT-2-shaped models) Hugging Face's GPT-2 layout."""
-    session = session_of(session)
     model = model_a(session)
     hf_layout = as_flag(hf_layout, Message("field.hf_layout", "hf_layout"))
     key = session.models[0].key
@@ -400,7 +399,7 @@ def create(page):
         with gr.Column(scale=3):
             counts = count_parameters(DEFAULT_CONFIG)
             views = preview(DEFAULT_PRESET)
-            page.add(gr.HTML(views["arch"], elem_id="arch", js_on_load=walk.WALK_JS))
+            page.add(gr.HTML(views["arch"], elem_id="arch", js_on_load=on_load_js("walk")))
             walk.create(page)   # the guided walk's card, under the diagram (its top stays free)
             page.add(gr.Markdown(elem_id="memory"))
             with gr.Accordion(label("export.title", "Export this model (model.safetensors + "

@@ -26,7 +26,7 @@ from ..plots.lens import logit_lens_figure
 from ..prompts import use
 from ..results import generation_steps, next_step, shared_trace
 from ..session import Generation
-from ..shared import CACHE, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, models_of, session_of
+from ..shared import CACHE, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, models_of
 from . import generate_views as views
 
 TITLE = ("tab.generate", "5 · Generate")
@@ -35,13 +35,12 @@ SHOW_TOP = 10          # next-token candidates shown as bars
 LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
 DECODING = ("greedy", "sample")
 # The model is held to at most 30 steps a second (a faster one waits for the screen), and the
-# page gets an update at most twice a second, with the steps made since the one before: each
-# update costs a page tens of milliseconds whatever it holds (Gradio walks the status of every
-# component that an event has touched; bench/stream_long_tasks.py), and 30 a second left a
-# slow page no time to paint or to answer a click. Each step's bars and speed line are a
-# .nt-step, and the page shows them in turn until the next update comes (static/page.js,
-# gptExplorer.paintSteps). The step table re-renders its rows: it follows once a second, and
-# completely at the end.
+# page gets an update at most twice a second, with the steps made since the one before: an
+# update has a fixed cost in the page whatever it holds, and one per step left a slow page no
+# time to paint or to answer a click (bench/README.md, stream_long_tasks.py). Each step's bars
+# and speed line are a .nt-step, and the page shows them in turn until the next update comes
+# (static/page.js, gptExplorer.paintSteps). The step table re-renders its rows: it follows once
+# a second, and completely at the end.
 STEP_INTERVAL_S = 1 / 30
 STREAM_INTERVAL_S = 0.5
 TABLE_INTERVAL_S = 1.0
@@ -103,7 +102,6 @@ def _streams(keys, models, ids, n, temperature, top_k, seed, stop):
 @handler(outputs=SHOWN)
 def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot, session):
     """/generate (streams): every model from the same prompt, step by step."""
-    session = session_of(session)
     models = models_of(session)
     ids = models_prompt_ids(prompt, models)
     use(session, prompt)                   # the session's prompt, for every tab
@@ -161,7 +159,6 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
 def next_token(prompt, output, mode, temperature, top_k, seed, session):
     """/next_token: one more token of every model, continuing the generation the page shows
     (from the same prompt); a new prompt (or a changed text) starts anew."""
-    session = session_of(session)
     gen = session.generation
     if gen is not None and gen.streaming:
         # The stream's next update would overwrite this step: refuse it, visibly.
@@ -199,7 +196,6 @@ def next_token(prompt, output, mode, temperature, top_k, seed, session):
 @handler(outputs=SHOWN)
 def clear(session):
     """The Clear button: no generation; the prompt stays."""
-    session = session_of(session)
     session.generation = None
     return {**views.shown(session), "session": session}
 
@@ -224,7 +220,6 @@ def stopped(session, shown=None):
     never shown: issue 47, item 10), else as far as the server got, with the whole step table,
     no longer streaming. It takes the generation's place (a new object: the stream, should it
     make one more step, adds it to its own)."""
-    session = session_of(session)
     gen = session.generation
     if gen is not None:
         # Stop's call and the cancelled stream's (a failure: no ``shown``) come in either order
@@ -242,7 +237,6 @@ def stopped(session, shown=None):
 def logit_lens(prompt, session):
     """/logit_lens: final norm + output head on every block's output, at the prompt's last 32
     positions, for every model."""
-    session = session_of(session)
     models = models_of(session)
     for model, name in zip(models, NAMES if len(models) == 2 else (None,)):
         ids = prompt_ids(prompt, model, name)      # within every model's vocabulary

@@ -15,7 +15,7 @@ from ..i18n import label, t
 from ..plots.curves import gpt_gradient_figure, gradient_figure
 from ..plots.style import empty_figure
 from ..session import View
-from ..shared import DEFAULT_PROMPT, session_of
+from ..shared import DEFAULT_PROMPT
 
 # Two trainable copies of the session's config are built: only for models up to this size.
 MAX_MODEL_BYTES = 200 * 1024 ** 2
@@ -64,7 +64,6 @@ class Lesson(View):
 @handler(outputs=(*PLOTS, "session"))
 def gradient_views(session):
     """/gradients: the book's 4.4 gradients, and model A's config's per block."""
-    session = session_of(session)
     session.show(Lesson, on=True)
     return {**lesson(session), "session": session}
 

@@ -25,8 +25,7 @@ from ..pickers import (HEAT_POINTS, HIST_PAIRS, Pickers, choose, fitted_layer, f
                        layer_slider, pair_choices)
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
-from ..shared import (DEFAULT_CONFIG, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, session_of,
-                      traces_of)
+from ..shared import DEFAULT_CONFIG, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, traces_of
 from . import head_scores as heads
 from . import gradients
 
@@ -149,7 +148,6 @@ CHOICES = ("inside_layer", "pair", "heat_point", "heat_stat")   # the views' pic
 def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
     """/trace: every model traces the prompt, one after the other (one trace's memory at a
     time)."""
-    session = session_of(session)
     trace_all(session, prompt)
     return {"chips": chips_html(session.traces[0]), "trace_info": summary(session),
             **views(session, layer, pair, heat_point, heat_stat), "session": session}
@@ -159,35 +157,31 @@ def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
 def trace_shown(prompt, session, layer, pair, heat_point, heat_stat):
     """The Trace button: /trace, and the other tabs' views of the new trace (the activation
     curves, the attention shown)."""
-    out = run_trace.__wrapped__(prompt, session, layer, pair, heat_point, heat_stat)
-    return {**refresh.render_of_trace(out["session"]), **out}
+    out = run_trace(prompt, session, layer, pair, heat_point, heat_stat)
+    return {**refresh.render_of_trace(session), **out}
 
 
 @handler(outputs=("hist_plot", "heat_plot"))
 def inside_views(session, layer, pair, heat_point, heat_stat):
     """/inside_views: the distribution and heatmap of the last trace."""
-    out = views(session_of(session), layer, pair, heat_point, heat_stat)
+    out = views(session, layer, pair, heat_point, heat_stat)
     return {"hist_plot": out["hist_plot"], "heat_plot": out["heat_plot"]}
 
 
 @handler(outputs=("hist_plot", "heat_plot", "session"))
 def choice_changed(session, layer, pair, heat_point, heat_stat):
-    """The user changed a choice: redraw, or stay quiet
-    when there is no trace to show (the choice is kept for the next one)."""
-    session = session_of(session)
+    """A picker moved: /inside_views, or, with no trace to show, the choice kept (quiet)."""
     if not session.traces:
         choose(session, inside_layer=layer, pair=pair, heat_point=heat_point,
                heat_stat=heat_stat)
         return {"session": session}
-    out = views(session, layer, pair, heat_point, heat_stat)
-    return {"hist_plot": out["hist_plot"], "heat_plot": out["heat_plot"], "session": session}
+    return {**inside_views(session, layer, pair, heat_point, heat_stat), "session": session}
 
 
 @handler(outputs=("export_stats_file",))
 def export_stats(session, fmt):
     """/export_stats: the last trace's statistics (with two models, B's rows after A's, each
     row naming its model)."""
-    session = session_of(session)
     traces = traces_of(session)
     fmt = as_choice(fmt, Message("field.export_format", "export format"), EXPORT_FORMATS)
     rows = []

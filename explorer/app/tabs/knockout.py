@@ -20,11 +20,12 @@ from .. import comparison, gradio_private, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import as_choice, as_flag, as_int, selected
+from ..page import on_load_js
 from ..pickers import fitted_layer, layer_slider
 from ..plots.knockout import METRICS, knockout_map_html
 from ..prompts import trace_all
-from ..session import AttentionShown
-from ..shared import DEFAULT_PROMPT, check_model, session_of
+from ..session import AttentionShown, Session
+from ..shared import DEFAULT_PROMPT, check_model
 from ..textbox import Textbox
 from . import pin
 from .knockout_map import (TEXTS, MapView, b_interventions, map_html, metric_changed,
@@ -77,7 +78,6 @@ def intervene(spec, session):
     parts joined by ';'). The prompt the session had traced is traced again, by both, for the
     Inside and Attention tabs. The Attention tab stays on the layer and head the user chose
     (it once moved to the block after the first knocked-out one, unasked)."""
-    session = session_of(session)
     interventions = spec_of(spec)
     prompt = session.prompt
     comparison.intervened(session, interventions)
@@ -95,16 +95,13 @@ def cell_clicked(session, evt: gr.EventData):
     data = gradio_private.event_data(evt) if evt is not None else None
     click = data.get("click") if isinstance(data, dict) else None
     if isinstance(click, int) and not isinstance(click, bool):
-        session = session_of(session)
         session.show(MapView, applied=click)     # (applied or refused: no longer queued)
-    return intervene.__wrapped__(selected(evt, Message("field.knock_map", "the knock-out map")),
-                                 session)
+    return intervene(selected(evt, Message("field.knock_map", "the knock-out map")), session)
 
 
 @handler(outputs=("knock_spec",))
 def add_part(spec, kind, layer, every_block, heads, session):
     """The builder's part added to the interventions box."""
-    session = session_of(session)
     check_model(session)
     kind = KINDS_BY_NAME[as_choice(kind, Message("field.knock_kind", "part"), KIND_NAMES)]
     every = as_flag(every_block, Message("field.every_block", "every block"))
@@ -140,62 +137,8 @@ def render(session) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# A click (or Enter / Space) on a cell: the select event, numbered; every click is sent (the
-# event queues them) and its cell striped and listed in the queue line until the server says it
-# was applied (``data-applied`` on the map: the last click's number) or a minute passes (a
-# refused click has its message). The outline is the server's: B's cell only.
-KNOCK_JS = """
-const pending = [];                       // [number, spec, when] of clicks not yet applied
-let sent = 0;
-const paint = () => {
-  const root = element.querySelector('[data-applied]');
-  const applied = root ? Number(root.getAttribute('data-applied')) : 0;
-  const now = Date.now();
-  while (pending.length && (pending[0][0] <= applied || now - pending[0][2] > 60000)) {
-    pending.shift();
-  }
-  element.querySelectorAll('td.knock-queued').forEach((e) => {
-    if (!pending.some((p) => p[1] === e.getAttribute('data-knock'))) {
-      e.classList.remove('knock-queued');
-    }
-  });
-  for (const [, spec] of pending) {
-    for (const cell of element.querySelectorAll('td[data-knock]')) {
-      if (cell.getAttribute('data-knock') === spec && !cell.classList.contains('knock-queued')) {
-        cell.classList.add('knock-queued');
-      }
-    }
-  }
-  const line = element.querySelector('.knock-queue');
-  if (line) {
-    const text = pending.length ? (line.getAttribute('data-queued') || '{specs}')
-      .replace('{specs}', pending.map((p) => p[1]).join(' → ')) : '';
-    if (line.textContent !== text) line.textContent = text;
-  }
-};
-const choose = (target) => {
-  const cell = target && target.closest ? target.closest('td[data-knock]') : null;
-  if (!cell || !element.contains(cell)) return false;
-  sent += 1;
-  const spec = cell.getAttribute('data-knock');
-  pending.push([sent, spec, Date.now()]);
-  paint();
-  const all = Array.from(element.querySelectorAll('td[data-knock]'));
-  trigger('select', {value: spec, index: all.indexOf(cell), selected: true, click: sent});
-  return true;
-};
-element.addEventListener('click', (event) => { choose(event.target); });
-element.addEventListener('keydown', (event) => {
-  if ((event.key === 'Enter' || event.key === ' ') && choose(event.target)) {
-    event.preventDefault();   // Space would scroll the page
-  }
-});
-new MutationObserver(paint).observe(element, {childList: true, subtree: true});
-"""
-
-
 def create(page):
-    page.add(gr.Markdown(note(session_of(None)), elem_id="knock_note"))
+    page.add(gr.Markdown(note(Session()), elem_id="knock_note"))
     # The map first (what a lecturer shows), the text it measures above it, then the builder
     # of an intervention.
     with gr.Row():
@@ -212,7 +155,7 @@ def create(page):
     page.add(Textbox(DEFAULT_PROMPT, label=label("knock.prompt", "the text the map "
                                                                     "measures (edit it here)"),
                         lines=1, max_lines=3, elem_id="knock_prompt"))
-    page.add(gr.HTML(knockout_map_html(None), elem_id="knock_map", js_on_load=KNOCK_JS))
+    page.add(gr.HTML(knockout_map_html(None), elem_id="knock_map", js_on_load=on_load_js("knock")))
     page.add(gr.JSON(visible=False, elem_id="knock_numbers"))
     with gr.Row():
         page.add(gr.Dropdown(kind_choices(), value="zero_heads",

@@ -24,7 +24,7 @@ from ..plots.knockout import METRICS, knockout_map_html
 from ..prompts import prompt_of, use
 from ..results import where_noted
 from ..session import View
-from ..shared import CACHE, model_a, session_of
+from ..shared import CACHE, model_a
 
 TEXTS = {"the prompt": ("knock.text_prompt", "the prompt"),
          "the training story": ("knock.text_story", "the training story (its first tokens)")}
@@ -42,7 +42,6 @@ def story_text(cfg=None) -> str:
 @handler(outputs=("knock_prompt",))
 def text_chosen(text, session):
     """The text radio fills the box above the map: the session's prompt, or the story."""
-    session = session_of(session)
     text = as_choice(text, Message("field.knock_text", "text"), TEXTS)
     choose(session, knock_text=text)
     if text == "the prompt":
@@ -133,7 +132,6 @@ def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
     exact values, largest estimate first, each cell turning exact as it comes: the estimate's
     top 10 and the cells it cannot estimate, or with ``everywhere`` every cell (the exact map).
     ``metric`` chooses what the map colours. A stream: each update is the map so far."""
-    session = session_of(session)
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
     everywhere = as_flag(everywhere, Message("field.knock_everywhere", "exact everywhere"))
     model = model_a(session)
@@ -196,7 +194,6 @@ def _update(session, result) -> dict:
 @handler(outputs=("knock_map",))
 def stopped(session):
     """Stop: the map keeps the cells made exact so far; the stream makes no more."""
-    session = session_of(session)
     shown = session.view(MapView)
     if shown.status and shown.status[0] == "refining":
         session.show(MapView, status=_status("stopped", shown.result))
@@ -250,7 +247,6 @@ def shown_map(session):
 
 @handler(outputs=("knock_map",))
 def metric_changed(metric, session):
-    session = session_of(session)
     shown = shown_map(session)
     if shown is None:
         return {}

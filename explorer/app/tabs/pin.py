@@ -9,7 +9,7 @@ from ...book.errors import ExplorerError
 from .. import refresh
 from ..handlers import handler
 from ..i18n import label, say, t
-from ..shared import CACHE, session_of
+from ..shared import CACHE, check_model
 
 HINT = ("pin.hint", "**Compare two models** — pin this one as **B**, then build, load or train "
                     "another (**A**): every tab shows both.")
@@ -45,10 +45,7 @@ def render(session) -> dict:
 def pin_model(session, request: gr.Request = None):
     """Pin the session's model as B. Until another model is built, loaded or trained, A and B
     are the same model (every difference is zero)."""
-    session = session_of(session)
-    if not session.models:
-        raise ExplorerError("session.no_model", "No model yet: build one in the Build tab "
-                                                "first.")
+    check_model(session)
     a = session.models[0]
     owner = _session_hash(request)
     if owner:
@@ -66,7 +63,6 @@ def pin_model(session, request: gr.Request = None):
 def unpin_model(session, request: gr.Request = None):
     """End the comparison (Unpin B, or Remove B of the Knock out tab): the session keeps its
     model A, and A's traces (Inside and Attention show A alone)."""
-    session = session_of(session)
     if not session.comparing:
         raise ExplorerError("pin.none", "No model is pinned.")
     release(_session_hash(request))

@@ -3,9 +3,9 @@
 shape (batch, tokens, channels) and its statistics there, with the book's section. A block's
 stages are shown for the block picked beside the card.
 
-The diagram's script (``WALK_JS``, run by the gr.HTML when it loads) turns a click on an
-element with ``data-stage`` into the HTML component's ``select`` event, whose data names the
-stage. ``/stage_details`` is the same view for API clients (stage, block, prompt).
+The page's script (``gptExplorer.walk``) turns a click on an element with ``data-stage`` into
+the diagram's ``select`` event, whose data names the stage. ``/stage_details`` is the same
+view for API clients (stage, block, prompt).
 
 The statistics come from a trace of the prompt by model A: the session's own trace when it is
 of this prompt (Inside → Trace), else the walk traces it once, lightly (no attention, no logit
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from ...book.errors import ExplorerError, Message
+from ...book.errors import Message
 from ...book.stages import STAGE_NAMES, STAGES_BY_NAME
 from ..results import shared_trace
 from ...probes.stages import stage_details
@@ -30,18 +30,12 @@ from ..pickers import choose, fitted_layer
 from ..plots.walk import stage_html, walk_hint
 from ..prompts import prompt_of
 from ..session import View
-from ..shared import CACHE, DEFAULT_CONFIG, model_a, session_of
+from ..shared import CACHE, DEFAULT_CONFIG, model_a
 
 HINT = ("walk.hint", "Click a stage of the diagram: its shape and statistics for the Inside "
                      "tab's prompt.")
 STAGE = Message("field.stage", "stage")
 BLOCK = Message("field.block", "block")
-# The diagram's part of the walk: a click, or Enter/Space on a focused stage, becomes the
-# gr.HTML's select event with the stage's name (page.js, gptExplorer.walk). The page's script
-# may start after the diagram has loaded: wait for it (a few seconds at most).
-WALK_JS = ("(function start(tries) { if (window.gptExplorer && gptExplorer.walk) "
-           "gptExplorer.walk(element, trigger); else if (tries > 0) "
-           "setTimeout(() => start(tries - 1), 50); })(200);")
 
 
 def _walk_trace(prompt, session):
@@ -56,11 +50,6 @@ def _walk_trace(prompt, session):
 
 def _trace_for(prompt, session):
     """A trace of ``prompt`` by model A: the session's, the walk's last one, or a new one."""
-    if not session.models:
-        raise ExplorerError("session.no_model", "No model yet: build one in the Build tab "
-                                                "first.")
-    if not isinstance(prompt, str):
-        raise ExplorerError("prompt.not_text", "The prompt must be text.")
     if session.traces and session.prompt == prompt:
         traced = session.traces[0]
     elif session.walk and session.walk[0] == prompt:
@@ -86,41 +75,33 @@ def _card(stage, block, traced):
     return stage_html(stage_details(traced, stage, block), traced.config)
 
 
-def _show(stage, block, prompt, session) -> str:
-    stage = as_choice(stage, STAGE, STAGE_NAMES)
-    as_int(block, BLOCK)
-    card = _card(stage, block, _trace_for(prompt, session))
-    session.show(Stage, chosen=(stage, block))
-    return card
-
-
 @handler(outputs=("walk_card", "session"))
 def show_stage(stage, block, prompt, session):
     """/stage_details: the card of ``stage`` (``book.stages.STAGE_NAMES``) in ``block`` for
     ``prompt``, traced now if the session has no trace of it."""
-    session = session_of(session)
-    return {"walk_card": _show(stage, block, prompt, session), "session": session}
+    stage = as_choice(stage, STAGE, STAGE_NAMES)
+    as_int(block, BLOCK)
+    card = _card(stage, block, _trace_for(prompt, session))
+    session.show(Stage, chosen=(stage, block))
+    return {"walk_card": card, "session": session}
 
 
 @handler(outputs=("walk_stage", "walk_card", "session", "walk_block"))
 def stage_clicked(block, session, evt: gr.EventData):
     """A stage of the diagram was clicked (its name is the event's value): its card for the
     session's prompt."""
-    session = session_of(session)
     stage = as_choice(selected(evt, STAGE), STAGE, STAGE_NAMES)
-    return {"walk_stage": stage, "walk_card": _show(stage, block, prompt_of(session), session),
-            "session": session,
+    return {"walk_stage": stage, **show_stage(stage, block, prompt_of(session), session),
             "walk_block": gr.update(visible=STAGES_BY_NAME[stage].scope == "block")}
 
 
 @handler(outputs=("walk_card", "session"))
 def block_changed(stage, block, session):
     """The block picker moved: the chosen stage again, if it is a block's (quiet otherwise)."""
-    session = session_of(session)
     choose(session, walk_block=block)
     if stage not in STAGE_NAMES or STAGES_BY_NAME[stage].scope != "block":
         return {}
-    return {"walk_card": _show(stage, block, prompt_of(session), session), "session": session}
+    return show_stage(stage, block, prompt_of(session), session)
 
 
 @refresh.renders("walk_card", "walk_stage", "walk_block")
