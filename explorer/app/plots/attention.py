@@ -14,8 +14,8 @@ from ...probes.compare import attention_difference
 from ..i18n import t
 from ..prefs import current
 from .labels import MAX_TOKEN_COLUMNS, TOKEN_CHARS, readable_tokens, token_axis, token_label
-from .style import (DIVERGING_SCALE, FONT_SIZE, HEATMAP_MIN, MASK_COLOR, SEQUENTIAL_SCALE,
-                    TICK_SIZE, _width, both, clean, empty_figure, finish, models, panels, scaled,
+from .style import (GAPS, LAYER, DIVERGING_SCALE, FONT_SIZE, HEATMAP_MIN, MASK_COLOR, SEQUENTIAL_SCALE,
+                    TICK_SIZE, _width, both, clean, empty_figure, finish, models, named, panels, scaled,
                     title_layout)
 
 GRID_MAX_SIDE = 48        # attention grid: each head at most 48 x 48 cells ...
@@ -146,8 +146,7 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
            if alone else dict(x=0.645, thickness=14, len=0.8))
     for col, (z, tr, name) in enumerate(zip(zs, traces, names), 1):
         if z is None:
-            _message(fig, t("attention.text", "{name}: {why}", name=name,
-                            why=_why_not(tr, layer, head)), col)
+            _message(fig, named([_why_not(tr, layer, head)], name, False)[0], col)
             continue
         fig.add_trace(go.Heatmap(z=z, x=cats, y=cats, colorscale=SEQUENTIAL_SCALE, zmin=0, zmax=top,
                             hoverongaps=False, name=t("attention.weight", "weight"), colorbar=bar,
@@ -302,8 +301,7 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
             own.append(t("attention.tokens_shown_as_cells", "{n} tokens shown as {side} × {side} "
                          "cells per head (neighbouring tokens averaged, ~{size:.0f} per cell)",
                          n=n_tokens, side=len(starts), size=n_tokens / len(starts)))
-        notes += own if alone else [t("attention.text", "{name}: {why}", name=name, why=n)
-                                    for n in own]
+        notes += named(own, name, alone)
         first_row += rows
     bare = dict(showticklabels=False, showgrid=False, zeroline=False, ticks="",
                 showline=False)
@@ -375,7 +373,7 @@ def entropy_figure(traces, names=None) -> go.Figure:
         fig.update_xaxes(col=col, dtick=1 if n_heads * len(traces) <= 25 else None,
              showgrid=False, title_text=t("attention.head_2", "head"))
     if bad_any:
-        notes.append(t("attention.inf_nan_values_shown", "inf/NaN values shown as gaps (grey)"))
+        notes.append(t(*GAPS))
     if not alone and zs[0].shape == zs[1].shape:
         largest = float(np.nanmax(np.abs(zs[0] - zs[1]))) if zs[0].size else 0.0
         notes.append(t("attention.is_zero_for_every", "A − B is zero for every head")
@@ -389,7 +387,7 @@ def entropy_figure(traces, names=None) -> go.Figure:
     n_layers = max(z.shape[0] for z in zs)
     fig.update_yaxes(dtick=1 if n_layers <= 24 else None, showgrid=False,
                      **({} if alone else dict(tickformat="d")))
-    fig.update_yaxes(col=1, title_text=t("attention.layer", "layer"))
+    fig.update_yaxes(col=1, title_text=t(*LAYER))
     fig.update_layout(plot_bgcolor=MASK_COLOR)
     height = max(380, min(950, 200 + 20 * (len(traces) - 1) + 36 * n_layers))
     return finish(fig, title, height, notes=notes)

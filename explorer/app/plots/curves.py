@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from ..i18n import say, t
 from .style import (BLUE, GREY, LIGHT_BAR, PALETTE, PURPLE, TICK_SIZE, VERMILLION, finish,
-                    lighter, models, scaled)
+                    lighter, models, named, scaled)
 
 B_BARS = lighter(PURPLE, 0.55)   # model B's real inputs under the activation curves
 
@@ -39,7 +39,7 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
         if total == 0:
             note = t("curves.real_feed_forward_inputs",
                      "the real feed-forward inputs are all inf/NaN: no histogram")
-            notes.append(note if alone else t("curves.text", "{name}: {why}", name=name, why=note))
+            notes += named([note], name, alone)
             continue
         # The histograms own the base axis (drawn first, underneath); the curves go on
         # an overlaying axis on the left, drawn on top of the bars.
@@ -58,7 +58,7 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
         if outside > 0.005:
             note = t("curves.real_inputs_lie_outside",
                      "{share:.0%} of the real inputs lie outside the x range shown", share=outside)
-            notes.append(note if alone else t("curves.text", "{name}: {why}", name=name, why=note))
+            notes += named([note], name, alone)
     if curve_axis == "y2":
         fig.update_layout(
             yaxis=dict(side="right", showgrid=False, rangemode="tozero", tickformat=".0%",

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from ..i18n import t
 from .labels import TOKEN_CHARS, readable_tokens, token_label
-from .style import (HEATMAP_MIN, LIGHT_SCALE, MASK_COLOR, PLOT_MIN, clean,
+from .style import (LAYER, HEATMAP_MIN, LIGHT_SCALE, MASK_COLOR, PLOT_MIN, clean,
                     empty_figure, finish, models, panels)
 
 MAX_LENS_POSITIONS = 32
@@ -74,7 +74,7 @@ def logit_lens_figure(lenses, names=None) -> go.Figure:
                               "layer %{y}, after input %{x}<br>top-1 guess: %{customdata[0]} "
                               "(p = %{z:.3f})<br>p of the final prediction %{customdata[2]}: "
                               "%{customdata[1]:.3f}") + "<extra></extra>"), row=row, col=1)
-        fig.update_yaxes(row=row, col=1, title_text=t("lens.layer", "layer"),
+        fig.update_yaxes(row=row, col=1, title_text=t(*LAYER),
              dtick=1 if probs.shape[0] <= 24 else None, showgrid=False)
     if not alone:
         final_a, final_b = (list(lens.lens_ids[-1][keep]) for lens in lenses)

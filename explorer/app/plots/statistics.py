@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 from ...probes.compare import series_pair
 from ..i18n import t
 from .labels import MAX_TOKEN_COLUMNS, layers_text, point_label, token_axis
-from .style import (DIVERGING_SCALE, HEATMAP_MIN, MASK_COLOR, MODEL_COLORS, PALETTE,
+from .style import (GAPS, LAYER, DIVERGING_SCALE, HEATMAP_MIN, MASK_COLOR, MODEL_COLORS, PALETTE,
                     SEQUENTIAL_SCALE, both, clean, empty_figure, finish, lighter,
-                    models, panels, translucent)
+                    models, named, panels, translucent)
 
 STAT_TITLES = {"mean": ("stat.mean", "Mean"), "std": ("stat.std", "Standard deviation"),
                "rms": ("stat.rms", "Root mean square"), "min": ("stat.min", "Minimum"),
@@ -42,12 +42,6 @@ def _missing_note(points) -> str:
         return t("statistics.not_in_this_model", "not in this model: {points} (no normalisation "
                  "layers)", points=", ".join(points))
     return t("statistics.not_recorded", "not recorded: {points}", points=", ".join(points))
-
-
-def _named(notes, name, alone) -> list[str]:
-    """One model's notes; beside another model's, each says whose it is."""
-    return list(notes) if alone else [t("statistics.text", "{name}: {why}", name=name, why=n)
-                                      for n in notes]
 
 
 def _layers_note(tr_a, tr_b) -> list[str]:
@@ -118,7 +112,7 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
                 continue
             x, series, bad = got
             if bad:
-                nonfinite += _named([t("statistics.inf_nan_in", "{point}: inf/NaN in {layers}",
+                nonfinite += named([t("statistics.inf_nan_in", "{point}: inf/NaN in {layers}",
                                        point=point_label(point), layers=layers_text(bad))],
                                     name, alone)
             # one model: a colour per point; two: a colour per model, a panel per point
@@ -236,7 +230,7 @@ def histogram_figure(traces, layer, points=("ln1_in", "ln1_out"), names=None) ->
                              n=int(stats.overall["nonfinite"][row])))
         if missing:
             own.append(_missing_note(missing))
-        notes += _named(own, name, alone)
+        notes += named(own, name, alone)
     title = (t("statistics.distribution_values_at_final",
                "Distribution of values at the final norm") if final_only
              else t("statistics.distribution_values_in_layer",
@@ -293,8 +287,7 @@ def token_heatmap_figure(traces, point="resid_pre", stat="std", names=None) -> g
             notes.append(t("statistics.last_tokens", "the last {shown} of {n} tokens",
                            shown=MAX_TOKEN_COLUMNS, n=n_tokens))
         if bad:
-            notes.append(t("statistics.inf_nan_values_shown",
-                           "inf/NaN values shown as gaps (grey)"))
+            notes.append(t(*GAPS))
         layers = [tr.n_layers - 1] if is_final else list(range(z.shape[0]))
         panels_of.append((col, tr, name, np.ascontiguousarray(z[:, start:]), start, layers,
                           is_final))
@@ -317,7 +310,7 @@ def token_heatmap_figure(traces, point="resid_pre", stat="std", names=None) -> g
     fig.update_yaxes(dtick=1 if most <= 24 else None, tickformat="d", showgrid=False)
     fig.update_yaxes(col=1,
          title_text=t("statistics.layer_final_norm", "layer (final norm)") if panels_of[0][6]
-                    else t("statistics.layer", "layer"))
+                    else t(*LAYER))
     fig.update_xaxes(title_text=t("statistics.token", "token"))
     fig.update_layout(plot_bgcolor=MASK_COLOR)
     height = max(420, min(900, 260 + 20 * (len(traces) - 1) + 34 * most))

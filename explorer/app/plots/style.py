@@ -304,6 +304,16 @@ def models(items, names=None) -> tuple[list, tuple[str, ...]]:
     return items, tuple(names) if names is not None else ("A", "B")[:len(items)]
 
 
+def named(notes, name, alone) -> list[str]:
+    """One model's notes; beside another model's, each says whose it is."""
+    return list(notes) if alone else [t("plots.named", "{name}: {why}", name=name, why=n)
+                                      for n in notes]
+
+
+GAPS = ("plots.gaps", "inf/NaN values shown as gaps (grey)")   # a note, (id, text)
+LAYER = ("plots.layer", "layer")                                 # an axis title
+
+
 def both(title: str) -> str:
     """A figure's title when it shows two models."""
     return t("plots.a_and_b", "{title}: A and B", title=title)
