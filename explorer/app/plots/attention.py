@@ -197,8 +197,8 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
              else t("attention.attention_in_layer_and",
                     "Attention in layer {layer}, {head}: A, B and A − B", layer=layer,
                     head=head_text))
-    return finish(fig, title, _token_axis_height(len(y_vals)), notes=notes,
-                  margin=None if alone else dict(r=90), wrap=120, plot_min=HEATMAP_MIN)
+    return finish(fig, title, _token_axis_height(len(y_vals)), notes=notes, wrap=120,
+                  plot_min=HEATMAP_MIN)
 
 
 def _block_edges(n: int, side: int) -> np.ndarray:

@@ -89,7 +89,7 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
         else t("curves.activation_functions", "Activation functions")
     return finish(fig, title, 540, notes=notes, x_title=t("curves.input_x", "input x"),
                   y_title=None if curve_axis == "y2" else t("curves.output", "output"), legend=True,
-                  margin=dict(r=90 if curve_axis == "y2" else 30), wrap=120)  # the page wide
+                  wrap=120)  # the page wide
 
 
 # ---------------------------------------------------------------------------------------------
