@@ -252,11 +252,12 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
         why = None if alone else _why_not(tr, layer, "mean")
         grids.append(None if why else _grid_of(tr, layer, budget))
     shown = [g for g in grids if g is not None]
+    pair_title = t("attention.every_head_layer_and", "Every head of layer {layer}: A and B",
+                   layer=layer)
     if not shown:
-        return empty_figure(t("attention.every_head_layer_and",
-                              "Every head of layer {layer}: A and B", layer=layer),
-                            t("attention.neither_model_has_attention",
-                              "Neither model has attention for layer {layer}.", layer=layer))
+        return empty_figure(pair_title, t("attention.neither_model_has_attention",
+                                          "Neither model has attention for layer {layer}.",
+                                          layer=layer))
     cols = min(GRID_COLS[len(traces) - 1], max(g[0].shape[0] for g in shown))
     rows_of = [math.ceil(g[0].shape[0] / cols) if g is not None else 1 for g in grids]
     titles = []
@@ -323,9 +324,7 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
                shown=t("attention.all_heads", "all {n} heads", n=n_heads)
                if n_heads == all_heads else
                t("attention.heads_0", "heads 0–{last} of {all}", last=n_heads - 1,
-                 all=all_heads)) if alone else
-             t("attention.every_head_layer_and", "Every head of layer {layer}: A and B",
-               layer=layer))
+                 all=all_heads)) if alone else pair_title)
     return finish(fig, title, top + 40 + n_rows * row_px, notes=notes,
                   margin=dict(l=30, r=30, b=30), plot_min=150 * n_rows)
 
