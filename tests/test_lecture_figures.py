@@ -141,10 +141,10 @@ def test_in_lecture_mode_the_parameter_chart_keeps_its_title_and_labels():
     with prefs.using(LECTURE):
         fig = parameter_figure([counts])
     width = 600                                    # half the page at 1280 px
-    title = fig.layout.title
-    for line in title.text.split("<br>"):
+    size = fig.layout.template.layout.title.font.size     # lecture mode's template
+    for line in fig.layout.title.text.split("<br>"):
         text = line.replace("<b>", "").replace("</b>", "")
-        assert 14 + 0.56 * title.font.size * len(text) <= width - 10, text
+        assert 14 + 0.56 * size * len(text) <= width - 10, text
     # every label fits right of its bar: ~315 px of bars, labels may reach 40 px further
     end = fig.layout.xaxis.range[1]
     for value, text in zip(fig.data[0].x, fig.data[0].text):

@@ -141,10 +141,11 @@ def test_lecture_mode_makes_every_figure_larger_thicker_and_darker():
     plain = layer_stats_figure([tr])
     with prefs.using(prefs.Prefs("en", True)):
         lecture = layer_stats_figure([tr])
-    assert lecture.layout.font.size > plain.layout.font.size
-    assert lecture.layout.title.font.size > plain.layout.title.font.size
-    assert lecture.layout.font.color == LECTURE_INK
-    assert lecture.layout.xaxis.tickfont.size > plain.layout.xaxis.tickfont.size
+    looks = [fig.layout.template.layout for fig in (plain, lecture)]   # each mode's template
+    assert looks[1].font.size > looks[0].font.size
+    assert looks[1].title.font.size > looks[0].title.font.size
+    assert looks[1].font.color == LECTURE_INK
+    assert looks[1].xaxis.tickfont.size > looks[0].xaxis.tickfont.size
     widths = [(a.line.width, b.line.width) for a, b in zip(plain.data, lecture.data)
               if a.line.width]
     assert widths and all(b > a for a, b in widths)

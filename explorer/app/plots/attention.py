@@ -11,15 +11,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ...probes.compare import attention_difference
-from ...book.errors import ExplorerError, Message
 from ..i18n import t
 from ..prefs import current
-from .labels import (MAX_TOKEN_COLUMNS, TOKEN_CHARS, layers_text, readable_tokens, token_axis,
-                     token_label)
-from .style import _width
-from .style import (DIVERGING_SCALE, FONT_SIZE, HEATMAP_MIN, MASK_COLOR, SEQUENTIAL_SCALE,
-                    TICK_SIZE, add, axes, clean, empty_figure, finish, models, panels,
-                    scaled, title_layout)
+from .labels import MAX_TOKEN_COLUMNS, TOKEN_CHARS, readable_tokens, token_axis, token_label
+from .style import (GAPS, LAYER, DIVERGING_SCALE, FONT_SIZE, HEATMAP_MIN, MASK_COLOR, SEQUENTIAL_SCALE,
+                    TICK_SIZE, _width, both, clean, empty_figure, finish, models, named, panels, scaled,
+                    title_layout)
 
 GRID_MAX_SIDE = 48        # attention grid: each head at most 48 x 48 cells ...
 GRID_MAX_HEADS = 32       # ... of at most 32 heads
@@ -32,46 +29,25 @@ def _token_axis_height(n_labels: int) -> int:
     return max(560, 250 + 15 * n_labels)
 
 
-def _attention_layer(trace, layer) -> np.ndarray:
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) \
-            or layer not in trace.attention:
-        kept = sorted(trace.attention)
-        have = (Message("attention.patterns_kept", "attention patterns were kept for {layers}",
-                        layers=layers_text(kept)) if kept else
-                Message("attention.no_patterns", "no attention patterns were kept for this input"))
-        raise ExplorerError("attention.layer_not_kept", "Layer {layer!r} has no attention "
-                            "pattern in this trace: {have}. Trace again with "
-                            "attention_layers=[{layer}].", layer=layer, have=have)
-    return trace.attention[layer]
-
-
 def _weights(trace, layer, head) -> np.ndarray:
-    """(T, T) weights of one head, or the mean over the layer's heads; ValueError if the
-    trace has no such layer or head."""
-    weights = _attention_layer(trace, layer)
-    n_heads = weights.shape[0]
+    """(T, T) weights of one head, or the mean over the layer's heads (the tab has checked
+    both, and has the layer's attention kept)."""
+    weights = trace.attention[layer]
     if head == "mean":
         return weights.mean(axis=0, dtype=np.float32)
-    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) \
-            or not 0 <= head < n_heads:
-        raise ExplorerError("attention.no_such_head", "Head {head!r} does not exist: layer "
-                            "{layer} has heads 0 to {last} (or 'mean').", head=head,
-                            layer=layer, last=n_heads - 1)
     return np.asarray(weights[head], dtype=np.float32)
 
 
 def _why_not(trace, layer, head) -> str | None:
     """Why a model shown beside another has no such layer or head (said in its panel), or
-    None; a bad kind of layer or head is ``_weights``'s error."""
-    if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool):
-        return None
+    None."""
     if layer >= trace.n_layers:
         return t("attention.no_layer_layers_0", "no layer {layer} (layers 0 to {last})",
                  layer=layer, last=trace.n_layers - 1)
     if layer not in trace.attention:
         return t("attention.layer_was_not_kept", "layer {layer} was not kept", layer=layer)
     n_heads = trace.attention[layer].shape[0]
-    if isinstance(head, (int, np.integer)) and not isinstance(head, bool) and head >= n_heads:
+    if head != "mean" and head >= n_heads:
         return t("attention.no_head_heads_0", "no head {head} (heads 0 to {last})", head=head,
                  last=n_heads - 1)
     return None
@@ -89,7 +65,7 @@ def _masked(w, start):
 def _message(fig, text, col):
     fig.add_annotation(text=text, x=0.5, y=0.5, xref=f"x{col} domain" if col > 1 else
                        "x domain", yref=f"y{col} domain" if col > 1 else "y domain",
-                       showarrow=False, font=dict(size=FONT_SIZE))
+                       showarrow=False, font=dict(size=scaled(FONT_SIZE)))
 
 
 def _largest(zs) -> float:
@@ -166,21 +142,19 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
     top = _largest(zs)
     # one colour bar for the weights; beside two models' panels it has no title (it would run
     # into the third panel, whose title says what it measures)
-    bar = (dict(title=dict(text=t("attention.weight", "weight"), side="right"),
-                tickfont=dict(size=TICK_SIZE))
-           if alone else dict(x=0.645, thickness=14, len=0.8, tickfont=dict(size=TICK_SIZE)))
+    bar = (dict(title=dict(text=t("attention.weight", "weight"), side="right"))
+           if alone else dict(x=0.645, thickness=14, len=0.8))
     for col, (z, tr, name) in enumerate(zip(zs, traces, names), 1):
         if z is None:
-            _message(fig, t("attention.text", "{name}: {why}", name=name,
-                            why=_why_not(tr, layer, head)), col)
+            _message(fig, named([_why_not(tr, layer, head)], name, False)[0], col)
             continue
-        add(fig, go.Heatmap(z=z, x=cats, y=cats, colorscale=SEQUENTIAL_SCALE, zmin=0, zmax=top,
+        fig.add_trace(go.Heatmap(z=z, x=cats, y=cats, colorscale=SEQUENTIAL_SCALE, zmin=0, zmax=top,
                             hoverongaps=False, name=t("attention.weight", "weight"), colorbar=bar,
                             showscale=False if col > 1 else None,
                             hovertemplate=("" if alone else name + "<br>")
                                           + t("attention.query_br_key_br",
                                               "query %{y}<br>key %{x}<br>weight %{z:.3f}")
-                                          + "<extra></extra>"), col=col)
+                                          + "<extra></extra>"), row=1, col=col)
     if not alone:
         diff = (None if any(m is None for m in matrices)
                 else attention_difference(*matrices))
@@ -196,22 +170,21 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
                          else t("attention.largest_red_attends_more",
                                 "largest |A − B| {largest:.3g} (red: A attends more, blue: B "
                                 "does)", largest=largest))
-            add(fig, go.Heatmap(z=z, x=cats, y=cats, colorscale=DIVERGING_SCALE, zmid=0,
+            fig.add_trace(go.Heatmap(z=z, x=cats, y=cats, colorscale=DIVERGING_SCALE, zmid=0,
                                 zmin=-bound, zmax=bound, hoverongaps=False, name="A − B",
-                                colorbar=dict(x=1.0, thickness=14, len=0.8,
-                                              tickfont=dict(size=TICK_SIZE)),
+                                colorbar=dict(x=1.0, thickness=14, len=0.8),
                                 hovertemplate=t("attention.query_br_key_br_2",
                                                 "query %{y}<br>key %{x}<br>A − B %{z:.3f}")
-                                              + "<extra></extra>"), col=3)
+                                              + "<extra></extra>"), row=1, col=3)
     fig.update_xaxes(type="category", tickvals=tickvals, ticktext=ticktext, showgrid=False,
                      tickangle=0 if x_ticks else -90)
     fig.update_yaxes(type="category", tickvals=y_vals, ticktext=y_text, showgrid=False,
                      autorange="reversed")
     for col in range(2, n_panels + 1):
-        axes(fig, "y", col=col, showticklabels=False)      # the first panel names the queries
-    axes(fig, "x", col=1 if alone else 2,
+        fig.update_yaxes(col=col, showticklabels=False)      # the first panel names the queries
+    fig.update_xaxes(col=1 if alone else 2,
          title_text=t("attention.key_token_looked_at", "key (the token looked at)"))
-    axes(fig, "y", col=1,
+    fig.update_yaxes(col=1,
          title_text=t("attention.query_token_looking", "query (the token looking)"))
     fig.update_layout(plot_bgcolor=MASK_COLOR)
     heads = {tr.attention[layer].shape[0] for tr, w in zip(traces, matrices) if w is not None}
@@ -224,8 +197,8 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
              else t("attention.attention_in_layer_and",
                     "Attention in layer {layer}, {head}: A, B and A − B", layer=layer,
                     head=head_text))
-    return finish(fig, title, _token_axis_height(len(y_vals)), notes=notes,
-                  margin=None if alone else dict(r=90), wrap=120, plot_min=HEATMAP_MIN)
+    return finish(fig, title, _token_axis_height(len(y_vals)), notes=notes, wrap=120,
+                  plot_min=HEATMAP_MIN)
 
 
 def _block_edges(n: int, side: int) -> np.ndarray:
@@ -277,15 +250,14 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
     grids = []
     for tr in traces:
         why = None if alone else _why_not(tr, layer, "mean")
-        if not why:
-            _attention_layer(tr, layer)          # alone: says why there is none
         grids.append(None if why else _grid_of(tr, layer, budget))
     shown = [g for g in grids if g is not None]
+    pair_title = t("attention.every_head_layer_and", "Every head of layer {layer}: A and B",
+                   layer=layer)
     if not shown:
-        return empty_figure(t("attention.every_head_layer_and",
-                              "Every head of layer {layer}: A and B", layer=layer),
-                            t("attention.neither_model_has_attention",
-                              "Neither model has attention for layer {layer}.", layer=layer))
+        return empty_figure(pair_title, t("attention.neither_model_has_attention",
+                                          "Neither model has attention for layer {layer}.",
+                                          layer=layer))
     cols = min(GRID_COLS[len(traces) - 1], max(g[0].shape[0] for g in shown))
     rows_of = [math.ceil(g[0].shape[0] / cols) if g is not None else 1 for g in grids]
     titles = []
@@ -317,7 +289,7 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
                  t("attention.query_key_br_weight", "query %{y}, key %{x}<br>weight %{z:.3f}"))
         who = "" if alone else name + " · "
         for h in range(n_heads):
-            add(fig, go.Heatmap(z=z[h], x=starts.astype(np.int32), y=starts.astype(np.int32),
+            fig.add_trace(go.Heatmap(z=z[h], x=starts.astype(np.int32), y=starts.astype(np.int32),
                                 coloraxis="coloraxis", hoverongaps=False,
                                 hovertemplate=who + t("attention.head_n", "head {head}", head=h)
                                               + "<br>" + hover + "<extra></extra>"),
@@ -330,8 +302,7 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
             own.append(t("attention.tokens_shown_as_cells", "{n} tokens shown as {side} × {side} "
                          "cells per head (neighbouring tokens averaged, ~{size:.0f} per cell)",
                          n=n_tokens, side=len(starts), size=n_tokens / len(starts)))
-        notes += own if alone else [t("attention.text", "{name}: {why}", name=name, why=n)
-                                    for n in own]
+        notes += named(own, name, alone)
         first_row += rows
     bare = dict(showticklabels=False, showgrid=False, zeroline=False, ticks="",
                 showline=False)
@@ -343,9 +314,8 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
                        cmax=_largest([g[0] for g in shown]),
                        colorbar=dict(title=dict(text=t("attention.mean_weight", "mean weight")
                                                 if blocky else t("attention.weight", "weight"),
-                                                side="right"),
-                                     tickfont=dict(size=TICK_SIZE))))
-    fig.update_annotations(font=dict(size=FONT_SIZE if alone else FONT_SIZE - 2))
+                                                side="right"))))
+    fig.update_annotations(font=dict(size=scaled(FONT_SIZE if alone else FONT_SIZE - 2)))
     _, top = title_layout("", notes, lecture=False)     # (finish adds lecture type's)
     row_px = 300 if cols < 4 else 230 if cols == 4 else 170
     all_heads = grids[0][2] if grids[0] is not None else 0
@@ -354,11 +324,9 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
                shown=t("attention.all_heads", "all {n} heads", n=n_heads)
                if n_heads == all_heads else
                t("attention.heads_0", "heads 0–{last} of {all}", last=n_heads - 1,
-                 all=all_heads)) if alone else
-             t("attention.every_head_layer_and", "Every head of layer {layer}: A and B",
-               layer=layer))
+                 all=all_heads)) if alone else pair_title)
     return finish(fig, title, top + 40 + n_rows * row_px, notes=notes,
-                  margin=dict(l=30, r=30, b=30), axes=False, plot_min=150 * n_rows)
+                  margin=dict(l=30, r=30, b=30), plot_min=150 * n_rows)
 
 
 def entropy_figure(traces, names=None) -> go.Figure:
@@ -366,9 +334,8 @@ def entropy_figure(traces, names=None) -> go.Figure:
     models side by side on one colour scale, with the largest |A − B|."""
     traces, names = models(traces, names)
     alone = len(traces) == 1
-    title = (t("attention.attention_entropy_per_head", "Attention entropy per head (bits)")
-             if alone else t("attention.attention_entropy_per_head_2",
-                             "Attention entropy per head (bits): A and B"))
+    title = t("attention.attention_entropy_per_head", "Attention entropy per head (bits)")
+    title = title if alone else both(title)
     ents = [np.asarray(tr.attention_entropy) for tr in traces]
     if any(e.ndim != 3 or e.size == 0 for e in ents):
         return empty_figure(title, t("attention.no_attention_entropy_recorded",
@@ -392,21 +359,20 @@ def entropy_figure(traces, names=None) -> go.Figure:
         # page), shared by the panels; "2.34" is ~4 letters of ~0.52 of the type size
         label_cells = (n_layers * n_heads <= 300 // len(traces)
                        and 360 / (len(traces) * n_heads) >= 0.52 * scaled(TICK_SIZE) * 4 + 8)
-        add(fig, go.Heatmap(
+        fig.add_trace(go.Heatmap(
             z=z, x=np.arange(n_heads), y=np.arange(n_layers), colorscale=SEQUENTIAL_SCALE,
             zmin=0, zmax=max(most, 1e-6), hoverongaps=False,
             showscale=False if col > 1 else None,             # one scale for both
-            texttemplate="%{z:.2f}" if label_cells else None, textfont=dict(size=TICK_SIZE),
-            colorbar=dict(title=dict(text=t("attention.bits", "bits"), side="right"),
-                          tickfont=dict(size=TICK_SIZE)),
+            texttemplate="%{z:.2f}" if label_cells else None,
+            colorbar=dict(title=dict(text=t("attention.bits", "bits"), side="right")),
             hovertemplate=("" if alone else name + "<br>")
                           + t("attention.layer_head_br_mean",
                               "layer %{y}, head %{x}<br>mean entropy %{z:.3f} bits")
-                          + "<extra></extra>"), col=col)
-        axes(fig, "x", col=col, dtick=1 if n_heads * len(traces) <= 25 else None,
+                          + "<extra></extra>"), row=1, col=col)
+        fig.update_xaxes(col=col, dtick=1 if n_heads * len(traces) <= 25 else None,
              showgrid=False, title_text=t("attention.head_2", "head"))
     if bad_any:
-        notes.append(t("attention.inf_nan_values_shown", "inf/NaN values shown as gaps (grey)"))
+        notes.append(t(*GAPS))
     if not alone and zs[0].shape == zs[1].shape:
         largest = float(np.nanmax(np.abs(zs[0] - zs[1]))) if zs[0].size else 0.0
         notes.append(t("attention.is_zero_for_every", "A − B is zero for every head")
@@ -420,7 +386,7 @@ def entropy_figure(traces, names=None) -> go.Figure:
     n_layers = max(z.shape[0] for z in zs)
     fig.update_yaxes(dtick=1 if n_layers <= 24 else None, showgrid=False,
                      **({} if alone else dict(tickformat="d")))
-    axes(fig, "y", col=1, title_text=t("attention.layer", "layer"))
+    fig.update_yaxes(col=1, title_text=t(*LAYER))
     fig.update_layout(plot_bgcolor=MASK_COLOR)
     height = max(380, min(950, 200 + 20 * (len(traces) - 1) + 36 * n_layers))
     return finish(fig, title, height, notes=notes)

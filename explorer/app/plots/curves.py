@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from ..i18n import say, t
 from .style import (BLUE, GREY, LIGHT_BAR, PALETTE, PURPLE, TICK_SIZE, VERMILLION, finish,
-                    lighter, models, scaled)
+                    lighter, models, named, scaled)
 
 B_BARS = lighter(PURPLE, 0.55)   # model B's real inputs under the activation curves
 
@@ -21,16 +21,8 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
     (dashed), over a histogram of one or two models' real feed-forward inputs (right axis).
     ``ff_inputs``: each model's (counts, edges) of one layer, or None where it has no such
     layer; ``names`` the models' names (two models)."""
-    if isinstance(show, str):
-        show = (show,)
     functions = curves["functions"]
-    for name in show:
-        if name not in functions:
-            raise ValueError(f"Activation {name!r} is not in these curves; they have "
-                             f"{', '.join(functions)}.")
-    ff_inputs = list(ff_inputs)
-    if ff_inputs:
-        ff_inputs, names = models(ff_inputs, names, what="histograms")
+    ff_inputs, names = models(ff_inputs, names)
     alone = len(ff_inputs) == 1
     x = np.asarray(curves["x"], dtype=np.float32)
     x_lo, x_hi = float(x[0]), float(x[-1])
@@ -43,14 +35,11 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
         if hist is None:
             continue
         counts, edges = (np.asarray(a, dtype=np.float64) for a in hist)
-        if counts.ndim != 1 or edges.shape != (counts.size + 1,):
-            raise ValueError("ff_inputs must be (counts, edges) of one layer, with one more "
-                             "edge than counts.")
         total = counts.sum()
         if total == 0:
             note = t("curves.real_feed_forward_inputs",
                      "the real feed-forward inputs are all inf/NaN: no histogram")
-            notes.append(note if alone else t("curves.text", "{name}: {why}", name=name, why=note))
+            notes += named([note], name, alone)
             continue
         # The histograms own the base axis (drawn first, underneath); the curves go on
         # an overlaying axis on the left, drawn on top of the bars.
@@ -69,7 +58,7 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
         if outside > 0.005:
             note = t("curves.real_inputs_lie_outside",
                      "{share:.0%} of the real inputs lie outside the x range shown", share=outside)
-            notes.append(note if alone else t("curves.text", "{name}: {why}", name=name, why=note))
+            notes += named([note], name, alone)
     if curve_axis == "y2":
         fig.update_layout(
             yaxis=dict(side="right", showgrid=False, rangemode="tozero", tickformat=".0%",
@@ -100,7 +89,7 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
         else t("curves.activation_functions", "Activation functions")
     return finish(fig, title, 540, notes=notes, x_title=t("curves.input_x", "input x"),
                   y_title=None if curve_axis == "y2" else t("curves.output", "output"), legend=True,
-                  margin=dict(r=90 if curve_axis == "y2" else 30), wrap=120)  # the page wide
+                  wrap=120)  # the page wide
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +127,7 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
         fig.add_trace(go.Bar(x=values, y=labels, orientation="h", name=name,
                              marker_color=color, texttemplate="%{x:.2~g}",
                              textposition="outside", cliponaxis=False,
-                             textfont=dict(size=TICK_SIZE), customdata=weights,
+                             textfont=dict(size=scaled(TICK_SIZE)), customdata=weights,
                              hovertemplate="%{y} (%{customdata}): %{x:.3g}<extra>" + name
                                            + "</extra>"))
     values = [v for data in (without, with_) for v in data.values()]
@@ -166,9 +155,6 @@ def gradient_figure(without: dict, with_: dict) -> go.Figure:
 def gpt_gradient_figure(grads_a, grads_b, labels=("model A", "model B")) -> go.Figure:
     """Mean |gradient| along a GPT (embedding, every block, output head) for two
     ``GPTGradients``, e.g. with and without shortcut connections; log scale."""
-    if len(labels) != 2:
-        raise ValueError("labels must name the two gradient results, e.g. "
-                         "('with shortcut', 'without shortcut').")
     fig = go.Figure()
     notes = []
     for grads, label, color, dash in ((grads_a, labels[0], BLUE, "solid"),

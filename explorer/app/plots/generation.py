@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import html
 
-import numpy as np
-
 from ..i18n import t
 from .labels import token_label
 from .style import AXIS_COLOR, BLUE, GRID_COLOR, MODEL_COLORS, ORANGE, TEXT_COLOR, VERMILLION
@@ -20,13 +18,6 @@ def _side_html(side, alone) -> str:
     """One model's bars, most likely on top, the chosen one highlighted; beside another
     model's, under its name, its last tokens (those where the two part marked) and a note."""
     texts, probs, chosen = side["texts"], side["probs"], side.get("chosen")
-    if len(texts) != len(probs):
-        raise ValueError(f"texts and probs must have the same length "
-                         f"({len(texts)} vs {len(probs)}).")
-    if chosen is not None and not (isinstance(chosen, (int, np.integer))
-                                   and 0 <= chosen < len(texts)):
-        raise ValueError(f"chosen must be the index of one of the {len(texts)} candidates "
-                         f"(got {chosen!r}).")
     # two models' bars are half as wide: shorter tokens, no "◀ chosen" (the colour says it)
     chosen_mark, chars = (" " + t("generation.chosen", "◀ chosen"), 12) if alone else ("", 10)
     rows = []
@@ -60,8 +51,6 @@ def next_token_bars_html(sides) -> str:
     None); beside another model's also ``name``, ``tail`` ([(text, parted)] of its last
     tokens) and an optional ``note``. Sent for every generated token: about 1 KB a model, and
     a browser redraws it in well under a millisecond, where a plotly chart took ~100 ms."""
-    if not 1 <= len(sides) <= 2:
-        raise ValueError(f"Bars of one or two models; got {len(sides)}.")
     if len(sides) == 1:
         return ('<section class="nt-bars"><h4>'
                 + t("generation.next_token_candidates", "Next-token candidates") + " <small>"

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from ..i18n import t
 from .labels import TOKEN_CHARS, readable_tokens, token_label
-from .style import (HEATMAP_MIN, LIGHT_SCALE, MASK_COLOR, PLOT_MIN, TICK_SIZE, add, axes, clean,
+from .style import (LAYER, HEATMAP_MIN, LIGHT_SCALE, MASK_COLOR, PLOT_MIN, clean,
                     empty_figure, finish, models, panels)
 
 MAX_LENS_POSITIONS = 32
@@ -33,7 +33,7 @@ def logit_lens_figure(lenses, names=None) -> go.Figure:
     """Every layer's top-1 guess for the next token (final norm + output head applied to
     the block output), at the lens positions; colour = that guess's probability. Two
     models: A's layers on top, B's below, on one colour scale."""
-    lenses, names = models(lenses, names, what="lenses")
+    lenses, names = models(lenses, names)
     alone = len(lenses) == 1
     title = (t("lens.logit_lens_each_layer", "Logit lens: each layer's guess for the next token")
              if alone else t("lens.logit_lens_and", "Logit lens: A and B"))
@@ -64,19 +64,17 @@ def logit_lens_figure(lenses, names=None) -> go.Figure:
         if bad:
             notes.append(t("lens.inf_nan_probabilities_shown",
                            "inf/NaN probabilities shown as gaps (grey)"))
-        add(fig, go.Heatmap(
+        fig.add_trace(go.Heatmap(
             z=probs, x=cats, y=np.arange(probs.shape[0]), text=cell_text,
-            texttemplate="%{text}" if chars >= 4 else None,
-            textfont=dict(size=TICK_SIZE), customdata=custom, colorscale=LIGHT_SCALE, zmin=0,
+            texttemplate="%{text}" if chars >= 4 else None, customdata=custom, colorscale=LIGHT_SCALE, zmin=0,
             zmax=1, hoverongaps=False, showscale=False if row > 1 else None,
-            colorbar=dict(title=dict(text=t("lens.probability", "probability"), side="right"),
-                          tickfont=dict(size=TICK_SIZE)),
+            colorbar=dict(title=dict(text=t("lens.probability", "probability"), side="right")),
             hovertemplate=("" if alone else name + "<br>")
                           + t("lens.layer_after_input_br",
                               "layer %{y}, after input %{x}<br>top-1 guess: %{customdata[0]} "
                               "(p = %{z:.3f})<br>p of the final prediction %{customdata[2]}: "
-                              "%{customdata[1]:.3f}") + "<extra></extra>"), row=row)
-        axes(fig, "y", row=row, col=1, title_text=t("lens.layer", "layer"),
+                              "%{customdata[1]:.3f}") + "<extra></extra>"), row=row, col=1)
+        fig.update_yaxes(row=row, col=1, title_text=t(*LAYER),
              dtick=1 if probs.shape[0] <= 24 else None, showgrid=False)
     if not alone:
         final_a, final_b = (list(lens.lens_ids[-1][keep]) for lens in lenses)
@@ -89,8 +87,8 @@ def logit_lens_figure(lenses, names=None) -> go.Figure:
     fig.update_xaxes(type="category", tickvals=cats, ticktext=labels,
                      tickangle=0 if n_pos <= 10 else -90, showgrid=False)
     for row in range(1, len(lenses)):
-        axes(fig, "x", row=row, col=1, showticklabels=False)   # the bottom panel's labels
-    axes(fig, "x", row=len(lenses), col=1,
+        fig.update_xaxes(row=row, col=1, showticklabels=False)   # the bottom panel's labels
+    fig.update_xaxes(row=len(lenses), col=1,
          title_text=t("lens.input_token_guess_is",
                       "input token (the guess is for the token after it)"))
     fig.update_layout(plot_bgcolor=MASK_COLOR)

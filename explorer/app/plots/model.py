@@ -4,7 +4,7 @@ outline the parts that differ, under a list of the config fields that differ."""
 from __future__ import annotations
 
 import html
-from contextvars import ContextVar
+from functools import partial
 
 import plotly.graph_objects as go
 
@@ -33,7 +33,7 @@ PLACEMENTS = {"pre": ("model.pre_ln", "pre-LayerNorm (the book, GPT-2)"),
 def parameter_figure(counts_seq, names=None) -> go.Figure:
     """Horizontal bars: parameters per component (zero ones skipped), largest on top; two
     models as grouped bars (a component only one model has shows one bar), A above B."""
-    counts_seq, names = models(counts_seq, names, what="parameter counts")
+    counts_seq, names = models(counts_seq, names)
     alone = len(counts_seq) == 1
     parts = [c.breakdown() for c in counts_seq]
     components = [c for c in dict.fromkeys(k for p in parts for k in p)
@@ -51,7 +51,7 @@ def parameter_figure(counts_seq, names=None) -> go.Figure:
         fig.add_trace(go.Bar(
             x=values, y=labels, orientation="h", name=None if alone else name,
             marker_color=color, text=text, textposition="outside", cliponaxis=False,
-            textfont=dict(size=FONT_SIZE),
+            textfont=dict(size=scaled(FONT_SIZE)),
             hovertemplate=("" if alone else name + ": ")
                           + t("model.parameters_2", "%{y}: %{x:,} parameters")
                           + "<extra></extra>"))
@@ -113,18 +113,17 @@ _BOX_COLORS = {
 _SMALL = "font-size:15px;color:#444444"
 # The parts of the diagram being drawn that differ from a model compared with (by attribute
 # name, or "add" for the shortcut's ⊕): outlined in orange (two models' ``architecture_html``).
-_MARKED: ContextVar[frozenset] = ContextVar("architecture_marked", default=frozenset())
 MARK_STYLE = "outline:4px solid #e69f00;outline-offset:1px"
 
 
-def _mark(part) -> str:
-    return f";{MARK_STYLE}" if part in _MARKED.get() else ""
+def _mark(part, marked) -> str:
+    return f";{MARK_STYLE}" if part in marked else ""
 
 
-def _box(kind, name, detail="", params=None, code=None, attrs="") -> str:
+def _box(kind, name, detail="", params=None, code=None, attrs="", marked=()) -> str:
     """One step of the diagram: bold name, the attribute name as code, details, and the
     parameter count on the right. Every text is escaped. ``attrs``: the outer element's extra
-    attributes (a stage of the walk, ``_stage_attrs``)."""
+    attributes (a stage of the walk, ``_stage_attrs``); ``marked``: the parts outlined."""
     bg, border = _BOX_COLORS[kind]
     code_html = (f" <code style=\"font-size:15px;background:#ffffff;padding:0 4px;"
                  f"border-radius:4px\">{html.escape(code)}</code>" if code else "")
@@ -133,7 +132,7 @@ def _box(kind, name, detail="", params=None, code=None, attrs="") -> str:
     detail_html = (f"<span style=\"color:#333333\"> · {html.escape(detail)}</span>"
                    if detail else "")
     return (f"<div{attrs} style=\"background:{bg};border:2px solid {border};border-radius:8px;"
-            f"padding:5px 12px{_mark(code or kind)}\">{params_html}<b>{html.escape(name)}</b>"
+            f"padding:5px 12px{_mark(code or kind, marked)}\">{params_html}<b>{html.escape(name)}</b>"
             f"{code_html}"
             f"{detail_html}</div>")
 
@@ -156,18 +155,15 @@ def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
     diagram's stages are the walk's buttons; ``weights``: two models of one architecture,
     what each one's weights are (captions), or None when they are the same model;
     ``knocked_out``: B is A run with parts knocked out (what they are), on A's weights."""
-    cfgs, names = models(cfgs, names, what="configs")
+    cfgs, names = models(cfgs, names)
     counts = list(counts) if counts is not None else [None] * len(cfgs)
     if len(cfgs) == 1:
         return _architecture_html(cfgs[0], counts[0], stages)
-    marked = _MARKED.set(differing_parts(*cfgs))
-    try:
-        columns = "".join(
-            f"<div class=\"cmp-arch\"><h4 style=\"color:{color}\">{html.escape(name)}</h4>"
-            f"{_architecture_html(cfg, count, stages)}</div>"
-            for cfg, count, name, color in zip(cfgs, counts, names, MODEL_COLORS))
-    finally:
-        _MARKED.reset(marked)
+    marked = differing_parts(*cfgs)
+    columns = "".join(
+        f"<div class=\"cmp-arch\"><h4 style=\"color:{color}\">{html.escape(name)}</h4>"
+        f"{_architecture_html(cfg, count, stages, marked)}</div>"
+        for cfg, count, name, color in zip(cfgs, counts, names, MODEL_COLORS))
     differences = compare_configs(*cfgs).differences
     if differences:
         rows = "".join(f"<li><code>{html.escape(field)}</code>: A <b>{html.escape(str(a))}</b>"
@@ -188,14 +184,16 @@ def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
     return f"<div class=\"cmp-diff\">{head}</div><div class=\"cmp-pair\">{columns}</div>"
 
 
-def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False) -> str:
+def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False,
+                       marked=frozenset()) -> str:
     """A block diagram of the model a config builds (pure HTML with inline styles, no
     scripts): embeddings, the N transformer blocks with their steps in the order the chosen
     variant computes them, final norm and output head, with shapes and (if ``counts`` is
     given) parameter counts. ``stages``: each stage of the guided walk (``book.stages``) is
     a focusable button (``data-stage``), for the page's script to turn a click into a call
-    (``plots.walk``)."""
+    (``plots.walk``); ``marked``: the parts outlined (``differing_parts``)."""
     cfg = GPTConfig.from_dict(cfg)
+    box = partial(_box, marked=marked)
     walk = (lambda name: stage_attrs(name, cfg)) if stages else (lambda name: "")
     d, v, h = cfg.emb_dim, cfg.vocab_size, cfg.ff_hidden_dim
     c = counts
@@ -205,12 +203,12 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
                              "input: token ids, shape (batch, T), T ≤ {n:,}",
                              n=cfg.context_length)) + "</div>", _arrow()]
     first_embedding = len(parts)
-    parts.append(_box("embed", t("model.token_embedding", "Token embedding"),
+    parts.append(box("embed", t("model.token_embedding", "Token embedding"),
                       t("model.ids", "{v:,} ids → {d}", v=v, d=d),
                       _params(c, c.token_embedding) if c else None, "tok_emb"))
     if cfg.pos_encoding == "learned":
         parts.append("<div style=\"text-align:center;font-size:18px;color:#666666\">+</div>")
-        parts.append(_box("embed", t("model.positional_embedding", "Positional embedding"),
+        parts.append(box("embed", t("model.positional_embedding", "Positional embedding"),
                           t("model.positions", "{n:,} positions → {d}", n=cfg.context_length,
                             d=d),
                           _params(c, c.position_embedding) if c else None, "pos_emb"))
@@ -219,29 +217,29 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
                      + html.escape(t("model.no_positional_embedding_rope",
                                      "(no positional embedding: RoPE rotates queries and keys "
                                      "inside attention)")) + "</div>")
-    parts += [_arrow(), _box("drop", t("model.dropout", "Dropout"), drop, None, "drop_emb")]
+    parts += [_arrow(), box("drop", t("model.dropout", "Dropout"), drop, None, "drop_emb")]
     if stages:   # the embeddings (and their dropout) are one stage: one button
         parts[first_embedding:] = [f"<div{walk('embeddings')}>" + "".join(
             parts[first_embedding:]) + "</div>"]
     parts.append(_arrow(f"(batch, T, {d})"))
 
-    norms = {n: _box("norm", "LayerNorm", t("model.features_scale_and_shift",
+    norms = {n: box("norm", "LayerNorm", t("model.features_scale_and_shift",
                                             "{d} features, scale and shift", d=d),
                      _params(c, c.norms_per_block // 2) if c else None, n, walk(n))
              for n in ("norm1", "norm2")}
     rope = ", RoPE" if cfg.pos_encoding == "rope" else ""
-    att = _box("att", t("model.masked_multi_head_attention", "Masked multi-head attention"),
+    att = box("att", t("model.masked_multi_head_attention", "Masked multi-head attention"),
                t("model.heads", "{d} → {heads} heads × {head_dim} → {d}", d=d,
                  heads=cfg.n_heads, head_dim=cfg.head_dim) + rope,
                _params(c, c.attention_per_block) if c else None, "att", walk("attention"))
-    ff = _box("ff", t("model.feed_forward", "Feed-forward"),
+    ff = box("ff", t("model.feed_forward", "Feed-forward"),
               f"{d} → {h} → {d}, {say(ACTIVATION_LABELS[cfg.activation])}",
               _params(c, c.feed_forward_per_block) if c else None, "ff",
               walk("feed_forward"))
-    dropout = _box("drop", t("model.dropout", "Dropout"), drop, None, "drop_shortcut")
+    dropout = box("drop", t("model.dropout", "Dropout"), drop, None, "drop_shortcut")
 
     def add(stage):   # one per sub-block: each is its own stage of the walk
-        return _box("add", t("model.add_shortcut", "⊕ Add the shortcut"), "x = x + shortcut",
+        return box("add", t("model.add_shortcut", "⊕ Add the shortcut"), "x = x + shortcut",
                     attrs=walk(stage))
 
     def sub_block(norm_name, core, shortcut_stage):
@@ -274,7 +272,7 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
                     if c else "")
     parts.append(
         f"<div style=\"border:2px dashed #777777;border-radius:10px;padding:8px 12px 12px;"
-        f"background:#fafafa{_mark('trf_blocks')}\">{block_params}"
+        f"background:#fafafa{_mark('trf_blocks', marked)}\">{block_params}"
         f"<div><b>{cfg.n_layers} × TransformerBlock</b> <code style=\"font-size:15px\">"
         f"trf_blocks</code></div>"
         f"<div style=\"{_SMALL};margin-bottom:8px\">"
@@ -283,18 +281,18 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
         f"{sub_block('norm2', ff, 'shortcut2')}</div>")
     parts.append(_arrow(f"(batch, T, {d})"))
     if cfg.norm_placement == "none":
-        parts.append(_box("drop", t("model.no_final_norm", "No final norm"),
+        parts.append(box("drop", t("model.no_final_norm", "No final norm"),
                           t("model.identity_norm_placement_none", "Identity (norm_placement none)"),
                           None, "final_norm", walk("final_norm")))
     else:
-        parts.append(_box("norm", t("model.final_layernorm", "Final LayerNorm"),
+        parts.append(box("norm", t("model.final_layernorm", "Final LayerNorm"),
                           t("model.features", "{d} features", d=d),
                           _params(c, c.final_norm) if c else None, "final_norm",
                           walk("final_norm")))
     parts.append(_arrow())
     tied = t("model.tied_tok_emb_shares", ", tied to tok_emb (shares its weights)") \
         if cfg.tie_weights else ""
-    parts.append(_box("out", t("model.output_head", "Output head"), f"Linear {d} → {v:,}{tied}",
+    parts.append(box("out", t("model.output_head", "Output head"), f"Linear {d} → {v:,}{tied}",
                       _params(c, c.output_head) if c and c.output_head else None, "out_head",
                       walk("out_head")))
     parts += [_arrow(), f"<div style=\"{_SMALL};text-align:center\">"

@@ -7,14 +7,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ...book.probe_points import POINT_LABELS
-from ...probes import STAT_NAMES
 from ...probes.compare import series_pair
 from ..i18n import t
 from .labels import MAX_TOKEN_COLUMNS, layers_text, point_label, token_axis
-from .style import (DIVERGING_SCALE, HEATMAP_MIN, MASK_COLOR, MODEL_COLORS, PALETTE,
-                    SEQUENTIAL_SCALE, TICK_SIZE, add, axes, clean, empty_figure, finish, lighter,
-                    models, panels, translucent)
+from .style import (GAPS, LAYER, DIVERGING_SCALE, HEATMAP_MIN, MASK_COLOR, MODEL_COLORS, PALETTE,
+                    SEQUENTIAL_SCALE, both, clean, empty_figure, finish, lighter,
+                    models, named, panels, translucent)
 
 STAT_TITLES = {"mean": ("stat.mean", "Mean"), "std": ("stat.std", "Standard deviation"),
                "rms": ("stat.rms", "Root mean square"), "min": ("stat.min", "Minimum"),
@@ -33,10 +31,7 @@ NORM_ROLE = {   # where norm1 sits, and what attention reads (the lecture point 
 
 
 def _point_stats(trace, point: str):
-    """(PointStats or None, is_final) for a probe point name; ValueError for unknown names."""
-    if point not in POINT_LABELS:
-        raise ValueError(f"Unknown probe point {point!r}; choose from "
-                         f"{', '.join(POINT_LABELS)}.")
+    """(PointStats or None, is_final) of a probe point."""
     if point in trace.final:
         return trace.final[point], True
     return trace.points.get(point), False
@@ -47,20 +42,6 @@ def _missing_note(points) -> str:
         return t("statistics.not_in_this_model", "not in this model: {points} (no normalisation "
                  "layers)", points=", ".join(points))
     return t("statistics.not_recorded", "not recorded: {points}", points=", ".join(points))
-
-
-def _named(notes, name, alone) -> list[str]:
-    """One model's notes; beside another model's, each says whose it is."""
-    return list(notes) if alone else [t("statistics.text", "{name}: {why}", name=name, why=n)
-                                      for n in notes]
-
-
-def _check_layer(trace, layer) -> int:
-    n = trace.n_layers
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) \
-            or not 0 <= layer < n:
-        raise ValueError(f"Layer {layer!r} does not exist: this model has layers 0 to {n - 1}.")
-    return int(layer)
 
 
 def _layers_note(tr_a, tr_b) -> list[str]:
@@ -131,7 +112,7 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
                 continue
             x, series, bad = got
             if bad:
-                nonfinite += _named([t("statistics.inf_nan_in", "{point}: inf/NaN in {layers}",
+                nonfinite += named([t("statistics.inf_nan_in", "{point}: inf/NaN in {layers}",
                                        point=point_label(point), layers=layers_text(bad))],
                                     name, alone)
             # one model: a colour per point; two: a colour per model, a panel per point
@@ -143,8 +124,8 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
             missing += ([_missing_note(lacks)] if alone else
                         [t("statistics.has_no", "{name} has no {point}", name=name, point=p)
                          for p in lacks])
-    title = t("statistics.statistics_across_layers", "Statistics across layers") if alone else \
-        t("statistics.statistics_across_layers_and", "Statistics across layers: A and B")
+    title = t("statistics.statistics_across_layers", "Statistics across layers")
+    title = title if alone else both(title)
     if not found:
         return empty_figure(title, t("statistics.none_these_probe_points", "None of these probe "
                                      "points was recorded for this model."),
@@ -156,26 +137,26 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
     for i in np.argsort(widths, kind="stable")[::-1]:
         f = found[i]
         series, line = f["series"], dict(width=1, color=f["color"])
-        add(fig, go.Scatter(x=f["x"], y=series["max"], mode="lines", showlegend=False,
-                            legendgroup=f["group"], line=line, hoverinfo="skip"), col=f["col"])
-        add(fig, go.Scatter(
+        fig.add_trace(go.Scatter(x=f["x"], y=series["max"], mode="lines", showlegend=False,
+                            legendgroup=f["group"], line=line, hoverinfo="skip"), row=1, col=f["col"])
+        fig.add_trace(go.Scatter(
             x=f["x"], y=series["min"], mode="lines", line=line, legendgroup=f["group"],
             fill="tonexty", showlegend=False, customdata=series["max"],
             # two models' bands overlap: each shows through the other
             fillcolor=lighter(f["color"]) if alone else translucent(f["color"]),
             hovertemplate=t("statistics.layer_min_max",
                             "layer %{x}: min %{y:.3g}, max %{customdata:.3g}")
-                          + f"<extra>{f['group']}</extra>"), col=f["col"])
+                          + f"<extra>{f['group']}</extra>"), row=1, col=f["col"])
     lines = (("mean", None, None, t("statistics.layer_mean", "layer %{x}: mean %{y:.4g}")),
              ("std", "dash", "square", t("statistics.layer_std", "layer %{x}: std %{y:.4g}")))
     for f in found:
         for stat, dash, symbol, hover in lines:
-            add(fig, go.Scatter(
+            fig.add_trace(go.Scatter(
                 x=f["x"], y=f["series"][stat], mode="lines+markers", name=f["label"],
                 legendgroup=f["group"], showlegend=False if stat == "std" or f["col"] > 1
                 else None, line=dict(color=f["color"], width=3.5, dash=dash),
                 marker=dict(size=9, symbol=symbol),
-                hovertemplate=hover + f"<extra>{f['group']}</extra>"), col=f["col"])
+                hovertemplate=hover + f"<extra>{f['group']}</extra>"), row=1, col=f["col"])
     notes.append(t("statistics.solid_line_mean_dashed", "solid line: mean · dashed line: "
                    "standard deviation · light band: min to max"))
     if not alone:
@@ -193,7 +174,7 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
     fig.update_xaxes(dtick=1 if most * cols <= 30 else None, tickformat="d",
                      range=[-0.3, most - 0.7], title_text=t("statistics.layer_transformer_block",
                                                             "layer (transformer block)"))
-    axes(fig, "y", col=1, title_text=t("statistics.value", "value"))
+    fig.update_yaxes(col=1, title_text=t("statistics.value", "value"))
     return finish(fig, title, 540, notes=notes, legend=True, wrap=120)   # as wide as the page
 
 
@@ -218,9 +199,7 @@ def histogram_figure(traces, layer, points=("ln1_in", "ln1_out"), names=None) ->
     fig = panels(len(traces), horizontal_spacing=0.08, subplot_titles=list(names))
     notes, shown = [], 0
     for col, (tr, name) in enumerate(zip(traces, names), 1):
-        if alone:
-            layer = _check_layer(tr, layer)
-        elif not final_only and not 0 <= layer < tr.n_layers:   # A's layer, beyond B's
+        if not final_only and layer >= tr.n_layers:   # A's layer, beyond B's
             notes.append(t("statistics.has_no_layer_its", "{name} has no layer {layer} (its "
                            "layers: 0 to {last})", name=name, layer=layer, last=tr.n_layers - 1))
             continue
@@ -238,36 +217,32 @@ def histogram_figure(traces, layer, points=("ln1_in", "ln1_out"), names=None) ->
                 continue
             x, y, width = bars
             shown += 1
-            add(fig, go.Bar(x=x, y=y, width=width, name=point_label(point), legendgroup=point,
+            fig.add_trace(go.Bar(x=x, y=y, width=width, name=point_label(point), legendgroup=point,
                             showlegend=False if col > 1 else None,
                             marker=dict(color=PALETTE[i % len(PALETTE)], line=dict(width=0)),
                             opacity=0.55,
                             hovertemplate=t("statistics.value_density",
                                             "value %{x:.3g}: density %{y:.3g}")
-                                          + f"<extra>{point}</extra>"), col=col)
+                                          + f"<extra>{point}</extra>"), row=1, col=col)
             if stats.overall["nonfinite"][row]:
                 own.append(t("statistics.inf_nan_values_left",
                              "{point}: {n} inf/NaN values left out", point=point,
                              n=int(stats.overall["nonfinite"][row])))
         if missing:
             own.append(_missing_note(missing))
-        notes += _named(own, name, alone)
+        notes += named(own, name, alone)
     title = (t("statistics.distribution_values_at_final",
                "Distribution of values at the final norm") if final_only
              else t("statistics.distribution_values_in_layer",
                     "Distribution of values in layer {layer}", layer=layer))
-    if not alone:
-        title = (t("statistics.distribution_values_at_final_2",
-                   "Distribution of values at the final norm: A and B") if final_only
-                 else t("statistics.distribution_values_in_layer_2",
-                        "Distribution of values in layer {layer}: A and B", layer=layer))
+    title = title if alone else both(title)
     if not shown:
         return empty_figure(title, t("statistics.nothing_show_for_these",
                                      "Nothing to show for these probe points."), notes=notes)
     fig.update_layout(barmode="overlay", bargap=0)
     fig.update_xaxes(title_text=t("statistics.activation_value", "activation value"),
                      **({} if alone else dict(matches="x")))
-    axes(fig, "y", col=1, title_text=t("statistics.density", "density"))
+    fig.update_yaxes(col=1, title_text=t("statistics.density", "density"))
     return finish(fig, title, 500, notes=notes, legend=True, wrap=120)   # as wide as the page
 
 
@@ -291,12 +266,8 @@ def token_heatmap_figure(traces, point="resid_pre", stat="std", names=None) -> g
     two models side by side on one colour scale."""
     traces, names = models(traces, names)
     alone = len(traces) == 1
-    if stat not in STAT_NAMES:
-        raise ValueError(f"Unknown statistic {stat!r}; choose from {', '.join(STAT_NAMES)}.")
     title = t("statistics.per_token", "{stat} per token", stat=t(*STAT_TITLES[stat]))
-    if not alone:
-        title = t("statistics.per_token_and", "{stat} per token: A and B",
-                  stat=t(*STAT_TITLES[stat]))
+    title = title if alone else both(title)
     notes = [t("statistics.measured_at", "measured at: {label} ({point})",
                label=point_label(point), point=point)
              if alone else t("statistics.measured_at_one_colour",
@@ -316,8 +287,7 @@ def token_heatmap_figure(traces, point="resid_pre", stat="std", names=None) -> g
             notes.append(t("statistics.last_tokens", "the last {shown} of {n} tokens",
                            shown=MAX_TOKEN_COLUMNS, n=n_tokens))
         if bad:
-            notes.append(t("statistics.inf_nan_values_shown",
-                           "inf/NaN values shown as gaps (grey)"))
+            notes.append(t(*GAPS))
         layers = [tr.n_layers - 1] if is_final else list(range(z.shape[0]))
         panels_of.append((col, tr, name, np.ascontiguousarray(z[:, start:]), start, layers,
                           is_final))
@@ -327,20 +297,20 @@ def token_heatmap_figure(traces, point="resid_pre", stat="std", names=None) -> g
     scale = _colour_range([p[3] for p in panels_of], stat)
     for col, tr, name, z, start, layers, _ in panels_of:
         cats, tickvals, ticktext = token_axis(tr.tokens[start:], start, ids=tr.token_ids[start:])
-        add(fig, go.Heatmap(
+        fig.add_trace(go.Heatmap(
             z=z, x=cats, y=layers, hoverongaps=False, **scale,
             showscale=False if col > 1 else None,     # one colour bar for every panel
-            colorbar=dict(title=dict(text=stat, side="right"), tickfont=dict(size=TICK_SIZE)),
+            colorbar=dict(title=dict(text=stat, side="right")),
             hovertemplate=("" if alone else name + " · ")
                           + t("statistics.layer_token", "layer %{y}, token %{x}")
-                          + "<br>" + stat + " %{z:.4g}<extra></extra>"), col=col)
-        axes(fig, "x", col=col, type="category", tickvals=tickvals, ticktext=ticktext,
+                          + "<br>" + stat + " %{z:.4g}<extra></extra>"), row=1, col=col)
+        fig.update_xaxes(col=col, type="category", tickvals=tickvals, ticktext=ticktext,
              tickangle=-90 if len(tickvals) * len(traces) > 12 else 0, showgrid=False)
     most = max(len(p[5]) for p in panels_of)
     fig.update_yaxes(dtick=1 if most <= 24 else None, tickformat="d", showgrid=False)
-    axes(fig, "y", col=1,
+    fig.update_yaxes(col=1,
          title_text=t("statistics.layer_final_norm", "layer (final norm)") if panels_of[0][6]
-                    else t("statistics.layer", "layer"))
+                    else t(*LAYER))
     fig.update_xaxes(title_text=t("statistics.token", "token"))
     fig.update_layout(plot_bgcolor=MASK_COLOR)
     height = max(420, min(900, 260 + 20 * (len(traces) - 1) + 34 * most))

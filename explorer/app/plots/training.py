@@ -15,8 +15,7 @@ from ...runtime.training.setup import VARIANT_LABELS
 from ..i18n import say, t
 from .labels import human_count
 from ..prefs import current
-from .style import (FONT_SIZE, GREY, PALETTE, SEQUENTIAL_SCALE, TICK_SIZE, clean, empty_figure,
-                    finish)
+from .style import FONT_SIZE, GREY, PALETTE, SEQUENTIAL_SCALE, clean, empty_figure, finish, scaled
 
 MARKER_POINTS = 40     # evaluation points up to which the loss curves show markers
 HALF_WIDTH_WRAP = 50   # the two figures sit side by side: shorter note lines
@@ -85,45 +84,26 @@ def loss_figure(view) -> go.Figure:
         return empty_figure(t("training.loss", "Loss"),
                             t("training.curves_grow_here_while",
                               "The curves grow here while the variants train."), 340)
-    fig = go.Figure()
-    for i, run in enumerate(view.runs):
-        name = _text(variant_name(run.label))
-        for losses, kind, dash in ((run.train_losses, t("training.train", "train"), "solid"),
-                                   (run.val_losses, t("training.val", "val"), "dash")):
-            y, _ = clean(losses)
-            fig.add_trace(go.Scatter(
-                x=np.asarray(run.eval_steps, dtype=np.float32), y=y,
-                # markers while there are few points; a long run's markers would hide the lines
-                mode="lines+markers" if len(run.eval_steps) <= MARKER_POINTS else "lines",
-                name=name, showlegend=False if dash == "dash" else None,
-                line=dict(color=color_of(i), width=3, dash=dash),
-                marker=dict(size=6), legendgroup=name,
-                hovertemplate=f"{name} {kind}<br>" + t("training.step", "step") + " %{x}: "
-                + t("training.loss_2", "loss") + " %{y:.3f}<extra></extra>"))
-    notes = [t("training.solid_training_loss_dashed", "solid: training loss · dashed: validation "
-               "loss (the book's evaluate_model)")]
-    if current().lecture:
-        _line_styles(fig, ((t("training.train", "train"), "solid"),
-                           (t("training.val", "val"), "dash")))
-        notes = []
     diverged = [t("training.diverged_at_step", "{variant} diverged at step {step}",
                   variant=variant_name(r.label), step=r.diverged_at)
                 for r in view.runs if r.diverged]
-    if diverged:
-        notes.append("; ".join(diverged))
-    _planned_steps(fig, view)
-    # The legend sits right of the plot, never over it nor below it: below, its rows (one per
-    # two or three variants) pushed the bottom margin past what lecture mode's height left
-    # the plot, and plotly.js 3 stopped the page ("Something went wrong with axis scaling").
-    return finish(fig, t("training.loss", "Loss"), 440, notes=notes,
-                  x_title=t("training.step", "step"),
-                  y_title=t("training.cross_entropy_loss", "cross-entropy loss"),
-                  legend="right", wrap=HALF_WIDTH_WRAP, max_height=LECTURE_HEIGHT)
+    return _series_figure(
+        view, (("train_losses", "solid", t("training.train", "train")),
+               ("val_losses", "dash", t("training.val", "val"))),
+        t("training.loss", "Loss"),
+        [t("training.solid_training_loss_dashed", "solid: training loss · dashed: validation "
+           "loss (the book's evaluate_model)")],
+        t("training.cross_entropy_loss", "cross-entropy loss"),
+        value=t("training.loss_2", "loss") + " ", more=["; ".join(diverged)] if diverged else [])
 
 
-def _series_figure(view, series, title, notes, y_title, y_range=None, hline=None):
+def _series_figure(view, series, title, notes, y_title, y_range=None, hline=None, value="",
+                   more=()):
     """Lines per variant over the evaluation points: ``series`` is ((attribute, dash, kind
-    name), ...); one colour per variant, named once in a legend right of the plot."""
+    name), ...); one colour per variant, named once in a legend right of the plot (never over
+    it nor below it: below, its rows pushed the bottom margin past what lecture mode's height
+    left the plot, and plotly.js 3 stopped the page, "Something went wrong with axis
+    scaling"). ``value``: what the hover calls a value; ``more``: notes lecture mode keeps."""
     fig = go.Figure()
     for i, run in enumerate(view.runs):
         name = _text(variant_name(run.label))
@@ -132,11 +112,12 @@ def _series_figure(view, series, title, notes, y_title, y_range=None, hline=None
             x = run.eval_steps[:len(y)]
             fig.add_trace(go.Scatter(
                 x=np.asarray(x, dtype=np.float32), y=y,
+                # markers while there are few points; a long run's would hide the lines
                 mode="lines+markers" if len(x) <= MARKER_POINTS else "lines",
                 name=name, showlegend=dash == series[0][1], legendgroup=name,
                 line=dict(color=color_of(i), width=3, dash=dash), marker=dict(size=6),
                 hovertemplate=f"{name} {kind}<br>" + t("training.step", "step")
-                + " %{x}: %{y:.3f}<extra></extra>"))
+                + f" %{{x}}: {value}%{{y:.3f}}<extra></extra>"))
     if current().lecture:
         _line_styles(fig, [(kind, dash) for _, dash, kind in series])
         notes = []
@@ -145,7 +126,7 @@ def _series_figure(view, series, title, notes, y_title, y_range=None, hline=None
         fig.add_hline(y=hline, line=dict(color="#777777", width=1.5, dash="dot"))
     if y_range is not None:
         fig.update_yaxes(range=y_range)
-    return finish(fig, title, 440, notes=notes, x_title=t("training.step", "step"),
+    return finish(fig, title, 440, notes=[*notes, *more], x_title=t("training.step", "step"),
                   y_title=y_title, legend="right", wrap=HALF_WIDTH_WRAP,
                   max_height=LECTURE_HEIGHT)
 
@@ -208,11 +189,9 @@ def grad_norm_figure(view) -> go.Figure:
                            + " %{x}, " + t("training.block", "block")
                            + " %{y}: %{customdata:.3g}<extra></extra>")),
             row=i // cols + 1, col=i % cols + 1)
-    fig.update_layout(coloraxis=dict(
-        colorscale=SEQUENTIAL_SCALE, cmin=low, cmax=high,
-        colorbar=dict(title=dict(text="log10 ‖grad‖", font=dict(size=FONT_SIZE)),
-                      tickfont=dict(size=TICK_SIZE))))
-    fig.update_annotations(font=dict(size=FONT_SIZE))
+    fig.update_layout(coloraxis=dict(colorscale=SEQUENTIAL_SCALE, cmin=low, cmax=high,
+                                     colorbar=dict(title=dict(text="log10 ‖grad‖"))))
+    fig.update_annotations(font=dict(size=scaled(FONT_SIZE)))
     fig.update_yaxes(type="category", autorange="reversed")   # whole blocks, block 0 on top
     # few level step numbers: a narrow panel in lecture mode turned five of them on end, into
     # the title of the panel below
