@@ -10,7 +10,7 @@ import gradio as gr
 
 from ..book.errors import Message
 from ..book.probe_points import POINT_LABELS
-from .i18n import label, t
+from .i18n import english, label, t
 from .session import Changed, View
 from .shared import DEFAULT_CONFIG
 
@@ -49,9 +49,8 @@ def _fit(session, name: str, was, value, why: Message):
     the one asked for)."""
     choose(session, **{name: value})
     if was is not None and str(was) != str(value):
-        from .tabs import TABS          # (each tab imports this module)
         tab_id, what = _WHERE[name]
-        tab = next(Message(*m.TITLE) for m in TABS if m.ID == tab_id)
+        tab = Message(f"tab.{tab_id}", english(f"tab.{tab_id}"))   # the tab's title, as labelled
         note = Message("changed.choice", "{tab}: {what} {was} → {now} ({why})", tab=tab,
                        what=what, was=was, now=MEAN if value == "mean" else value, why=why)
         session.views[Changed] = session.view(Changed).said(note)
