@@ -74,6 +74,10 @@ def zero_gpu(monkeypatch):
     scheduler.close()
     offload.forget_gpu()
     shared.RESULTS.clear()
+    # A test that turns ZeroGPU off to compare with the CPU builds its model on the client's
+    # pretend CUDA, whose tensors the client remakes inside each op (as inference tensors under
+    # inference_mode): no later test may be handed that model for a gradient.
+    shared.CACHE.clear()
 
 
 @pytest.fixture
