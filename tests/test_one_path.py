@@ -99,7 +99,8 @@ def fingerprint(fig) -> str:
 # The fingerprints of these figures drawn by the code before the change (single-model figure
 # functions of one trace, normal mode; plots/compare_* still beside them), taken again when the
 # look moved into plotly templates (issue 48): the JSON changed, the drawn figures did not
-# (before and after compared pixel by pixel in Chromium).
+# (before and after compared pixel by pixel in Chromium). The activation figures' were taken
+# again when their right margin went to automargin (dd5cd1b: the plot 19 px wider).
 BEFORE = {
     "parameters": "0eebc366eb203a71",
     "layer_stats": "8d4d42a18bb7d301",
@@ -110,8 +111,8 @@ BEFORE = {
     "token_heatmap": "30904f6eaf55a75b",
     "token_heatmap_mean": "550e6105b2d89443",
     "entropy": "55afd6353d11463b",
-    "activation": "33f077c2475ac435",
-    "activation_plain": "b0861d4f49a847a6",
+    "activation": "5f0fb437baa10439",
+    "activation_plain": "63ff7dfe41deb39a",
     "logit_lens": "f8d41983cf37d715",
     "attention": "b72ef9686e55c6cd",
     "attention_mean": "4b2468fc060187b7",
