@@ -22,20 +22,6 @@ METRICS = {"loss": ("knock.metric_loss", "change in loss (nats)"),
            "probability": ("knock.metric_prob", "change in the probability of the next token")}
 PART_NAMES = {"att": "att", "ff": "ff", "norm1": "norm1", "norm2": "norm2",
               "shortcut": "shortcut"}
-# The map's own look beside static/page.css: B's cell alone has an outline (a solid one); the
-# pointer and the keyboard's focus shade a cell; a queued click is striped.
-STYLE = ("<style>#knock_map table td[data-knock]:hover,#knock_map table td[data-knock]:focus"
-         "{outline:none!important;box-shadow:inset 0 0 0 2px #444}"
-         "#knock_map table td.walk-current,#knock_map table td.walk-current:hover"
-         "{outline:4px solid #e69f00!important;outline-offset:-2px}"
-         "#knock_map table td{white-space:nowrap}"
-         "#knock_map table td.knock-queued{background-image:repeating-linear-gradient(45deg,"
-         "transparent 0 4px,rgba(0,0,0,.28) 4px 6px)!important}"
-         "#knock_map td.estimated{font-style:italic}"
-         "#knock_map .knock-scale span{display:inline-block;min-width:4.2em;text-align:center;"
-         "padding:1px 3px;border:1px solid #d0d0d0}"
-         "#knock_map .knock-queue:empty{display:none}"
-         "#knock_map .knock-queue{font-weight:600}</style>")
 
 
 def colour(change: float, scale: float, floor: float) -> str:
@@ -137,7 +123,7 @@ def knockout_map_html(result, metric: str = "loss", current: str | None = None,
     queue = (f'<div data-applied="{int(applied)}"><p class="knock-queue" aria-live="polite" '
              f'data-queued="{queued}"></p></div>')
     if result is None:
-        return STYLE + ('<p class="hint">' + t(
+        return ('<p class="hint">' + t(
             "knock.map_hint", "Press <b>Which parts matter</b>: every head and every part of "
             "every block is estimated at once, then the largest are knocked out exactly. Click "
             "a cell to knock that part out as model B.") + "</p>" + queue)
@@ -164,7 +150,7 @@ def knockout_map_html(result, metric: str = "loss", current: str | None = None,
                          "part out as model B (its cell is outlined)",
             hurt=f'<span style="background:{_hex(HURT)}"></span>',
             help=f'<span style="background:{_hex(HELP)}"></span>')
-    out = [STYLE, f'<p class="knock-measured">{measured}</p>',
+    out = [f'<p class="knock-measured">{measured}</p>',
            f'<p class="knock-status">{status}</p>' if status else "",
            f"<p>{summary}</p>", f'<p class="key">{key}</p>', scale_key(scale, floor, sign)]
     if result.n_blind:
