@@ -334,12 +334,9 @@ def entropy_figure(traces, names=None) -> go.Figure:
     models side by side on one colour scale, with the largest |A − B|."""
     traces, names = models(traces, names)
     alone = len(traces) == 1
-    title = t("attention.attention_entropy_per_head", "Attention entropy per head (bits)")
-    title = title if alone else both(title)
-    ents = [np.asarray(tr.attention_entropy) for tr in traces]
-    if any(e.ndim != 3 or e.size == 0 for e in ents):
-        return empty_figure(title, t("attention.no_attention_entropy_recorded",
-                                     "No attention entropy recorded."))
+    title = both(t("attention.attention_entropy_per_head", "Attention entropy per head (bits)"),
+                 alone)
+    ents = [np.asarray(tr.attention_entropy) for tr in traces]      # (layers, heads, queries)
     n_tokens = ents[0].shape[2]
     # The largest possible mean: every query spreads evenly over all tokens it may see.
     most = float(np.mean(np.log2(np.arange(1, n_tokens + 1))))

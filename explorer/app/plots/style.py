@@ -314,9 +314,9 @@ GAPS = ("plots.gaps", "inf/NaN values shown as gaps (grey)")   # a note, (id, te
 LAYER = ("plots.layer", "layer")                                 # an axis title
 
 
-def both(title: str) -> str:
-    """A figure's title when it shows two models."""
-    return t("plots.a_and_b", "{title}: A and B", title=title)
+def both(title: str, alone: bool) -> str:
+    """A figure's title: beside another model's, it says it shows both."""
+    return title if alone else t("plots.a_and_b", "{title}: A and B", title=title)
 
 
 def panels(cols: int = 1, rows: int = 1, **subplots) -> go.Figure:
