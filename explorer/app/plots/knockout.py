@@ -30,10 +30,10 @@ def colour(change: float, scale: float, floor: float) -> str:
     if not math.isfinite(change):
         return BLANK
     if scale <= 0 or abs(change) <= floor:
-        return _hex(NEUTRAL)
+        return hex_of(NEUTRAL)
     share = min(1.0, abs(change) / scale) ** GAMMA
     end = HURT if change > 0 else HELP
-    return _hex(tuple(round(n + (e - n) * share) for n, e in zip(NEUTRAL, end)))
+    return hex_of(tuple(round(n + (e - n) * share) for n, e in zip(NEUTRAL, end)))
 
 
 def _number(value: float) -> str:
@@ -50,10 +50,9 @@ def _number(value: float) -> str:
 
 
 def map_values(result, metric: str):
-    """(heads, parts, head estimated?, part estimated?, floor, scale) of ``metric``: each
-    cell's value (exact where known, else the estimate; the probability has no estimate:
-    NaN until exact), whether it is an estimate, the noise floor, and the one colour scale of
-    the map: the largest change above the floor in either table."""
+    """(heads, parts, head estimated?, part estimated?, floor, scale) of ``metric``: a cell is
+    exact where known, else the estimate (the probability has none: NaN until exact); the
+    scale is the largest change above the floor in either table."""
     if metric == "loss":
         heads, parts = result.head_shown, result.part_shown
         floor = result.floor
@@ -82,15 +81,13 @@ def _cell(value, estimated, sign, scale, floor, spec, title, current, missing=""
         shown = ("≈" if estimated else "") + _number(value)
         background = colour(sign * value, scale, floor)
         title = f"{title} · {'≈ ' if estimated else ''}{value:+.6g}"
-    ink = ("#ffffff" if math.isfinite(value) and scale > 0 and abs(value) > floor
-           and (abs(value) / scale) ** GAMMA > 0.6 else "#222222")
     if marked and classes:
         marked = f' class="walk-current {classes}"'
     elif classes:
         marked = f' class="{classes}"'
     return (f'<td data-knock="{html.escape(spec)}"{marked} tabindex="0" '
             f'title="{html.escape(title)}" '
-            f'style="background:{background};color:{ink}">{shown}</td>')
+            f'style="background:{background};color:{ink(value, scale, floor)}">{shown}</td>')
 
 
 def scale_key(scale: float, floor: float, sign: float) -> str:
@@ -113,11 +110,9 @@ def scale_key(scale: float, floor: float, sign: float) -> str:
 
 def knockout_map_html(result, metric: str = "loss", current: str | None = None,
                       status: str = "", applied: int = 0) -> str:
-    """Both tables of ``result`` (an ``Attribution``) in ``metric`` ("loss" or
-    "probability"), with ``status`` (the refinement's progress line, in the page's language)
-    above them; the cell of the knock-out ``current`` (model B's, in the string form)
-    outlined. ``applied``: the number of the page's last click on a cell that the server has
-    applied (the page's script lists the clicks after it as queued)."""
+    """Both tables of ``result`` in ``metric`` ("loss" or "probability") under ``status`` (the
+    refinement's progress), B's knock-out ``current`` outlined. ``applied``: the number of
+    the page's last click the server has applied (the script lists later ones as queued)."""
     queued = html.escape(t("knock.queued", "Queued, each in turn as B: {specs}",
                            specs="{specs}"))
     queue = (f'<div data-applied="{int(applied)}"><p class="knock-queue" aria-live="polite" '
@@ -148,8 +143,8 @@ def knockout_map_html(result, metric: str = "loss", current: str | None = None,
     key = t("knock.key", "{hurt} the part matters (knocked out, the model gets worse) · {help} "
                          "the model gets better without it · <b>click a cell</b> to knock that "
                          "part out as model B (its cell is outlined)",
-            hurt=f'<span style="background:{_hex(HURT)}"></span>',
-            help=f'<span style="background:{_hex(HELP)}"></span>')
+            hurt=f'<span style="background:{hex_of(HURT)}"></span>',
+            help=f'<span style="background:{hex_of(HELP)}"></span>')
     out = [f'<p class="knock-measured">{measured}</p>',
            f'<p class="knock-status">{status}</p>' if status else "",
            f"<p>{summary}</p>", f'<p class="key">{key}</p>', scale_key(scale, floor, sign)]
@@ -202,5 +197,12 @@ def knockout_map_html(result, metric: str = "loss", current: str | None = None,
     return "".join(out) + "</div>"
 
 
-def _hex(rgb) -> str:
+def hex_of(rgb) -> str:
     return "#%02x%02x%02x" % rgb
+
+
+def ink(value: float, scale: float, floor: float) -> str:
+    """White text on a cell coloured strongly, else dark."""
+    strong = (math.isfinite(value) and scale > 0 and abs(value) > floor
+              and (abs(value) / scale) ** GAMMA > 0.6)
+    return "#ffffff" if strong else "#222222"
