@@ -24,14 +24,8 @@ GRID_BUDGET_BYTES = 250_000   # ... and fewer when many heads would exceed this 
 GRID_COLS = (4, 6)        # heads per row for one model, two (smaller, so both fit a screen)
 
 
-def _token_axis_height(n_labels: int) -> int:
-    """Height that gives each labelled row of a token axis ~15 px."""
-    return max(560, 250 + 15 * n_labels)
-
-
 def _weights(trace, layer, head) -> np.ndarray:
-    """(T, T) weights of one head, or the mean over the layer's heads (the tab has checked
-    both, and has the layer's attention kept)."""
+    """(T, T) weights of one head, or the mean over the layer's heads."""
     weights = trace.attention[layer]
     if head == "mean":
         return weights.mean(axis=0, dtype=np.float32)
@@ -39,8 +33,7 @@ def _weights(trace, layer, head) -> np.ndarray:
 
 
 def _why_not(trace, layer, head) -> str | None:
-    """Why a model shown beside another has no such layer or head (said in its panel), or
-    None."""
+    """Why a model shown beside another has no such layer or head, or None."""
     if layer >= trace.n_layers:
         return t("attention.no_layer_layers_0", "no layer {layer} (layers 0 to {last})",
                  layer=layer, last=trace.n_layers - 1)
@@ -75,9 +68,8 @@ def _largest(zs) -> float:
 
 
 def knocked_out_notes(names, layer, head, removed) -> list[str]:
-    """What a figure of ``layer`` and ``head`` must say of the models whose interventions take
-    that head's output away (``removed``: each model's (layer, head) set): its pattern is what
-    it still computes, which nothing reads any more."""
+    """The notes on models whose interventions take this head's output away (``removed``):
+    its pattern is what it still computes, which nothing reads any more."""
     notes = []
     for name, gone in zip(names, removed or ()):
         heads = sorted(h for l, h in gone if l == layer and (head == "mean" or h == head))
@@ -90,11 +82,9 @@ def knocked_out_notes(names, layer, head, removed) -> list[str]:
 
 
 def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure:
-    """One head's attention weights (or the mean over heads): queries on y, keys on x; the
-    future tokens each query may not see are masked (grey). Two models: A's weights, B's,
-    and A − B (red: A attends more; blue: B does), for the same layer and head. ``removed``:
-    each model's knocked-out heads, (layer, head) sets (``Interventions.removed_heads``): the
-    figure says that a knocked-out head shown keeps its pattern."""
+    """One head's attention weights (or the mean over heads): queries on y, keys on x, the
+    future masked (grey). Two models: A's, B's and A − B. ``removed``: each model's
+    knocked-out (layer, head) set; a knocked-out head shown keeps its pattern, and says so."""
     traces, names = models(traces, names)
     alone = len(traces) == 1
     n_panels = len(traces) + (not alone)          # two models: and their difference
@@ -102,18 +92,15 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
     start = max(0, n_tokens - MAX_TOKEN_COLUMNS)
     x_ticks, y_ticks = {}, {}
     if current().lecture:
-        # A projector's 720 px leave the figure ~440: level key labels of a few letters, as
-        # many as fit across a panel (~950 px shared), and as many query labels as fit down
-        # the heatmap; turned labels would take ~130 px of it.
-        # (a label takes ~0.62 of the type size a letter and a letter's gap, and no less
-        # than ~4.2 type sizes unless its words are shorter: a copying task's one-letter
-        # words each get their label, not every other one: issue 47, item 7)
+        # A projector's 720 px leave the figure ~440, and turned labels would take ~130 px of
+        # it: level key labels, as many as fit across a panel (~950 px shared; a letter ~0.62
+        # of the type size, a label at most ~4.2 type sizes, less for one-letter words: issue
+        # 47, item 7), and as many query labels as fit down the heatmap.
         shown = readable_tokens(traces[0].token_ids[start:], traces[0].tokens[start:])
         longest = max((_width(html.unescape(token_label(tok))) for tok in shown), default=6)
         letters = min(4.2, 0.62 * longest + 1.2)
         most = max(2, int(950 / n_panels / (letters * scaled(TICK_SIZE))))
-        # each label as long as its share of the panel allows: a short prompt's words whole
-        # ("␣effort"), a long one's cut to a few letters (a letter: ~0.62 of the type size)
+        # each label as long as its share of the panel allows (a short prompt's words whole)
         room = 950 / n_panels / min(n_tokens - start, most)
         x_ticks = dict(tick_chars=max(6, min(TOKEN_CHARS,
                                              int(room / (0.62 * scaled(TICK_SIZE))) - 1)),
@@ -197,7 +184,7 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
              else t("attention.attention_in_layer_and",
                     "Attention in layer {layer}, {head}: A, B and A − B", layer=layer,
                     head=head_text))
-    return finish(fig, title, _token_axis_height(len(y_vals)), notes=notes, wrap=120,
+    return finish(fig, title, max(560, 250 + 15 * len(y_vals)), notes=notes, wrap=120,
                   plot_min=HEATMAP_MIN)
 
 
@@ -334,12 +321,9 @@ def entropy_figure(traces, names=None) -> go.Figure:
     models side by side on one colour scale, with the largest |A − B|."""
     traces, names = models(traces, names)
     alone = len(traces) == 1
-    title = t("attention.attention_entropy_per_head", "Attention entropy per head (bits)")
-    title = title if alone else both(title)
-    ents = [np.asarray(tr.attention_entropy) for tr in traces]
-    if any(e.ndim != 3 or e.size == 0 for e in ents):
-        return empty_figure(title, t("attention.no_attention_entropy_recorded",
-                                     "No attention entropy recorded."))
+    title = both(t("attention.attention_entropy_per_head", "Attention entropy per head (bits)"),
+                 alone)
+    ents = [np.asarray(tr.attention_entropy) for tr in traces]      # (layers, heads, queries)
     n_tokens = ents[0].shape[2]
     # The largest possible mean: every query spreads evenly over all tokens it may see.
     most = float(np.mean(np.log2(np.arange(1, n_tokens + 1))))

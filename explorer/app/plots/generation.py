@@ -15,8 +15,8 @@ LIVE_TABLE_ROWS = 40   # while streaming, the step table shows the newest rows o
 
 
 def _side_html(side, alone) -> str:
-    """One model's bars, most likely on top, the chosen one highlighted; beside another
-    model's, under its name, its last tokens (those where the two part marked) and a note."""
+    """One model's bars, the chosen one highlighted; beside another model's, under its name,
+    last tokens and note."""
     texts, probs, chosen = side["texts"], side["probs"], side.get("chosen")
     # two models' bars are half as wide: shorter tokens, no "◀ chosen" (the colour says it)
     chosen_mark, chars = (" " + t("generation.chosen", "◀ chosen"), 12) if alone else ("", 10)
@@ -46,11 +46,10 @@ _SCALE = ('<div class="scale"><span></span><em>' + "".join(
 
 
 def next_token_bars_html(sides) -> str:
-    """Top-k candidates for the next token as plain HTML bars, one set per model side by side.
-    A side: ``texts``, ``probs`` (most likely first), ``chosen`` (index of the token taken, or
-    None); beside another model's also ``name``, ``tail`` ([(text, parted)] of its last
-    tokens) and an optional ``note``. Sent for every generated token: about 1 KB a model, and
-    a browser redraws it in well under a millisecond, where a plotly chart took ~100 ms."""
+    """Top-k candidates for the next token as plain HTML bars (cheap to stream), one set per
+    model side by side. A side: ``texts``, ``probs`` (most likely first), ``chosen`` (index of
+    the token taken, or None); beside another model's also ``name``, ``tail`` ([(text,
+    parted)] of its last tokens) and an optional ``note``."""
     if len(sides) == 1:
         return ('<section class="nt-bars"><h4>'
                 + t("generation.next_token_candidates", "Next-token candidates") + " <small>"
@@ -69,8 +68,7 @@ def next_token_bars_html(sides) -> str:
 
 
 def live_rows(rows, width: int) -> list:
-    """The newest LIVE_TABLE_ROWS rows (a page lays out 40 rows faster than 500), and a
-    line saying how many more there are; ``width``: the table's columns."""
+    """The newest LIVE_TABLE_ROWS rows and a line saying how many more there are."""
     if len(rows) <= LIVE_TABLE_ROWS:
         return list(rows)
     more = len(rows) - LIVE_TABLE_ROWS
@@ -81,10 +79,8 @@ def live_rows(rows, width: int) -> list:
 
 def steps_table_html(headers: list[str], rows: list[list], caption: str = "",
                      live: bool = False) -> str:
-    """The step table (newest first) as a plain HTML table; every cell is text, escaped. The
-    browser lays out hundreds of rows in about a millisecond, where Gradio's Dataframe took
-    ~100 ms per update. ``live``: while streaming, the newest rows only (``live_rows``). Two
-    models in lockstep: a row whose last cell is "≠" (they chose different tokens) is marked."""
+    """The step table (newest first) as plain HTML, every cell escaped; ``live``: the newest
+    rows only. A row whose last cell is "≠" (two models chose different tokens) is marked."""
     if live:
         rows = live_rows(rows, len(headers))
     title = f"<h4>{html.escape(caption)}</h4>" if caption else ""
@@ -97,8 +93,7 @@ def steps_table_html(headers: list[str], rows: list[list], caption: str = "",
 
 
 def parted_texts_html(prompt: str, runs, names, parted_at) -> str:
-    """Each model's text after the prompt, as runs of (text, parted): the runs where the
-    models chose different tokens are marked."""
+    """Each model's text after the prompt, the runs where the models parted marked."""
     def line(model_runs, name, color):
         body = "".join(f"<mark>{html.escape(text)}</mark>" if parted else html.escape(text)
                        for text, parted in model_runs)

@@ -22,20 +22,6 @@ METRICS = {"loss": ("knock.metric_loss", "change in loss (nats)"),
            "probability": ("knock.metric_prob", "change in the probability of the next token")}
 PART_NAMES = {"att": "att", "ff": "ff", "norm1": "norm1", "norm2": "norm2",
               "shortcut": "shortcut"}
-# The map's own look beside static/page.css: B's cell alone has an outline (a solid one); the
-# pointer and the keyboard's focus shade a cell; a queued click is striped.
-STYLE = ("<style>#knock_map table td[data-knock]:hover,#knock_map table td[data-knock]:focus"
-         "{outline:none!important;box-shadow:inset 0 0 0 2px #444}"
-         "#knock_map table td.walk-current,#knock_map table td.walk-current:hover"
-         "{outline:4px solid #e69f00!important;outline-offset:-2px}"
-         "#knock_map table td{white-space:nowrap}"
-         "#knock_map table td.knock-queued{background-image:repeating-linear-gradient(45deg,"
-         "transparent 0 4px,rgba(0,0,0,.28) 4px 6px)!important}"
-         "#knock_map td.estimated{font-style:italic}"
-         "#knock_map .knock-scale span{display:inline-block;min-width:4.2em;text-align:center;"
-         "padding:1px 3px;border:1px solid #d0d0d0}"
-         "#knock_map .knock-queue:empty{display:none}"
-         "#knock_map .knock-queue{font-weight:600}</style>")
 
 
 def colour(change: float, scale: float, floor: float) -> str:
@@ -44,10 +30,10 @@ def colour(change: float, scale: float, floor: float) -> str:
     if not math.isfinite(change):
         return BLANK
     if scale <= 0 or abs(change) <= floor:
-        return _hex(NEUTRAL)
+        return hex_of(NEUTRAL)
     share = min(1.0, abs(change) / scale) ** GAMMA
     end = HURT if change > 0 else HELP
-    return _hex(tuple(round(n + (e - n) * share) for n, e in zip(NEUTRAL, end)))
+    return hex_of(tuple(round(n + (e - n) * share) for n, e in zip(NEUTRAL, end)))
 
 
 def _number(value: float) -> str:
@@ -64,10 +50,9 @@ def _number(value: float) -> str:
 
 
 def map_values(result, metric: str):
-    """(heads, parts, head estimated?, part estimated?, floor, scale) of ``metric``: each
-    cell's value (exact where known, else the estimate; the probability has no estimate:
-    NaN until exact), whether it is an estimate, the noise floor, and the one colour scale of
-    the map: the largest change above the floor in either table."""
+    """(heads, parts, head estimated?, part estimated?, floor, scale) of ``metric``: a cell is
+    exact where known, else the estimate (the probability has none: NaN until exact); the
+    scale is the largest change above the floor in either table."""
     if metric == "loss":
         heads, parts = result.head_shown, result.part_shown
         floor = result.floor
@@ -96,15 +81,13 @@ def _cell(value, estimated, sign, scale, floor, spec, title, current, missing=""
         shown = ("≈" if estimated else "") + _number(value)
         background = colour(sign * value, scale, floor)
         title = f"{title} · {'≈ ' if estimated else ''}{value:+.6g}"
-    ink = ("#ffffff" if math.isfinite(value) and scale > 0 and abs(value) > floor
-           and (abs(value) / scale) ** GAMMA > 0.6 else "#222222")
     if marked and classes:
         marked = f' class="walk-current {classes}"'
     elif classes:
         marked = f' class="{classes}"'
     return (f'<td data-knock="{html.escape(spec)}"{marked} tabindex="0" '
             f'title="{html.escape(title)}" '
-            f'style="background:{background};color:{ink}">{shown}</td>')
+            f'style="background:{background};color:{ink(value, scale, floor)}">{shown}</td>')
 
 
 def scale_key(scale: float, floor: float, sign: float) -> str:
@@ -127,17 +110,15 @@ def scale_key(scale: float, floor: float, sign: float) -> str:
 
 def knockout_map_html(result, metric: str = "loss", current: str | None = None,
                       status: str = "", applied: int = 0) -> str:
-    """Both tables of ``result`` (an ``Attribution``) in ``metric`` ("loss" or
-    "probability"), with ``status`` (the refinement's progress line, in the page's language)
-    above them; the cell of the knock-out ``current`` (model B's, in the string form)
-    outlined. ``applied``: the number of the page's last click on a cell that the server has
-    applied (the page's script lists the clicks after it as queued)."""
+    """Both tables of ``result`` in ``metric`` ("loss" or "probability") under ``status`` (the
+    refinement's progress), B's knock-out ``current`` outlined. ``applied``: the number of
+    the page's last click the server has applied (the script lists later ones as queued)."""
     queued = html.escape(t("knock.queued", "Queued, each in turn as B: {specs}",
                            specs="{specs}"))
     queue = (f'<div data-applied="{int(applied)}"><p class="knock-queue" aria-live="polite" '
              f'data-queued="{queued}"></p></div>')
     if result is None:
-        return STYLE + ('<p class="hint">' + t(
+        return ('<p class="hint">' + t(
             "knock.map_hint", "Press <b>Which parts matter</b>: every head and every part of "
             "every block is estimated at once, then the largest are knocked out exactly. Click "
             "a cell to knock that part out as model B.") + "</p>" + queue)
@@ -162,9 +143,9 @@ def knockout_map_html(result, metric: str = "loss", current: str | None = None,
     key = t("knock.key", "{hurt} the part matters (knocked out, the model gets worse) · {help} "
                          "the model gets better without it · <b>click a cell</b> to knock that "
                          "part out as model B (its cell is outlined)",
-            hurt=f'<span style="background:{_hex(HURT)}"></span>',
-            help=f'<span style="background:{_hex(HELP)}"></span>')
-    out = [STYLE, f'<p class="knock-measured">{measured}</p>',
+            hurt=f'<span style="background:{hex_of(HURT)}"></span>',
+            help=f'<span style="background:{hex_of(HELP)}"></span>')
+    out = [f'<p class="knock-measured">{measured}</p>',
            f'<p class="knock-status">{status}</p>' if status else "",
            f"<p>{summary}</p>", f'<p class="key">{key}</p>', scale_key(scale, floor, sign)]
     if result.n_blind:
@@ -216,5 +197,12 @@ def knockout_map_html(result, metric: str = "loss", current: str | None = None,
     return "".join(out) + "</div>"
 
 
-def _hex(rgb) -> str:
+def hex_of(rgb) -> str:
     return "#%02x%02x%02x" % rgb
+
+
+def ink(value: float, scale: float, floor: float) -> str:
+    """White text on a cell coloured strongly, else dark."""
+    strong = (math.isfinite(value) and scale > 0 and abs(value) > floor
+              and (abs(value) / scale) ** GAMMA > 0.6)
+    return "#ffffff" if strong else "#222222"

@@ -8,8 +8,8 @@ import plotly.graph_objects as go
 
 from ..i18n import t
 from .labels import TOKEN_CHARS, readable_tokens, token_label
-from .style import (LAYER, HEATMAP_MIN, LIGHT_SCALE, MASK_COLOR, PLOT_MIN, clean,
-                    empty_figure, finish, models, panels)
+from .style import (LAYER, HEATMAP_MIN, LIGHT_SCALE, MASK_COLOR, PLOT_MIN, clean, finish,
+                    models, panels)
 
 MAX_LENS_POSITIONS = 32
 
@@ -37,13 +37,7 @@ def logit_lens_figure(lenses, names=None) -> go.Figure:
     alone = len(lenses) == 1
     title = (t("lens.logit_lens_each_layer", "Logit lens: each layer's guess for the next token")
              if alone else t("lens.logit_lens_and", "Logit lens: A and B"))
-    positions = list(lenses[0].lens_positions)
-    if not positions:
-        return empty_figure(title, t("lens.logit_lens_was_not",
-                                     "The logit lens was not read for this input."))
-    if any(list(lens.lens_positions) != positions for lens in lenses):
-        return empty_figure(title, t("lens.logit_lens_was_not_2", "The logit lens was not read "
-                                     "at the same positions for both models."))
+    positions = list(lenses[0].lens_positions)      # the same for every model (the tab's)
     keep = slice(max(0, len(positions) - MAX_LENS_POSITIONS), len(positions))
     positions = positions[keep]
     n_pos = len(positions)

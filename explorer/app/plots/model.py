@@ -92,7 +92,6 @@ def parameter_figure(counts_seq, names=None) -> go.Figure:
 
 
 def differing_parts(cfg_a, cfg_b) -> frozenset:
-    """The parts of the diagram that differ between the two configs."""
     parts = set()
     for field, _, _ in compare_configs(cfg_a, cfg_b).differences:
         parts |= BY_FIELD[field].parts if field in BY_FIELD else set()   # the knob's outline
@@ -121,9 +120,8 @@ def _mark(part, marked) -> str:
 
 
 def _box(kind, name, detail="", params=None, code=None, attrs="", marked=()) -> str:
-    """One step of the diagram: bold name, the attribute name as code, details, and the
-    parameter count on the right. Every text is escaped. ``attrs``: the outer element's extra
-    attributes (a stage of the walk, ``_stage_attrs``); ``marked``: the parts outlined."""
+    """One step of the diagram: bold name, attribute name, details, parameter count (escaped);
+    ``attrs``: the outer element's extra attributes (a stage of the walk)."""
     bg, border = _BOX_COLORS[kind]
     code_html = (f" <code style=\"font-size:15px;background:#ffffff;padding:0 4px;"
                  f"border-radius:4px\">{html.escape(code)}</code>" if code else "")
@@ -149,12 +147,10 @@ def _params(counts, n) -> str | None:
 
 def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
                       weights=None, knocked_out=None) -> str:
-    """The block diagram of one model (``_architecture_html``), or two side by side under the
-    list of config fields that differ, each part such a field shapes outlined in both.
-    ``counts``: each model's ``ParameterCount`` (or None: no counts); ``stages``: the
-    diagram's stages are the walk's buttons; ``weights``: two models of one architecture,
-    what each one's weights are (captions), or None when they are the same model;
-    ``knocked_out``: B is A run with parts knocked out (what they are), on A's weights."""
+    """The block diagram of one model, or two side by side under the config fields that
+    differ, the parts they shape outlined in both. ``stages``: the stages are the walk's
+    buttons; ``weights``: what each model's weights are (one architecture), None when they are
+    the same model; ``knocked_out``: B is A with these parts knocked out."""
     cfgs, names = models(cfgs, names)
     counts = list(counts) if counts is not None else [None] * len(cfgs)
     if len(cfgs) == 1:
@@ -186,12 +182,10 @@ def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
 
 def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool = False,
                        marked=frozenset()) -> str:
-    """A block diagram of the model a config builds (pure HTML with inline styles, no
-    scripts): embeddings, the N transformer blocks with their steps in the order the chosen
-    variant computes them, final norm and output head, with shapes and (if ``counts`` is
-    given) parameter counts. ``stages``: each stage of the guided walk (``book.stages``) is
-    a focusable button (``data-stage``), for the page's script to turn a click into a call
-    (``plots.walk``); ``marked``: the parts outlined (``differing_parts``)."""
+    """One model's diagram: embeddings, the N blocks with their steps in the order the variant
+    computes them, final norm and output head, with shapes and parameter counts (``counts``).
+    ``stages``: each stage of the walk is a focusable button (``data-stage``) for the page's
+    script; ``marked``: the parts outlined."""
     cfg = GPTConfig.from_dict(cfg)
     box = partial(_box, marked=marked)
     walk = (lambda name: stage_attrs(name, cfg)) if stages else (lambda name: "")

@@ -13,9 +13,7 @@ import numpy as np
 
 from ...book.tokenizer import get_tokenizer
 from ..i18n import t
-from .knockout import HELP, HURT, colour
-
-BLANK = "#f0f0f0"
+from .knockout import BLANK, HELP, HURT, colour, hex_of, ink
 STYLE = ("<style>#patch_map table,#patch_dla table{border-collapse:collapse;margin:4px 0 10px}"
          "#patch_map td,#patch_dla td{white-space:nowrap;padding:2px 5px;text-align:center;"
          "border:1px solid #e0e0e0}"
@@ -31,23 +29,14 @@ STYLE = ("<style>#patch_map table,#patch_dla table{border-collapse:collapse;marg
          "vertical-align:middle}</style>")
 
 
-def _hex(rgb) -> str:
-    return "#%02x%02x%02x" % rgb
-
-
 def _share_text(value: float) -> str:
     return "0" if value == 0 else f"{value:+.2f}"
-
-
-def _ink(value, scale, floor) -> str:
-    strong = scale > 0 and abs(value) > floor and (abs(value) / scale) ** 0.5 > 0.6
-    return "#ffffff" if strong else "#222222"
 
 
 def _swatches(scale: float, floor: float) -> str:
     stops = [-scale, -scale / 4, 0.0, scale / 4, scale]
     return "".join(
-        f'<span style="background:{colour(v, scale, floor)};color:{_ink(v, scale, floor)}">'
+        f'<span style="background:{colour(v, scale, floor)};color:{ink(v, scale, floor)}">'
         f"{_share_text(v)}</span>" for v in stops)
 
 
@@ -57,9 +46,8 @@ def _pieces(ids) -> list[str]:
 
 
 def patching_html(result, current: str | None = None, note: str = "") -> str:
-    """Both maps of ``result`` in shares of the clean result recovered, model B's patch
-    (``current``, the string form) outlined, ``note`` (what the pair is about on this
-    model) above them."""
+    """Both maps of ``result`` in shares of the clean result recovered, B's patch ``current``
+    outlined, under ``note``."""
     if result is None:
         return STYLE + '<p class="hint">' + t(
             "patch.hint", "Choose a pair (or write your own), then press <b>Patch</b>: every "
@@ -92,8 +80,8 @@ def patching_html(result, current: str | None = None, note: str = "") -> str:
     key = t("patch.key", "{towards} towards the clean answer · {away} away from it · one "
             "colour scale for both maps: {swatches} · white: below the noise floor "
             "{floor} (float rounding) · <b>click a cell</b> to make that patch model B",
-            towards=f'<span class="patch-swatch" style="background:{_hex(HURT)}"></span>',
-            away=f'<span class="patch-swatch" style="background:{_hex(HELP)}"></span>',
+            towards=f'<span class="patch-swatch" style="background:{hex_of(HURT)}"></span>',
+            away=f'<span class="patch-swatch" style="background:{hex_of(HELP)}"></span>',
             floor=f"{floor:.1e}",
             swatches=_swatches(scale, floor)) if scale > 0 else t(
         "patch.flat", "Every change is below the noise floor: nothing is coloured.")
@@ -110,7 +98,7 @@ def patching_html(result, current: str | None = None, note: str = "") -> str:
         shown = ("" if exact else "≈") + _share_text(value)
         return (f'<td data-patch="{html.escape(spec)}"{classes} tabindex="0" '
                 f'title="{html.escape(title)} · {shown} · {click}" style="background:'
-                f'{colour(value, scale, floor)};color:{_ink(value, scale, floor)}">{shown}</td>')
+                f'{colour(value, scale, floor)};color:{ink(value, scale, floor)}">{shown}</td>')
 
     rows = [f"<tr><th>{t('knock.block', 'block')}</th>" + "".join(
         f"<th>{t('knock.head', 'head {h}', h=h)}</th>" for h in range(heads.shape[1])) + "</tr>"]
@@ -160,7 +148,7 @@ def attribution_html(found) -> str:
         + "<th>ff</th></tr>"]
     for layer in range(values.shape[0]):
         rows.append(f"<tr><th>trf_blocks[{layer}]</th>" + "".join(
-            f'<td style="background:{colour(v, scale, floor)};color:{_ink(v, scale, floor)}">'
+            f'<td style="background:{colour(v, scale, floor)};color:{ink(v, scale, floor)}">'
             f"{v:+.2f}</td>" for v in values[layer]) + "</tr>")
     title = t("patch.dla_title", "Direct logit attribution on the clean prompt: what each part "
               "writes into the residual stream, read by the final LayerNorm and the output "

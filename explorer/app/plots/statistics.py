@@ -124,8 +124,7 @@ def layer_stats_figure(traces, names=None, points=("ln1_in", "ln1_out")) -> go.F
             missing += ([_missing_note(lacks)] if alone else
                         [t("statistics.has_no", "{name} has no {point}", name=name, point=p)
                          for p in lacks])
-    title = t("statistics.statistics_across_layers", "Statistics across layers")
-    title = title if alone else both(title)
+    title = both(t("statistics.statistics_across_layers", "Statistics across layers"), alone)
     if not found:
         return empty_figure(title, t("statistics.none_these_probe_points", "None of these probe "
                                      "points was recorded for this model."),
@@ -235,7 +234,7 @@ def histogram_figure(traces, layer, points=("ln1_in", "ln1_out"), names=None) ->
                "Distribution of values at the final norm") if final_only
              else t("statistics.distribution_values_in_layer",
                     "Distribution of values in layer {layer}", layer=layer))
-    title = title if alone else both(title)
+    title = both(title, alone)
     if not shown:
         return empty_figure(title, t("statistics.nothing_show_for_these",
                                      "Nothing to show for these probe points."), notes=notes)
@@ -266,8 +265,8 @@ def token_heatmap_figure(traces, point="resid_pre", stat="std", names=None) -> g
     two models side by side on one colour scale."""
     traces, names = models(traces, names)
     alone = len(traces) == 1
-    title = t("statistics.per_token", "{stat} per token", stat=t(*STAT_TITLES[stat]))
-    title = title if alone else both(title)
+    title = both(t("statistics.per_token", "{stat} per token", stat=t(*STAT_TITLES[stat])),
+                 alone)
     notes = [t("statistics.measured_at", "measured at: {label} ({point})",
                label=point_label(point), point=point)
              if alone else t("statistics.measured_at_one_colour",

@@ -1,9 +1,6 @@
 """How every figure looks: fonts, colours, colour scales, and two plotly templates, the normal
-one and lecture mode's (``prefs``: the page's toggle; larger type, thicker lines, darker ink), with
-plotly's own ``automargin``. ``finish`` gives a figure its template, title and height.
-``gr.Plot`` draws them with plotly.js 3.3.1, so colours are ``#rrggbb`` only and the traces are
-Heatmap, Bar and Scatter. Arrays go in as float32 numpy (sent base64-encoded).
-"""
+one and lecture mode's (``prefs``: larger type, thicker lines, darker ink). ``finish`` gives a
+figure its template, title and height. plotly.js 3.3.1 draws them: colours are ``#rrggbb``."""
 from __future__ import annotations
 
 import math
@@ -45,7 +42,6 @@ DIVERGING = ["#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7", "#fddbc7", "#ef8a62", "
 
 
 def _scale(colors: list[str]) -> list[list]:
-    """A plotly colorscale [[0, c0], ..., [1, cN]] from evenly spaced '#rrggbb' colours."""
     n = len(colors) - 1
     return [[round(i / n, 4), c] for i, c in enumerate(colors)]
 
@@ -67,9 +63,6 @@ HEATMAP_MIN = 250       # ... and a heatmap of tokens not less than this
 
 
 def _template(lecture: bool) -> go.layout.Template:
-    """The look of every figure, one template a mode: fonts, colours, axes (with plotly's
-    ``automargin``), legend, hover, colour bars and annotations. Lecture mode's type is
-    larger and its ink darker."""
     def size(px):
         return round(px * LECTURE_TYPE) if lecture else px
     ink = LECTURE_INK if lecture else TEXT_COLOR
@@ -101,11 +94,9 @@ for _lecture, _name in TEMPLATES.items():
     pio.templates[_name] = _template(_lecture)
 
 
-def _size(px: float) -> int:
+def scaled(px: float) -> int:
+    """A type size as drawn: larger in lecture mode."""
     return round(px * LECTURE_TYPE) if current().lecture else round(px)
-
-
-scaled = _size   # a type size as drawn: larger in lecture mode
 
 
 # The pieces a line may break between: spaces, a Chinese character (or full-width sign) each,
@@ -177,12 +168,10 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
            legend=False, margin=None, wrap: int = 68, plot_min: int = PLOT_MIN,
            max_height: int = LECTURE_MAX_HEIGHT) -> go.Figure:
     """The template of the page's mode, the title with its notes (lines of at most ``wrap``
-    columns: a figure as wide as the page takes longer ones), the axis titles and the height.
-    ``legend``: True (below the x axis) or "right" (outside the plot, on its right). In
-    lecture mode the height is capped (a projector's 720 px: ``max_height``), but never
-    below what leaves the plotting area ``plot_min`` px under the title, the notes and the
-    x axis. The layout is set once, as a dict: plotly validates each property it is given,
-    one by one costs tens of milliseconds a figure."""
+    columns), the axis titles and the height. ``legend``: True (below the x axis) or "right".
+    In lecture mode the height is capped at ``max_height`` (a projector's 720 px), but leaves
+    the plotting area at least ``plot_min`` px. The layout is set once, as a dict: plotly
+    validates each property set, and one by one costs tens of milliseconds a figure."""
     title_dict, top = title_layout(title, notes, wrap)
     lecture = current().lecture
     if lecture:
@@ -213,7 +202,7 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
         if any(a.yref == "paper" and a.yanchor == "bottom" and (a.y or 0) >= 0.99
                for a in fig.layout.annotations):
             # the top row's panel titles sit just above the plot, under the notes
-            layout["margin"]["t"] += _size(FONT_SIZE) + 8
+            layout["margin"]["t"] += scaled(FONT_SIZE) + 8
         bottom = _bottom_room(layout, fig.data)
         room = layout["margin"]["t"] + bottom + plot_min
         layout["height"] = int(min(height, max(max_height, room)))
@@ -225,7 +214,7 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
             if title.get("text"):
                 low, high = axis.get("domain", (0, 1))
                 title["text"] = _wrap(title["text"],
-                                      max(8, int(plot_px * (high - low) / (0.55 * _size(FONT_SIZE)))))
+                                      max(8, int(plot_px * (high - low) / (0.55 * scaled(FONT_SIZE)))))
     fig.layout = layout
     return fig
 
@@ -236,7 +225,7 @@ def _bottom_room(layout: dict, data=()) -> int:
     the page wide, ~560 px). Token labels on a turned axis take their length; the widths are
     Arial's, ~0.6 of the font size a letter."""
     room = 0 if layout.get("xaxis") else 40
-    size = _size(FONT_SIZE)
+    size = scaled(FONT_SIZE)
     for axis in _axes_of(layout, "x"):
         ticks = 0
         if axis.get("visible") is not False and axis.get("showticklabels") is not False:
@@ -244,7 +233,7 @@ def _bottom_room(layout: dict, data=()) -> int:
             longest = max(map(_width, texts), default=3)
             lines = 1 + max((x.count("<br>") for x in texts), default=0)
             turned = abs(axis.get("tickangle") or 0) >= 60
-            ticks = _size(TICK_SIZE) * (0.6 * longest if turned else 1.3 * lines) + 8
+            ticks = scaled(TICK_SIZE) * (0.6 * longest if turned else 1.3 * lines) + 8
         title = 1.3 * size + 12 if axis.get("title", {}).get("text") else 0
         room = max(room, math.ceil(ticks + title))
     if layout.get("showlegend") and layout.get("legend", {}).get("orientation") == "h":
@@ -270,13 +259,12 @@ def clean(a) -> tuple[np.ndarray, bool]:
 
 
 def empty_figure(title: str, message: str, height: int = 320, notes=()) -> go.Figure:
-    """A figure with a message instead of data (a hint, or why there is nothing to show).
-    The message is broken into short lines: it must fit a figure half the page wide."""
+    """A figure with a message instead of data, in short lines (half the page wide)."""
     fig = go.Figure()
     width = 34 if current().lecture else 44
     message = "<br>".join(_wrap(line, width) for line in message.split("<br>"))
     fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper",
-                       showarrow=False, font=dict(size=_size(FONT_SIZE + 2), color=GREY))
+                       showarrow=False, font=dict(size=scaled(FONT_SIZE + 2), color=GREY))
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return finish(fig, title, height, notes=notes)
@@ -295,11 +283,8 @@ def translucent(color: str, alpha: float = 0.16) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-# ---------------------------------------------------------------------------------------------
-# One or two models: every figure takes a sequence (model A first) and loops over it.
 def models(items, names=None) -> tuple[list, tuple[str, ...]]:
-    """The one or two things a figure shows (traces, parameter counts, lenses, gradients),
-    model A first, and their names for legends and panel titles ("A", "B" unless given)."""
+    """The one or two things a figure shows, model A first, and their names ("A", "B")."""
     items = list(items)
     return items, tuple(names) if names is not None else ("A", "B")[:len(items)]
 
@@ -314,14 +299,13 @@ GAPS = ("plots.gaps", "inf/NaN values shown as gaps (grey)")   # a note, (id, te
 LAYER = ("plots.layer", "layer")                                 # an axis title
 
 
-def both(title: str) -> str:
-    """A figure's title when it shows two models."""
-    return t("plots.a_and_b", "{title}: A and B", title=title)
+def both(title: str, alone: bool) -> str:
+    """A figure's title: beside another model's, it says it shows both."""
+    return title if alone else t("plots.a_and_b", "{title}: A and B", title=title)
 
 
 def panels(cols: int = 1, rows: int = 1, **subplots) -> go.Figure:
-    """A grid of panels (plotly subplots; one panel has no panel title); the panel titles
-    take the template's type (``annotationdefaults``)."""
+    """A grid of panels (one panel has no panel title) whose titles take the template's type."""
     if rows * cols == 1:
         subplots.pop("subplot_titles", None)
     return make_subplots(rows=rows, cols=cols, **subplots).update_annotations(font_size=None)

@@ -57,70 +57,85 @@ def is_copying(view) -> bool:
 
 
 def _planned_steps(fig: go.Figure, view) -> None:
-    """Every x axis fixed to the job's planned steps from its first update: a live figure whose
-    axes rescaled with each update (0-450, then 0-800, then 0-1000) moved every curve under the
-    lecturer's pointer (issue 47, item 12). A little room each side for the end markers."""
-    pad = max(0.5, 0.02 * view.total_steps)
+    """Every x axis fixed to the job's planned steps from its first update: axes that rescaled
+    with each update moved every curve under the lecturer's pointer (issue 47, item 12)."""
+    pad = max(0.5, 0.02 * view.total_steps)       # room each side for the end markers
     fig.update_xaxes(range=[-pad, view.total_steps + pad], autorange=False)
 
 
-def _line_styles(fig: go.Figure, styles) -> None:
-    """Legend entries (in grey) that say what each line style is, ``styles`` ((name, dash),
-    ...): in lecture mode they replace the note that said it, whose lines under the title left
-    the plot ~150 px at 720 px (issue 47, item 7)."""
-    for name, dash in styles:
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=name,
-                                 legendgroup="styles", hoverinfo="skip",
-                                 line=dict(color=GREY, width=3, dash=dash)))
+def _series(copying: bool) -> dict:
+    """What the curves show: the loss (train, validation), or the copying task's loss on each
+    half; ``lines`` are (attribute of a run, dash, what the line is)."""
+    loss = t("training.cross_entropy_loss", "cross-entropy loss")
+    if copying:
+        return dict(lines=(("repeated_half_loss", "solid",
+                            t("training.repeated_half", "repeated half")),
+                           ("first_half_loss", "dot", t("training.first_half", "first half"))),
+                    title=t("training.halves_title", "Loss on each half of the sequences"),
+                    note=t("training.halves_note", "solid: the repeated half (it drops when an "
+                           "induction head forms) · dotted: the first half (new random words)"),
+                    y_title=loss)
+    return dict(lines=(("train_losses", "solid", t("training.train", "train")),
+                       ("val_losses", "dash", t("training.val", "val"))),
+                title=t("training.loss", "Loss"),
+                note=t("training.solid_training_loss_dashed", "solid: training loss · dashed: "
+                       "validation loss (the book's evaluate_model)"),
+                y_title=loss, value=t("training.loss_2", "loss") + " ")
+
+
+def _scores_series() -> dict:
+    return dict(lines=(("best_induction", "solid", t("training.induction", "induction")),
+                       ("best_prev_token", "dash", t("training.prev_token", "previous token"))),
+                title=t("training.scores_title", "Best head scores"),
+                note=t("training.scores_note", "solid: the best induction score · dashed: the "
+                       "best previous-token score (a head above 0.5 has that job)"),
+                y_title=t("training.score", "score (0 to 1)"), y_range=[0, 1.02], hline=0.5)
 
 
 def loss_figure(view) -> go.Figure:
-    """Train (solid) and validation (dashed) loss at the book's evaluation points, against
-    steps; one colour per variant, named once in a legend to the right of the plot. The
-    copying task: the loss on each half instead (``halves_figure``)."""
-    if is_copying(view):
-        return halves_figure(view)
-    if view is None or not any(r.eval_steps for r in view.runs):
+    """Train (solid) and validation (dashed) loss per variant against steps; the copying task:
+    the loss on the first half (new random words) and on the repeated half (it drops when a
+    head copies)."""
+    copying = is_copying(view)
+    if not copying and (view is None or not any(r.eval_steps for r in view.runs)):
         return empty_figure(t("training.loss", "Loss"),
                             t("training.curves_grow_here_while",
                               "The curves grow here while the variants train."), 340)
     diverged = [t("training.diverged_at_step", "{variant} diverged at step {step}",
                   variant=variant_name(r.label), step=r.diverged_at)
-                for r in view.runs if r.diverged]
-    return _series_figure(
-        view, (("train_losses", "solid", t("training.train", "train")),
-               ("val_losses", "dash", t("training.val", "val"))),
-        t("training.loss", "Loss"),
-        [t("training.solid_training_loss_dashed", "solid: training loss · dashed: validation "
-           "loss (the book's evaluate_model)")],
-        t("training.cross_entropy_loss", "cross-entropy loss"),
-        value=t("training.loss_2", "loss") + " ", more=["; ".join(diverged)] if diverged else [])
+                for r in view.runs if r.diverged and not copying]
+    return _series_figure(view, **_series(copying), more=["; ".join(diverged)] if diverged else [])
 
 
-def _series_figure(view, series, title, notes, y_title, y_range=None, hline=None, value="",
+def _series_figure(view, lines, title, note, y_title, y_range=None, hline=None, value="",
                    more=()):
-    """Lines per variant over the evaluation points: ``series`` is ((attribute, dash, kind
-    name), ...); one colour per variant, named once in a legend right of the plot (never over
-    it nor below it: below, its rows pushed the bottom margin past what lecture mode's height
-    left the plot, and plotly.js 3 stopped the page, "Something went wrong with axis
-    scaling"). ``value``: what the hover calls a value; ``more``: notes lecture mode keeps."""
+    """Lines per variant over the evaluation points, one colour per variant, named once in a
+    legend right of the plot: below it, its rows took what lecture mode's height left the
+    plot, and plotly.js 3 stopped the page ("Something went wrong with axis scaling").
+    ``value``: what the hover calls a value; ``more``: notes lecture mode keeps."""
     fig = go.Figure()
     for i, run in enumerate(view.runs):
         name = _text(variant_name(run.label))
-        for attribute, dash, kind in series:
+        for attribute, dash, kind in lines:
             y, _ = clean(getattr(run, attribute))
             x = run.eval_steps[:len(y)]
             fig.add_trace(go.Scatter(
                 x=np.asarray(x, dtype=np.float32), y=y,
                 # markers while there are few points; a long run's would hide the lines
                 mode="lines+markers" if len(x) <= MARKER_POINTS else "lines",
-                name=name, showlegend=dash == series[0][1], legendgroup=name,
+                name=name, showlegend=dash == lines[0][1], legendgroup=name,
                 line=dict(color=color_of(i), width=3, dash=dash), marker=dict(size=6),
                 hovertemplate=f"{name} {kind}<br>" + t("training.step", "step")
                 + f" %{{x}}: {value}%{{y:.3f}}<extra></extra>"))
+    notes = [note]
     if current().lecture:
-        _line_styles(fig, [(kind, dash) for _, dash, kind in series])
+        # legend entries in grey say what each line style is: the note that said it left the
+        # plot ~150 px at 720 px (issue 47, item 7)
         notes = []
+        for _, dash, kind in lines:
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=kind,
+                                     legendgroup="styles", hoverinfo="skip",
+                                     line=dict(color=GREY, width=3, dash=dash)))
     _planned_steps(fig, view)
     if hline is not None:
         fig.add_hline(y=hline, line=dict(color="#777777", width=1.5, dash="dot"))
@@ -131,37 +146,12 @@ def _series_figure(view, series, title, notes, y_title, y_range=None, hline=None
                   max_height=LECTURE_HEIGHT)
 
 
-def halves_figure(view) -> go.Figure:
-    """The copying task's loss on the first half of each sequence (dotted: new random words,
-    it cannot fall much below ln of the word count) and on the repeated half (solid: it drops
-    when a head copies), on the validation sequences."""
-    return _series_figure(
-        view, (("repeated_half_loss", "solid", t("training.repeated_half", "repeated half")),
-               ("first_half_loss", "dot", t("training.first_half", "first half"))),
-        t("training.halves_title", "Loss on each half of the sequences"),
-        [t("training.halves_note", "solid: the repeated half (it drops when an induction head "
-                                   "forms) · dotted: the first half (new random words)")],
-        t("training.cross_entropy_loss", "cross-entropy loss"))
-
-
-def head_scores_figure(view) -> go.Figure:
-    """The copying task's best head scores per variant over the steps: induction (solid) and
-    previous-token (dashed), 0 to 1, with the 0.5 line of a head "with that job"."""
-    return _series_figure(
-        view, (("best_induction", "solid", t("training.induction", "induction")),
-               ("best_prev_token", "dash", t("training.prev_token", "previous token"))),
-        t("training.scores_title", "Best head scores"),
-        [t("training.scores_note", "solid: the best induction score · dashed: the best "
-                                   "previous-token score (a head above 0.5 has that job)")],
-        t("training.score", "score (0 to 1)"), y_range=[0, 1.02], hline=0.5)
-
-
 def grad_norm_figure(view) -> go.Figure:
     """Per-block L2 norm of the gradient over the steps, one heatmap per variant (log colour
     scale shared by all: the shortcut lesson of section 4.4 during real training). The copying
-    task: its best head scores instead (``head_scores_figure``)."""
+    task: its best head scores instead."""
     if is_copying(view):
-        return head_scores_figure(view)
+        return _series_figure(view, **_scores_series())
     runs = [] if view is None else [r for r in view.runs if r.grad_steps]
     if not runs:
         return empty_figure(t("training.gradient_norm_per_block", "Gradient norm per block"),
