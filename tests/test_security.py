@@ -388,8 +388,7 @@ def test_monitoring_is_off_unless_the_operator_asks(monkeypatch, value, enabled)
 ])
 def test_server_paths_only_on_the_loopback_unless_the_operator_says(monkeypatch, options, env,
                                                                     allowed):
-    from explorer.app import shared
-    from explorer.runtime import guard
+    from explorer.runtime import guard, server_paths
 
     for name in ("GRADIO_SERVER_NAME", "GRADIO_SHARE", "GPT_EXPLORER_SERVER_PATHS", "SPACE_ID",
                  "SYSTEM"):
@@ -398,7 +397,7 @@ def test_server_paths_only_on_the_loopback_unless_the_operator_says(monkeypatch,
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(guard, "_reach", {"beyond_this_machine": False})
     launch_options(host=options.get("server_name"), share=options.get("share", False))
-    assert shared.server_paths_allowed() is allowed
+    assert server_paths.server_paths_allowed() is allowed
 
 
 def test_the_docker_image_listens_beyond_the_loopback_so_server_paths_are_off():
@@ -411,7 +410,8 @@ def test_the_docker_image_listens_beyond_the_loopback_so_server_paths_are_off():
 def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeypatch):
     """Missing, a folder, unreadable, another kind of file, a lying header: one message."""
     from explorer.runtime.server_paths import SERVER_PATH_REFUSED
-    from explorer.app import checkpoint_input
+    from explorer.app import shared
+    from explorer.runtime import server_paths
     from explorer.book.errors import ExplorerError
 
     (tmp_path / "text.safetensors").write_text("root:x:0:0:root:/root:/bin/bash\n")
@@ -423,6 +423,6 @@ def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeyp
     messages = set()
     for path in paths:
         with pytest.raises(ExplorerError) as refused:
-            checkpoint_input.server_checkpoint(str(path), "float32")
+            server_paths.server_checkpoint(str(path), "float32", shared.CACHE.budget_bytes)
         messages.add(str(refused.value))
     assert messages == {SERVER_PATH_REFUSED.text}

@@ -14,9 +14,10 @@ from .. import native
 from ..runtime.heap import release_freed_memory_promptly
 from ..runtime.memory import env_megabytes
 from ..runtime.guard import edge_options
+from ..runtime.server_paths import on_a_space
 from .i18n import browser_i18n
 from .layout import CSS, JS, build_app
-from .shared import CACHE, on_a_space
+from .shared import CACHE
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
 UPLOAD_ENV = "GPT_EXPLORER_MAX_UPLOAD_MB"

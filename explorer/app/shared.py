@@ -9,7 +9,6 @@ from ..book.errors import ExplorerError, Message
 from ..runtime import offload
 from ..runtime.cache import ModelCache
 from ..runtime.results import SharedResults, results_limit_bytes
-from ..runtime.server_paths import on_a_space, server_paths_allowed  # noqa: F401 (server, Build)
 from ..runtime.training.lab import TrainingLab
 from .i18n import say, t
 from .session import DEFAULT_PROMPT, Changed, Session, View  # noqa: F401 (the page's prompt)

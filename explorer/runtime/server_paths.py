@@ -7,14 +7,11 @@ import os
 
 from ..book.errors import ExplorerError, Message
 from . import guard
-from .checkpoints import file_source
+from .checkpoints import WEIGHTS_SUFFIXES, file_source
 
-WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
-
-# Only where the server listens on the loopback
-# alone (its visitors are on this machine), unless the operator says otherwise. Reachable from
-# outside (--host 0.0.0.0, the Docker image, --share, a Space), a path would let any visitor
-# probe the server's files.
+# Only where the server listens on the loopback alone (its visitors are on this machine),
+# unless the operator says otherwise. Reachable from outside (--host 0.0.0.0, the Docker image,
+# --share, a Space), a path would let any visitor probe the server's files.
 SERVER_PATHS_ENV = "GPT_EXPLORER_SERVER_PATHS"
 MAX_PATH_CHARS = 1024
 SERVER_PATH_REFUSED = Message(

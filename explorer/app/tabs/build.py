@@ -7,9 +7,11 @@ The knobs come from the book's one table of them (``explorer.book.knobs``): thei
 checks and ``/build`` parameters follow from it."""
 from __future__ import annotations
 
+import contextvars
 import html
 import inspect
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -20,14 +22,13 @@ from ...book.errors import ExplorerError, Message
 from ...book.knobs import KNOBS
 from ...book.load_weights import gpt2_config
 from ...runtime.build import resolve_device
-from ...runtime.checkpoints import file_source
+from ...runtime.checkpoints import CONFIG_SUFFIX, WEIGHTS_SUFFIXES, file_source, uploaded
 from ...runtime.export import export_model
 from ...runtime.hub import pretrained_source
 from ...runtime.memory import model_bytes
+from ...runtime.server_paths import server_checkpoint, server_paths_allowed
 from .. import comparison, refresh
 from . import pin, walk
-from ..checkpoint_input import (CONFIG_SUFFIX, WEIGHTS_SUFFIXES, reporter, server_checkpoint,
-                                uploaded)
 from ..exports import fresh_folder
 from ..handlers import handler
 from ..page import on_load_js
@@ -38,7 +39,7 @@ from ..plots.labels import percent
 from ..plots.model import COMPONENTS, architecture_html, parameter_figure
 from ..session import Made, Model, View
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, WEIGHTS_NOTES, BuildRefused,
-                      model_a, server_paths_allowed, status_line)
+                      model_a, status_line)
 
 TITLE = ("tab.build", "1 · Build")
 ID = "build"
@@ -248,6 +249,18 @@ def path_box():
     return {"weights_path": gr.update(visible=server_paths_allowed())}
 
 
+def reporter(progress):
+    """``progress(fraction, text)`` callable from any thread. gr.Progress finds its event
+    through context variables, which the threads of the hub's download do not have (their
+    reports were silently dropped): each report runs in a copy of the handler's context."""
+    context, lock = contextvars.copy_context(), threading.Lock()
+
+    def report(fraction, desc=None):   # gr.Progress's own form: progress(0.3, "text") too
+        with lock:   # a context can be entered by one thread at a time
+            context.run(lambda: progress(fraction, desc=desc and say(desc)))
+    return report
+
+
 def build(*args, **kwargs):
     given = BUILD_SIGNATURE.bind(*args, **kwargs)
     given.apply_defaults()
@@ -297,7 +310,7 @@ def _build(inputs, session):
                                      name=os.path.basename(path.strip())))
             cfg, source, info = (file_source(path, config, budget_bytes=CACHE.budget_bytes,
                                              dtype=dtype) if upload
-                                 else server_checkpoint(path, dtype))
+                                 else server_checkpoint(path, dtype, CACHE.budget_bytes))
             notes = tuple(info.assumptions)
         key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
         what = Message("build.from_checkpoint", "config from the checkpoint")
