@@ -7,9 +7,10 @@ the session's prompt changed since the boxes were last drawn, so that a language
 what the user has typed."""
 from __future__ import annotations
 
+from ..probes.budget import check_trace_size
+from ..probes.prompts import models_prompt_ids
 from . import refresh
 from .handlers import handler
-from .inputs import check_trace_size, models_prompt_ids
 from .pickers import chosen
 from .results import shared_trace
 from .session import Prompt

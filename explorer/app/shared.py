@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..book.config import PRESETS, count_parameters
 from ..book.errors import ExplorerError, Message
+from ..probes.compare import NAMES  # noqa: F401 (the views')
 from ..runtime import offload
 from ..runtime.cache import ModelCache
 from ..runtime.results import SharedResults, results_limit_bytes
@@ -28,9 +29,6 @@ offload.prepare()      # ZeroGPU's start-up check looks for a spaces.GPU functio
 # The server's training jobs (GPT_EXPLORER_TRAIN_JOBS, GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS,
 # GPT_EXPLORER_MEMORY_MB).
 LAB = TrainingLab()
-
-NAMES = ("A", "B")   # the models of a comparison, as every view names them
-
 
 def session_of(session) -> Session:
     """The tab's session (an API client that sends none gets an empty one)."""
