@@ -21,7 +21,7 @@ from ...book.config import GPT2_SIZES, PRESETS, GPTConfig, count_parameters, get
 from ...book.errors import ExplorerError, Message
 from ...book.knobs import KNOBS
 from ...book.load_weights import gpt2_config
-from ...runtime.build import resolve_device
+from ...runtime.build import check_seed, resolve_device
 from ...runtime.checkpoints import CONFIG_SUFFIX, WEIGHTS_SUFFIXES, file_source, uploaded
 from ...runtime.export import export_model
 from ...runtime.hub import pretrained_source
@@ -274,21 +274,32 @@ def build(*args, **kwargs):
         raise
 
 
+def form_choices(given) -> tuple[str, str, str]:
+    """The form's preset, weights and GPT-2 size (/build and /share_link take them)."""
+    return (as_choice(given["preset"], PRESET, PRESETS),
+            as_choice(given["weights"] or "random", Message("field.weights", "weights"),
+                      WEIGHTS_CHOICES),
+            as_choice(given["size"], Message("field.size", "size"), GPT2_SIZE_CHOICES))
+
+
+def form_config(given) -> tuple[GPTConfig, int]:
+    """The form's config and seed, for random weights: GPTConfig and ``check_seed`` check
+    them, with their own messages."""
+    config = GPTConfig.from_dict({k.field: knob_value(k, given[k.field]) for k in KNOBS})
+    return config, check_seed(as_int(given["seed"], SEED))
+
+
 def _build(inputs, session):
     progress = reporter(inputs["progress"])
-    preset = as_choice(inputs["preset"], PRESET, PRESETS)
-    choice = as_choice(inputs["weights"] or "random", Message("field.weights", "weights"),
-                       WEIGHTS_CHOICES)
+    preset, choice, size = form_choices(inputs)
     device = as_choice(inputs["device"], Message("field.device", "device"), DEVICES)
     dtype = as_choice(inputs["dtype"], Message("field.dtype", "dtype"), DTYPES)
-    size = as_choice(inputs["size"], Message("field.size", "size"), GPT2_SIZE_CHOICES)
     notes = ()
     started = time.perf_counter()
     if choice == "random":
-        values = {knob.field: knob_value(knob, inputs[knob.field]) for knob in KNOBS}
         progress(0.05, desc=t("build.checking", "Checking the config"))
-        cfg = GPTConfig.from_dict(values)
-        key = CACHE.key(cfg, seed=as_int(inputs["seed"], SEED), device=device, dtype=dtype)
+        cfg, seed = form_config(inputs)
+        key = CACHE.key(cfg, seed=seed, device=device, dtype=dtype)
         progress(0.2, desc=t("build.initialising", "Initialising the weights "
                                                    "(torch.manual_seed, then GPTModel(cfg))"))
         started = time.perf_counter()
