@@ -30,11 +30,6 @@ offload.prepare()      # ZeroGPU's start-up check looks for a spaces.GPU functio
 # GPT_EXPLORER_MEMORY_MB).
 LAB = TrainingLab()
 
-def session_of(session) -> Session:
-    """The tab's session (an API client that sends none gets an empty one)."""
-    return session if isinstance(session, Session) else Session()
-
-
 def check_model(session: Session) -> None:
     if not session.models:
         raise ExplorerError("session.no_model", "No model yet: build one in the Build tab "
