@@ -1,5 +1,5 @@
 """Launching the app: safe defaults (loopback only, no share link, uploads no larger than a
-checkpoint the memory budget can hold)."""
+checkpoint the memory budget can hold: ``runtime.guard``, ``runtime.server_paths``)."""
 from __future__ import annotations
 
 import argparse
@@ -12,33 +12,13 @@ import gradio as gr
 
 from .. import native
 from ..runtime.heap import release_freed_memory_promptly
-from ..runtime.memory import env_megabytes
-from ..runtime.guard import edge_options
-from ..runtime.server_paths import on_a_space
+from ..runtime.guard import edge_options, max_upload_bytes
+from ..runtime.server_paths import default_host
 from .i18n import browser_i18n
 from .layout import CSS, JS, build_app
 from .shared import CACHE
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
-UPLOAD_ENV = "GPT_EXPLORER_MAX_UPLOAD_MB"
-
-
-def max_upload_bytes(environ=os.environ) -> int:
-    """The app's one upload is a checkpoint (Build → weights → from a file): no larger than
-    the memory budget (a larger one could not be loaded anyway), or ``GPT_EXPLORER_MAX_UPLOAD_MB``
-    if that is smaller."""
-    limit = env_megabytes(UPLOAD_ENV, environ)
-    return CACHE.budget_bytes if limit is None else min(CACHE.budget_bytes, limit)
-
-
-def default_host(environ=os.environ) -> str:
-    """``GRADIO_SERVER_NAME`` if set; else every interface on a Space (its proxy reaches the
-    app from outside the container, and Gradio itself never binds 0.0.0.0 there), else the
-    loopback only."""
-    return environ.get("GRADIO_SERVER_NAME") or ("0.0.0.0" if on_a_space(environ)
-                                                  else "127.0.0.1")
-
-
 EVENTS_AT_ONCE = 256
 
 
@@ -61,7 +41,7 @@ def launch_options(host=None, port=None, share=False) -> dict:
         i18n=browser_i18n(),   # the labels in 简体中文 (explorer/app/i18n): the page's, made
         # Uploads: a checkpoint (within the memory budget) or the Train tab's .txt (the lab
         # refuses text over 1 MB itself).
-        max_file_size=max_upload_bytes(),
+        max_file_size=max_upload_bytes(CACHE.budget_bytes),
         ssr_mode=False,
         # Our handlers turn every error into a message (shared.friendly); this also shows
         # Gradio's own input-check messages (e.g. text sent where a number goes) instead of a

@@ -27,6 +27,14 @@ def on_a_space(environ=os.environ) -> bool:
     return environ.get("SYSTEM") == "spaces" or bool(environ.get("SPACE_ID"))
 
 
+def default_host(environ=os.environ) -> str:
+    """``GRADIO_SERVER_NAME`` if set; else every interface on a Space (its proxy reaches the
+    app from outside the container, and Gradio itself never binds 0.0.0.0 there), else the
+    loopback only."""
+    return environ.get("GRADIO_SERVER_NAME") or ("0.0.0.0" if on_a_space(environ)
+                                                  else "127.0.0.1")
+
+
 def server_paths_allowed(environ=os.environ) -> bool:
     value = environ.get(SERVER_PATHS_ENV, "").strip().lower()
     if value:
