@@ -1,8 +1,6 @@
-"""The user's input, checked. Every handler checks the type of every input it takes: an API call
-can send any JSON value for any of them, and Gradio lets some through as they came (a list
-where one dropdown choice belongs passes its check of the choices). A value the explorer
-cannot use is an ``ExplorerError`` naming the input (``name``: a ``Message``, the input's
-name as the page shows it) and what it takes."""
+"""The user's input, checked: an API call can send any JSON value for any input, and Gradio lets
+some through as they came (a list passes its check of a dropdown's choices). A value the
+explorer cannot use is an ``ExplorerError`` naming the input (``name``: a ``Message``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -93,10 +91,9 @@ def as_flag(value, name: Message) -> bool:
 
 
 def selected(event, name: Message):
-    """The value of a click on a part of the page (a select event's ``value``: a cell of the
-    knock-out map, a stage of the diagram). Handlers take a ``gr.EventData``, not a
-    ``gr.SelectData``: an API call can send any JSON value as the event's data, and
-    ``gr.SelectData`` would fail on it inside Gradio, before the handler could say why."""
+    """A select event's ``value`` (a cell of the knock-out map, a stage of the diagram), from a
+    ``gr.EventData``: ``gr.SelectData`` would fail on an API call's data inside Gradio, before
+    the handler could say why."""
     data = gradio_private.event_data(event) if event is not None else None
     if not isinstance(data, dict) or "value" not in data:
         got = (Message("input.no_value", "no “value”") if isinstance(data, dict)
