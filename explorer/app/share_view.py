@@ -39,6 +39,7 @@ READ_LINK_JS = ("(query, session, lang, device, dtype) => [window.location.searc
                 "session, gptExplorer.initialLang(), device, dtype]")
 COPY_JS = "(query) => gptExplorer.shareLink(query)"
 
+
 def _message(problem: Message) -> str:
     """A problem of ``links`` in the page's language. Its values are HTML-escaped (a link's
     text is anyone's, and the warning renders HTML); a refusal from the core is said in the
@@ -61,8 +62,7 @@ def inert(text: str) -> str:
 
 
 def rules_of(page) -> Rules:
-    """The defaults a link is measured against (the widgets' own first values), and the tabs
-    (the page's own)."""
+    """The defaults a link is measured against (the widgets' first values), and the tabs."""
     default = Page(preset=page["preset"].value,
                    config=GPTConfig.from_dict({k: page[k].value for k in build.FIELDS}),
                    weights=page["weights"].value, size=page["gpt2_size"].value,
@@ -89,8 +89,7 @@ def open_link_handler(rules):
         session.prefs = replace(session.prefs, lang=prefs.parse(lang, False).lang)
         reading = read_query(query, rules)
         if reading.page.lecture:
-            # lecture mode: the session's at once, and the page's toggle (its change event
-            # sets the page's style, and draws every view again)
+            # the session's at once, and the page's toggle (its change event sets the style)
             session.prefs = replace(session.prefs, lecture=True)
         with prefs.using(session.prefs):
             out = _opened(reading, session)
@@ -116,10 +115,7 @@ def _opened(reading, session) -> dict:
     out = {}
     if messages:
         gr.Warning("<br>".join(messages))
-        out.update(share_note=t("share.not_in_full", "**This link could not be used in "
-                                                     "full.**") + "\n\n"
-                   + "\n".join(f"- {m}" for m in messages),
-                   share_row=gr.update(visible=True))
+        out.update(_listed(None, messages))
     if not reading.builds:
         return {**out, "link_builds": False, "session": session}
     p = reading.page
@@ -145,8 +141,7 @@ def _opened(reading, session) -> dict:
 
 def _built(session, out, device, dtype) -> dict:
     """The link's model built (as the Build button builds it), its prompt traced for the
-    Inside and Attention tabs, and every view drawn; or, if that fails, the page says why and
-    keeps what it could set."""
+    Inside and Attention tabs, and every view drawn; or why not (the page keeps the rest)."""
     p = out.pop("link")
     left_out = []
     try:
@@ -176,8 +171,7 @@ def _built(session, out, device, dtype) -> dict:
                                                    "try again.", reason=reason),
                 "share_row": gr.update(visible=True), "status": status_line(session)}
     drawn = refresh.render_all(session)
-    # What the link asked for that this model cannot show (a layer it does not have, a B
-    # that does not fit it) is said beside the link's other problems, not put right silently.
+    # What this model cannot show (a layer it lacks) is said with the link's other problems.
     changed = [say(n) for n in session.view(Changed).notes]
     if changed:
         left_out.append(t("share.fitted", "The link's choices were fitted to this model: "
@@ -185,11 +179,15 @@ def _built(session, out, device, dtype) -> dict:
         session.forget(Changed)                  # (said here: not twice on the page)
         drawn["status"] = status_line(session)
     if left_out:
-        note = out.get("share_note") or t("share.not_in_full", "**This link could not be "
-                                                               "used in full.**")
-        drawn.update(share_note=note + "\n\n" + "\n".join(f"- {m}" for m in left_out),
-                     share_row=gr.update(visible=True))
+        drawn.update(_listed(out.get("share_note"), left_out))
     return drawn
+
+
+def _listed(note: str | None, problems: list) -> dict:
+    """The link's note with ``problems`` listed under it (first: its heading)."""
+    note = note or t("share.not_in_full", "**This link could not be used in full.**")
+    return {"share_note": note + "\n\n" + "\n".join(f"- {m}" for m in problems),
+            "share_row": gr.update(visible=True)}
 
 
 def share_link(rules, *args):
@@ -295,7 +293,7 @@ def render(session) -> dict:
 
 
 def copy_button():
-    """The "Copy link" button, not rendered yet: the header puts it in its row."""
+    """The "Copy link" button, for the header to render in its row."""
     return gr.Button(label("share.copy", "Copy link"), elem_id="share_btn", size="sm", scale=0,
                      min_width=130, render=False)
 
