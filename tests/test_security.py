@@ -14,7 +14,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from explorer.runtime import cache, memory
+from explorer.runtime import cache, guard, memory
 from explorer.app import server
 from explorer.runtime.memory import BUDGET_ENV, BUDGET_SHARE_OF_RAM, default_budget_bytes
 from explorer.app.live_figure import PLOTLY_JS
@@ -75,18 +75,18 @@ def test_uploads_are_limited_to_the_memory_budget_or_the_setting(monkeypatch):
 
     from explorer.runtime.training.setup import MAX_CORPUS_BYTES
 
-    monkeypatch.delenv(server.UPLOAD_ENV, raising=False)
+    monkeypatch.delenv(guard.UPLOAD_ENV, raising=False)
     assert _parse_file_size(launch_options()["max_file_size"]) == CACHE.budget_bytes
     # room for the largest text the lab trains on (a larger one gets the lab's message)
     assert MAX_CORPUS_BYTES <= CACHE.budget_bytes
-    monkeypatch.setenv(server.UPLOAD_ENV, "200")
+    monkeypatch.setenv(guard.UPLOAD_ENV, "200")
     assert _parse_file_size(launch_options()["max_file_size"]) == min(200 * 1024 ** 2,
                                                                       CACHE.budget_bytes)
-    monkeypatch.setenv(server.UPLOAD_ENV, str(10 ** 9))        # never above the budget
+    monkeypatch.setenv(guard.UPLOAD_ENV, str(10 ** 9))        # never above the budget
     assert _parse_file_size(launch_options()["max_file_size"]) == CACHE.budget_bytes
     for bad in ("lots", "-1", "0", "nan"):
-        monkeypatch.setenv(server.UPLOAD_ENV, bad)
-        with pytest.raises(ValueError, match=server.UPLOAD_ENV):
+        monkeypatch.setenv(guard.UPLOAD_ENV, bad)
+        with pytest.raises(ValueError, match=guard.UPLOAD_ENV):
             launch_options()
 
 
@@ -120,7 +120,7 @@ UPLOAD_LIMIT_MB = 1   # for the server below: an upload over it must be refused
 def app_address():
     demo = create_demo()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(server.UPLOAD_ENV, str(UPLOAD_LIMIT_MB))
+        patch.setenv(guard.UPLOAD_ENV, str(UPLOAD_LIMIT_MB))
         options = {**launch_options(host="127.0.0.1"), "server_port": None}
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **options)
     parsed = urllib.parse.urlparse(url)
@@ -388,8 +388,7 @@ def test_monitoring_is_off_unless_the_operator_asks(monkeypatch, value, enabled)
 ])
 def test_server_paths_only_on_the_loopback_unless_the_operator_says(monkeypatch, options, env,
                                                                     allowed):
-    from explorer.app import shared
-    from explorer.runtime import guard
+    from explorer.runtime import guard, server_paths
 
     for name in ("GRADIO_SERVER_NAME", "GRADIO_SHARE", "GPT_EXPLORER_SERVER_PATHS", "SPACE_ID",
                  "SYSTEM"):
@@ -398,7 +397,7 @@ def test_server_paths_only_on_the_loopback_unless_the_operator_says(monkeypatch,
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(guard, "_reach", {"beyond_this_machine": False})
     launch_options(host=options.get("server_name"), share=options.get("share", False))
-    assert shared.server_paths_allowed() is allowed
+    assert server_paths.server_paths_allowed() is allowed
 
 
 def test_the_docker_image_listens_beyond_the_loopback_so_server_paths_are_off():
@@ -411,7 +410,8 @@ def test_the_docker_image_listens_beyond_the_loopback_so_server_paths_are_off():
 def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeypatch):
     """Missing, a folder, unreadable, another kind of file, a lying header: one message."""
     from explorer.runtime.server_paths import SERVER_PATH_REFUSED
-    from explorer.app import checkpoint_input
+    from explorer.app import shared
+    from explorer.runtime import server_paths
     from explorer.book.errors import ExplorerError
 
     (tmp_path / "text.safetensors").write_text("root:x:0:0:root:/root:/bin/bash\n")
@@ -423,6 +423,6 @@ def test_a_server_path_refusal_says_the_same_whatever_the_file(tmp_path, monkeyp
     messages = set()
     for path in paths:
         with pytest.raises(ExplorerError) as refused:
-            checkpoint_input.server_checkpoint(str(path), "float32")
+            server_paths.server_checkpoint(str(path), "float32", shared.CACHE.budget_bytes)
         messages.add(str(refused.value))
     assert messages == {SERVER_PATH_REFUSED.text}

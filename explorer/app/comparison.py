@@ -1,6 +1,5 @@
-"""Two models side by side: the names every view gives them ("A · post-LN", "B · pre-LN"),
-and the rule that both must fit the memory budget together. B is just the session's second
-model (a pinned one, or later an intervention on A); differences are always A − B."""
+"""Two models side by side: the names every view gives them ("A · post-LN", "B · pre-LN"), the
+rule that both must fit the memory budget together, and B as A with an intervention."""
 from __future__ import annotations
 
 import unicodedata

@@ -47,21 +47,17 @@ def json_default(value):
     return str(value)
 
 
-def download_button(path):
-    """The export's file as a download button that names it and its size (hidden: none)."""
-    if not path:
-        return gr.update(value=None, visible=False)
-    size = os.path.getsize(path)
-    shown = f"{size / 1024:.1f} KB" if size >= 1024 else t("export.bytes", "{n} bytes", n=size)
-    return gr.update(visible=True, value=path,
-                     label=t("export.download", "Download {name} ({size})",
-                             name=os.path.basename(path), size=shown))
-
-
 def show_download(name: str):
-    """A handler that turns the download button ``name`` (whose value an export just set to a
-    file: what an API client gets) into one that names the file and its size."""
+    """A handler that turns the download button ``name``, whose value an export just set to a
+    file, into one that names the file and its size. (A second step: an update returned by the
+    export itself would reach an API client as the update, not the file.)"""
     @handler(outputs=(name,), name=f"show_{name}")
     def shown(path):
-        return {name: download_button(path)}
+        if not path:
+            return {name: gr.update(value=None, visible=False)}
+        size = os.path.getsize(path)
+        size = f"{size / 1024:.1f} KB" if size >= 1024 else t("export.bytes", "{n} bytes", n=size)
+        return {name: gr.update(visible=True, value=path, label=t(
+            "export.download", "Download {name} ({size})", name=os.path.basename(path),
+            size=size))}
     return shown

@@ -1,18 +1,13 @@
 """Every event's handler is wrapped once, here.
 
 ``@handler(outputs=(...))`` declares the names (elem_ids) of the components a handler may
-update (a function among them gives more names, once the page is put together); the handler
-returns (or yields) ``{name: value}`` for some of them, and ``Page.on`` hands Gradio
-``{component: value}``. So no output is ever found by its position.
-
-The wrapper also:
+update; it returns (or yields) ``{name: value}`` for some of them, and ``Page.on`` hands Gradio
+``{component: value}``: no output is found by its position. The wrapper also
 - hands a handler that takes ``session`` a Session (an API client may send none);
-- puts the view settings of the call's session (its ``prefs``: language, lecture mode) in place
-  for the call, and for each step of a stream (``prefs``);
-- shows a user error (``ExplorerError``, raised by the core or by the app's input checks) in the
-  page's language, and logs it as one line;
-- treats anything else as a bug: its traceback is logged once and the page says so briefly;
-- gives the memory of the call's temporaries back to the system when it ends (``heap.trim``).
+- puts the session's view settings (``prefs``) in place for the call, and each step of a stream;
+- shows a user error (``ExplorerError``) in the page's language, logged as one line;
+- treats anything else as a bug: its traceback logged once, and a short message shown;
+- gives the memory of the call's temporaries back to the system (``heap.trim``).
 """
 from __future__ import annotations
 
@@ -30,6 +25,7 @@ from .i18n import say, t
 from .session import Session
 
 log = logging.getLogger("gpt_explorer")
+
 
 def _error(text: str) -> gr.Error:
     # It stays until it is closed: a lecturer may be talking when it comes.
@@ -70,11 +66,9 @@ class Pause:
 
 
 def handler(outputs=(), name: str | None = None, inputs=None, pauses=False):
-    """Wrap an event's function: view settings, errors, memory (see the module's doc).
-    ``pauses``: a stream that yields ``Pause`` between its updates (Gradio then awaits them).
-    ``outputs``: the names of the components it may update; ``inputs`` (optional): the names
-    of the components its parameters take, in their order (every event that runs it then
-    takes them: ``Page.on``)."""
+    """Wrap an event's function (see the module's doc). ``outputs``: the names it may update (a
+    function among them gives more, once the page is made); ``inputs`` (optional): the names its
+    parameters take, in order; ``pauses``: a stream that yields ``Pause`` (Gradio awaits them)."""
     def wrap(fn):
         label = name or fn.__name__
         signature = inspect.signature(fn)
@@ -84,10 +78,9 @@ def handler(outputs=(), name: str | None = None, inputs=None, pauses=False):
             raise TypeError(f"{label} takes {given}, not the inputs {list(inputs)}")
 
         def given(args, kwargs):
-            """The call's arguments, its ``session`` a Session (an API client that sends none
-            gets an empty one), and the view settings of the call: the session's, read again
-            at each step of a stream (a toggle during a training job changes what it shows
-            next); without a session, the caller's (a handler calling another)."""
+            """The call's arguments (``session`` a Session), and its view settings: the
+            session's, read again at each step of a stream (a toggle during a training job
+            changes what it shows next); without a session, the caller's."""
             if takes_session:
                 try:
                     bound = signature.bind_partial(*args, **kwargs)

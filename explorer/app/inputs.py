@@ -1,20 +1,16 @@
-"""The user's input, checked. Every handler checks the type of every input it takes: an API call
-can send any JSON value for any of them, and Gradio lets some through as they came (a list
-where one dropdown choice belongs passes its check of the choices). A value the explorer
-cannot use is an ``ExplorerError`` naming the input (``name``: a ``Message``, the input's
-name as the page shows it) and what it takes."""
+"""The user's input, checked: an API call can send any JSON value for any input, and Gradio lets
+some through as they came (a list passes its check of a dropdown's choices). A value the
+explorer cannot use is an ``ExplorerError`` naming the input (``name``: a ``Message``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..book.errors import ExplorerError, Message
-from ..book.tokenizer import get_tokenizer
 from ..probes.budget import TRACE_MEMORY_SHARE, check_trace_size  # noqa: F401 (the tabs')
+from ..probes.prompts import models_prompt_ids, prompt_ids, prompt_text  # noqa: F401 (the tabs')
 from . import gradio_private
-from .shared import NAMES
 
 # The app's limits (one source of truth; the README quotes them).
-MAX_PROMPT_CHARS = 20_000
 MAX_NEW_TOKENS = 500
 MAX_DIGITS = 30     # a whole number typed in a box; longer is not a count anyone means
 
@@ -95,10 +91,9 @@ def as_flag(value, name: Message) -> bool:
 
 
 def selected(event, name: Message):
-    """The value of a click on a part of the page (a select event's ``value``: a cell of the
-    knock-out map, a stage of the diagram). Handlers take a ``gr.EventData``, not a
-    ``gr.SelectData``: an API call can send any JSON value as the event's data, and
-    ``gr.SelectData`` would fail on it inside Gradio, before the handler could say why."""
+    """A select event's ``value`` (a cell of the knock-out map, a stage of the diagram), from a
+    ``gr.EventData``: ``gr.SelectData`` would fail on an API call's data inside Gradio, before
+    the handler could say why."""
     data = gradio_private.event_data(event) if event is not None else None
     if not isinstance(data, dict) or "value" not in data:
         got = (Message("input.no_value", "no “value”") if isinstance(data, dict)
@@ -107,49 +102,6 @@ def selected(event, name: Message):
                             "clicked (the event's data must be a JSON object with a “value”; "
                             "got {value}).", name=name, value=got)
     return data["value"]
-
-
-def prompt_ids(prompt, model=None, name: str | None = None) -> list[int]:
-    """The prompt's token ids, within ``model``'s vocabulary (``name``: which model of a
-    comparison, "A" or "B", for the message)."""
-    if not isinstance(prompt, str):
-        raise ExplorerError("prompt.not_text", "The prompt must be text.")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise ExplorerError("prompt.too_long", "The prompt has {n:,} characters; the explorer "
-                            "takes at most {most:,}. Shorten it.", n=len(prompt),
-                            most=MAX_PROMPT_CHARS)
-    if not prompt.strip():
-        raise ExplorerError("prompt.empty", "The prompt is empty: type some text first.")
-    ids = get_tokenizer().encode(prompt)
-    if model is not None and max(ids) >= model.cfg.vocab_size:
-        vocab, top, n_vocab = model.cfg.vocab_size, max(ids), get_tokenizer().n_vocab
-        if name is not None:
-            raise ExplorerError("prompt.beyond_vocab_of", "The GPT-2 tokenizer gives this "
-                                "prompt token ids up to {top:,}, but model {name}'s vocab_size "
-                                "is {vocab:,} (ids 0 to {last:,}). Rebuild it with vocab_size "
-                                "{n_vocab:,}, the tokenizer's.", top=top, name=name,
-                                vocab=vocab, last=vocab - 1, n_vocab=n_vocab)
-        raise ExplorerError("prompt.beyond_vocab", "The GPT-2 tokenizer gives this prompt "
-                            "token ids up to {top:,}, but this model's vocab_size is {vocab:,} "
-                            "(ids 0 to {last:,}). Rebuild with vocab_size {n_vocab:,}, the "
-                            "tokenizer's.", top=top, vocab=vocab, last=vocab - 1,
-                            n_vocab=n_vocab)
-    return ids
-
-
-def models_prompt_ids(prompt, models) -> list[int]:
-    """The prompt's ids for every model of the session: within each vocabulary and, for a
-    comparison, each context window (a message names the model that cannot take it)."""
-    names = NAMES if len(models) == 2 else (None,)
-    ids = prompt_ids(prompt, models[0], names[0])
-    for name, model in zip(names, models):
-        prompt_ids(prompt, model, name)
-        if name is not None and len(ids) > model.cfg.context_length:
-            raise ExplorerError("prompt.beyond_context_of", "The prompt has {n} tokens but "
-                                "model {name}'s context_length is {most}: shorten it to at "
-                                "most {most} tokens to compare the two.", n=len(ids),
-                                name=name, most=model.cfg.context_length)
-    return ids
 
 
 def layer_in(n_layers: int, layer, name: Message) -> int:

@@ -1,7 +1,5 @@
 """The page: the title and its toggles, the status line and the tabs (``explorer.app.tabs``),
-composed and wired by name (``page.Page``); the style sheet and the script the page runs.
-Every number comes from the core and every figure from ``explorer.app.plots``; the tabs only
-map widgets to calls."""
+composed and wired by name (``page.Page``); the style sheet and the script the page runs."""
 from __future__ import annotations
 
 import json
@@ -34,10 +32,6 @@ TOAST_WORDS = {code: {kind: messages(code)[m.id] for kind, m in TOAST_TITLES.ite
                       if m.id in messages(code)} for code in LANGUAGES if messages(code)}
 
 
-def _css_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _toast_title_css(locale: str, kind: str, word: str) -> str:
     """In another language, the title's English word hidden and that language's word shown in
     its place (the count of messages kept), by the page's lang (page.js sets it to the locale).
@@ -45,7 +39,7 @@ def _toast_title_css(locale: str, kind: str, word: str) -> str:
     title = f"html:lang({locale}) .toast-title.{kind}"
     return (f"{title} {{font-size: 0;}}\n"
             f"{title}::before, {title} > * {{font-size: var(--text-lg);}}\n"
-            f"{title}::before {{content: {_css_string(word)};}}\n")
+            f"{title}::before {{content: {json.dumps(word, ensure_ascii=False)};}}\n")
 
 
 TOAST_CSS = "".join(_toast_title_css(LOCALES[code], kind, word)
@@ -60,8 +54,8 @@ JS = ("() => { (" + (STATIC / "page.js").read_text()
 
 @refresh.renders(*(f"{tab.ID}_tab" for tab in TABS))
 def _tab_titles(session) -> dict:
-    """The tabs' own titles, in the page's language: the browser translated them when the
-    page loaded, and keeps them in that language until they are sent again."""
+    """The tabs' titles in the page's language (the browser's translation, made when the page
+    loaded, stays until they are sent again)."""
     return {f"{tab.ID}_tab": gr.update(label=t(*tab.TITLE)) for tab in TABS}
 
 
@@ -75,9 +69,8 @@ def view_settings(session, lang, lecture):
 
 @handler(outputs=("session", "zerogpu_note", refresh.all_outputs))
 def redrawn(session, lang, lecture, request: gr.Request = None):
-    """A toggle changed: the session's settings, and every view again in them (the session's
-    streams follow from their next update; the Train tab's view is the job the lab knows by
-    the session's hash)."""
+    """A toggle changed: the session's settings, and every view drawn again in them (streams
+    follow at their next update; the Train tab's job is known by the session's hash)."""
     view_settings(session, lang, lecture)
     if request is not None and getattr(request, "session_hash", None):
         session.session_hash = request.session_hash
@@ -87,7 +80,6 @@ def redrawn(session, lang, lecture, request: gr.Request = None):
 
 
 def header(page):
-    """The title, the page's two view settings and the share button."""
     with gr.Row(elem_id="header", equal_height=False):
         gr.Markdown(label("page.title", "# GPT Explorer\nBuild the GPT of *Build a Large "
                                         "Language Model (From Scratch)*, chapter 4, and watch "
@@ -161,10 +153,8 @@ def build_app() -> gr.Blocks:
 
 def forget_closed_sessions(demo: gr.Blocks, on_close=()) -> None:
     """On every disconnect (``demo.unload``), forget that session, after each of ``on_close``
-    (``release(session_hash)``: its training job, its trained models) has let go of what it
-    holds for it. One unload event: a second one would bring Gradio's entry for the session
-    back after it was forgotten. A returning tab starts a fresh session and is asked to build
-    again."""
+    (``release(session_hash)``) has let go of what it holds for it. One unload event: a second
+    one would bring Gradio's entry for the session back after it was forgotten."""
     def forget_closed_session(request: gr.Request):
         session_hash = getattr(request, "session_hash", None)
         if session_hash:

@@ -1,10 +1,6 @@
-"""The page's components by name, and its events wired by name.
-
-Every component that a handler reads or updates is registered under its ``elem_id`` (the same
-name the style sheet, the page's script and the browser tests use). A handler declares its
-outputs by name (``handlers.handler``) and returns ``{name: value}``; ``Page.on`` turns that
-into what Gradio wants. The page's view settings (language, lecture mode) are the session's
-(``Session.prefs``), not inputs."""
+"""The page's components by name (their ``elem_id``, as the style sheet, the page's script and
+the browser tests name them), and its events wired by name: a handler declares its outputs
+(``handlers.handler``) and returns ``{name: value}``; ``Page.on`` hands Gradio what it wants."""
 from __future__ import annotations
 
 import functools
@@ -47,10 +43,8 @@ class Page:
         return [n for n in self._parts if n.startswith(prefix)]
 
     def on(self, triggers, fn, inputs=None, **options):
-        """Run handler ``fn`` on ``triggers`` ("att_btn.click", or a list of them, or
-        event listeners such as a dependency's ``.then``), with the components named in
-        ``inputs`` (default: those the handler declares) as its inputs, and its declared
-        outputs."""
+        """Run handler ``fn`` on ``triggers`` ("att_btn.click", event listeners, or a list),
+        with the components named in ``inputs`` (default: the handler's own) and its outputs."""
         inputs = _inputs(fn, inputs)
         self.events.append((self.tab, fn.__name__, tuple(inputs), declared(fn)))
         triggers = triggers if isinstance(triggers, (list, tuple)) else [triggers]
@@ -64,8 +58,8 @@ class Page:
                      [self[n] for n in declared(fn)], **options)
 
     def then(self, dependency, fn, inputs=None, success=True, on=None, **options):
-        """Run handler ``fn`` after ``dependency``: when it succeeded (default), whatever the
-        outcome (``success=False``), or ``on="failure"``."""
+        """Run ``fn`` after ``dependency``: on success (default), always (``success=False``),
+        or ``on="failure"``."""
         inputs = _inputs(fn, inputs)
         self.events.append((self.tab, fn.__name__, tuple(inputs), declared(fn)))
         chain = getattr(dependency, on or ("success" if success else "then"))
@@ -80,7 +74,6 @@ class Page:
 
 
 def _inputs(fn, inputs):
-    """The input names of an event of ``fn``: those given, else those it declares."""
     if inputs is not None:
         return inputs
     if getattr(fn, "inputs", None) is None:

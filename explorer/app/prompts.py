@@ -1,15 +1,13 @@
-"""The session's one prompt (``session.Prompt``) and the page's boxes that show it: the Inside
-tab's, the Generate tab's and the knock-out map's (when it measures the prompt). A tab that
-uses its box's text (Trace, Generate, the map, the lens) makes it the session's prompt
-(``use``); the boxes are drawn from the session by one render: with the trace (a trace is of
-the prompt), with every view, and when a tab is chosen (``shown``). A box is drawn only when
-the session's prompt changed since the boxes were last drawn, so that a language switch keeps
-what the user has typed."""
+"""The session's one prompt (``session.Prompt``) and the page's boxes that show it. A tab that
+uses its box's text makes it the session's prompt (``use``); the boxes are drawn from the
+session with the trace, with every view, and when a tab is chosen, but only when the prompt
+changed since they were last drawn (a language switch keeps what the user typed)."""
 from __future__ import annotations
 
+from ..probes.budget import check_trace_size
+from ..probes.prompts import models_prompt_ids
 from . import refresh
 from .handlers import handler
-from .inputs import check_trace_size, models_prompt_ids
 from .pickers import chosen
 from .results import shared_trace
 from .session import Prompt
@@ -23,23 +21,20 @@ def prompt_of(session) -> str:
 
 
 def use(session, text) -> None:
-    """``text`` (a box's, used by its tab) becomes the session's prompt. Not text: the tab's
-    own checks refuse it."""
+    """``text`` becomes the session's prompt (not text: the tab's own checks refuse it)."""
     if isinstance(text, str) and text != prompt_of(session):
         session.show(Prompt, text=text)
 
 
 def set_by_task(session, text: str) -> None:
-    """The prompt of model A's task (the copying task's symbols): another model A brings back
-    the prompt of now (``Session.clear_results``)."""
+    """The prompt of model A's task: another model A brings back the prompt of now."""
     before = session.view(Prompt)
     session.show(Prompt, text=text, task=session.keys[0],
                  before=before.before if before.task is not None else before.text)
 
 
 def trace_all(session, prompt) -> None:
-    """Every model of the session traces ``prompt`` (the session's traces, and its prompt,
-    from then on)."""
+    """Every model of the session traces ``prompt``, which becomes the session's."""
     models = models_of(session)
     ids = models_prompt_ids(prompt, models)
     for model in models:
@@ -53,8 +48,7 @@ def trace_all(session, prompt) -> None:
 
 @refresh.renders(*BOXES, of_trace=True)
 def render(session) -> dict:
-    """Every prompt box, if the session's prompt changed since they were drawn (the map's box
-    only while the map measures the prompt: else it shows the training story)."""
+    """Every prompt box, if the prompt changed (the map's only while it measures the prompt)."""
     prompt = session.view(Prompt)
     if prompt.text == prompt.drawn:
         return {}
@@ -66,7 +60,7 @@ def render(session) -> dict:
 
 @handler(outputs=(*BOXES, "session"))
 def shown(session):
-    """A tab was chosen: its prompt box shows the session's prompt (set by another tab)."""
+    """A tab chosen: its prompt box shows the session's prompt (another tab may have set it)."""
     return {**render(session), "session": session}
 
 

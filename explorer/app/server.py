@@ -1,5 +1,5 @@
 """Launching the app: safe defaults (loopback only, no share link, uploads no larger than a
-checkpoint the memory budget can hold)."""
+checkpoint the memory budget can hold: ``runtime.guard``, ``runtime.server_paths``)."""
 from __future__ import annotations
 
 import argparse
@@ -12,32 +12,17 @@ import gradio as gr
 
 from .. import native
 from ..runtime.heap import release_freed_memory_promptly
-from ..runtime.memory import env_megabytes
-from ..runtime.guard import edge_options
+from ..runtime.guard import edge_options, max_upload_bytes
+from ..runtime.server_paths import default_host
 from .i18n import browser_i18n
 from .layout import CSS, JS, build_app
-from .shared import CACHE, on_a_space
+from .shared import CACHE
 
 QUEUE_MAX_SIZE = 64  # waiting requests beyond this are told the server is busy
-UPLOAD_ENV = "GPT_EXPLORER_MAX_UPLOAD_MB"
-
-
-def max_upload_bytes(environ=os.environ) -> int:
-    """The app's one upload is a checkpoint (Build → weights → from a file): no larger than
-    the memory budget (a larger one could not be loaded anyway), or ``GPT_EXPLORER_MAX_UPLOAD_MB``
-    if that is smaller."""
-    limit = env_megabytes(UPLOAD_ENV, environ)
-    return CACHE.budget_bytes if limit is None else min(CACHE.budget_bytes, limit)
-
-
-def default_host(environ=os.environ) -> str:
-    """``GRADIO_SERVER_NAME`` if set; else every interface on a Space (its proxy reaches the
-    app from outside the container, and Gradio itself never binds 0.0.0.0 there), else the
-    loopback only."""
-    return environ.get("GRADIO_SERVER_NAME") or ("0.0.0.0" if on_a_space(environ)
-                                                  else "127.0.0.1")
-
-
+# Events processed at once (the queue's slots, and the threads a sync step may take; Gradio's
+# default is 40). A watched training job holds a slot for its whole stream, but no thread
+# between updates (handlers.Pause): with 40, a class of 40 watching left no slot for a click.
+# The work that loads the CPU has limits of its own (each event's concurrency_limit).
 EVENTS_AT_ONCE = 256
 
 
@@ -56,29 +41,20 @@ def launch_options(host=None, port=None, share=False) -> dict:
             font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)),
                   "ui-sans-serif", "system-ui", "sans-serif"]),
         css=CSS,
-        js=JS,          # one streamed update per painted frame; the language; lecture mode
-        i18n=browser_i18n(),   # the labels in 简体中文 (explorer/app/i18n): the page's, made
-        # Uploads: a checkpoint (within the memory budget) or the Train tab's .txt (the lab
-        # refuses text over 1 MB itself).
-        max_file_size=max_upload_bytes(),
+        js=JS,
+        i18n=browser_i18n(),
+        # a checkpoint, or the Train tab's .txt (the lab refuses text over 1 MB itself)
+        max_file_size=max_upload_bytes(CACHE.budget_bytes),
         ssr_mode=False,
-        # Our handlers turn every error into a message (shared.friendly); this also shows
-        # Gradio's own input-check messages (e.g. text sent where a number goes) instead of a
-        # generic "error" — the message only, never a traceback.
+        # Gradio's own input checks (text sent where a number goes) said, never a traceback
         show_error=True,
-        # Gradio processes at most this many events at once (its queue's slots, and the
-        # threads a sync step may take; its default is 40). A session watching a training job
-        # or replaying one holds a slot for the whole stream but no thread between updates
-        # (handlers.Pause): with 40, a class of 40 watching left no slot for anyone's click.
-        # The work that loads the CPU has limits of its own (each event's concurrency_limit).
         max_threads=EVENTS_AT_ONCE,
     )
 
 
 def create_demo() -> gr.Blocks:
     release_freed_memory_promptly()
-    # The C kernels compile once per machine (~0.5 s each, then they are cached): in the
-    # background while the server starts, not in the first user's trace or generation.
+    # The C kernels compile once per machine: while the server starts, not in the first trace.
     threading.Thread(target=native.warm_up, name="warm-up", daemon=True).start()
     demo = build_app()
     # api_open=False: /gradio_api/run/<name> would run an event outside the queue, skipping
@@ -118,8 +94,8 @@ def main(argv=None):
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link")
     args = parser.parse_args(argv)
     show_app_log()
-    # Quiet: Gradio's own start-up lines suggest `share=True`; this app has --share.
     demo = create_demo()
+    # quiet: Gradio's own start-up lines suggest `share=True`; this app has --share
     _, local_url, share_url = demo.launch(**launch_options(args.host, args.port, args.share),
                                           quiet=True, prevent_thread_lock=True)
     print(f"GPT Explorer is running: open {local_url} in a browser"

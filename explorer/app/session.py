@@ -1,14 +1,12 @@
 """What one browser tab (or API client) has: its models and what its views show.
 
-A session's models are a tuple of one or two: model A, the session's own (built, loaded or
-trained), and model B beside it for a comparison (a pinned model; later an intervention). Every
-view works on ``models``: one path for one or two. Results (traces, the lens, a generation) are
-kept per model, in the same order.
-
-Models themselves live in the shared cache (``shared.CACHE``); the session keeps their keys, so
-an evicted model is rebuilt identically when a view needs it. The session is one object per
-tab, mutated in place by the handlers (and returned, so that ZeroGPU's worker, which works on a
-copy, hands its changes back): two events of the same tab never undo each other's fields.
+``models`` is a tuple of one or two: model A, the session's own (built, loaded or trained), and
+model B beside it (a pinned model, or A with an intervention). Every view works on ``models``;
+results (traces, the lens, a generation) are kept per model, in the same order. The models live
+in the shared cache (``shared.CACHE``): the session keeps their keys, so an evicted model is
+rebuilt identically. Handlers mutate the session in place (and return it, so that ZeroGPU's
+worker, which works on a copy, hands its changes back): two events of one tab never undo each
+other's fields.
 """
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ DEFAULT_PROMPT = "Every effort moves you"
 
 @dataclass(frozen=True)
 class Made:
-    """How a model came into the session, for the status line (said again in the page's
-    language whenever it is redrawn)."""
+    """How a model came into the session, for the status line."""
 
     how: str                  # "built", "cache" (another session built it), "loaded", "trained"
     what: Message | str       # a preset's name, "custom config", "config from the checkpoint",
@@ -37,8 +34,6 @@ class Made:
 
 @dataclass(frozen=True)
 class Model:
-    """One model of the session."""
-
     key: ModelKey
     made: Made
 
@@ -66,10 +61,9 @@ V = TypeVar("V", bound="View")
 
 @dataclass(frozen=True)
 class View:
-    """A view's state in the session: its choices (a layer, a head, a statistic) and what it
-    shows, a small frozen value, so that a redraw (another language, lecture mode) and a new
-    model (pickers fitted to its layers) need no input from the page. Each view defines its
-    own (``Session.view``), and says whether new models, or model B removed, keep it."""
+    """A view's state in the session (its choices, what it shows), so that a redraw (another
+    language, lecture mode) and a new model (pickers fitted to it) need no input from the page.
+    Each view says whether new models, or model B removed, keep it."""
 
     KEPT_BY_NEW_MODELS: ClassVar[bool] = True
     KEPT_WITHOUT_B: ClassVar[bool] = True
@@ -77,9 +71,8 @@ class View:
 
 @dataclass(frozen=True)
 class Prompt(View):
-    """The session's one prompt: every tab that reads a prompt (Inside, Attention, the walk,
-    Generate, the knock-out map) reads this one, and the one a tab used becomes it. A copying
-    task's prompt is its model's (``task``): another model A brings back the one before."""
+    """The session's one prompt, which every tab reads, and the one a tab used becomes. A
+    copying task's prompt is its model's (``task``): another model A brings back the one before."""
 
     text: str = DEFAULT_PROMPT
     drawn: str = DEFAULT_PROMPT       # what the page's prompt boxes were last drawn with
@@ -99,8 +92,8 @@ class AttentionShown(View):
 
 @dataclass(frozen=True)
 class Changed(View):
-    """What the last new models changed in what the page shows (a picker beyond the model's
-    layers, the copying task's prompt): the status line says it until the next new models."""
+    """What the last new models changed on the page (a picker beyond the model's layers, the
+    copying task's prompt): the status line says it until the next new models."""
 
     notes: tuple = ()                 # Messages
 
@@ -112,8 +105,6 @@ class Changed(View):
 
 @dataclass
 class Session:
-    """Everything a tab's handlers know of it."""
-
     models: tuple[Model, ...] = ()
     prompt: str | None = None              # the prompt ``traces`` are of
     traces: tuple = ()                     # per model: explorer.probes.Trace
@@ -150,7 +141,6 @@ class Session:
         return b
 
     def with_model_a(self, model: Model) -> None:
-        """``model`` becomes A (B, if ``b_beside`` keeps it, beside it); every result goes."""
         b = self.b_beside(model.key)
         self.models = (model,) if b is None else (model, b)
         self.clear_results()
@@ -168,31 +158,26 @@ class Session:
         self._keep_views("KEPT_WITHOUT_B")
 
     def clear_results(self) -> None:
-        """The results of the models that were: none of them describes the new ones."""
         self.prompt, self.traces, self.lenses = None, (), ()
         self.generation, self.walk = None, None
         self._keep_views("KEPT_BY_NEW_MODELS")
         self._fit_prompt()
 
     def _fit_prompt(self) -> None:
-        """A task's prompt (the copying task's symbols) goes with its model: a new model A
-        gets the prompt from before the task's, and the status line says so."""
+        """A task's prompt goes with its model: a new A gets the one from before, and is told."""
         prompt = self.view(Prompt)
         if prompt.task is None or (self.models and self.models[0].key == prompt.task):
             return
         self.show(Prompt, text=prompt.before, task=None)
-        # (the prompts themselves are not quoted: the status line is Markdown, and a prompt
-        # may have come from anyone's link)
+        # (not quoted: the status line is Markdown, and a prompt may come from anyone's link)
         self.views[Changed] = self.view(Changed).said(Message(
             "changed.prompt", "the prompt is yours again (the copying task's prompt was for "
                               "the model trained on it)"))
 
     def view(self, kind: type[V]) -> V:
-        """The state of view ``kind`` (its defaults until one is shown)."""
         return self.views.get(kind) or kind()
 
     def show(self, kind: type[V], **changes) -> V:
-        """View ``kind`` with ``changes``, kept as the session's."""
         state = replace(self.view(kind), **changes)
         self.views[kind] = state
         return state

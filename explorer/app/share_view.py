@@ -1,15 +1,8 @@
-"""The page's shareable link: the "Copy link" button (its box shows the link, and the page
-copies it to the clipboard; the box closes with its × or on a new model), and a link opened:
-the widgets, the tab and the model it names, and the view of that tab.
-
-The link itself is ``runtime.links`` (no Gradio): this module maps widgets to it. Opening a
-link: ``demo.load`` hands ``window.location.search`` to ``open_link`` (through ``js=``), which sets
-the Build tab's widgets and the prompts, says what it could not use (a warning and a note, in
-the page's language), chooses the link's tab and, if the link names a model, builds it as the
-Build button would, traces the prompt for the Inside and Attention tabs, and keeps the link's
-layer and head for the latter: then every view is drawn from the session (``render_all``). A
-model that cannot be built is said on the page, which keeps what it could set.
-"""
+"""The page's shareable link: the "Copy link" button (its box shows the link, which the page
+copies to the clipboard), and a link opened (``demo.load`` hands ``window.location.search`` to
+``open_link``): the Build tab's widgets, the prompts, the tab, the model the link names, built
+as the Build button builds it, and every view drawn from the session. What a link could not
+use is said, in the page's language. The link itself is ``runtime.links`` (no Gradio)."""
 from __future__ import annotations
 
 import inspect
@@ -18,20 +11,20 @@ from dataclasses import dataclass, replace
 
 import gradio as gr
 
-from ..book.config import PRESETS, GPTConfig
+from ..book.config import GPTConfig
 from ..book.errors import ExplorerError, Message
 from ..book.load_weights import gpt2_config
-from ..runtime.build import check_seed
+from ..probes.prompts import prompt_text
 from ..runtime.links import (MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, VIEW_TABS, Page, Rules,
                              link_query, read_query)
 from . import comparison, prefs, prompts, refresh
 from .handlers import handler
 from .i18n import label, say, t
-from .inputs import as_choice, as_int
+from .inputs import as_choice
 from .languages import LANGUAGES
 from .pickers import choose, chosen
 from .session import AttentionShown, Changed, Prompt, View
-from .shared import CACHE, session_of, status_line
+from .shared import CACHE, status_line
 from .tabs import build, knockout
 from .tabs.patching import PatchPair
 from .textbox import Textbox
@@ -45,6 +38,7 @@ SHARE_CSS = """
 READ_LINK_JS = ("(query, session, lang, device, dtype) => [window.location.search, "
                 "session, gptExplorer.initialLang(), device, dtype]")
 COPY_JS = "(query) => gptExplorer.shareLink(query)"
+
 
 def _message(problem: Message) -> str:
     """A problem of ``links`` in the page's language. Its values are HTML-escaped (a link's
@@ -68,8 +62,7 @@ def inert(text: str) -> str:
 
 
 def rules_of(page) -> Rules:
-    """The defaults a link is measured against (the widgets' own first values), and the tabs
-    (the page's own)."""
+    """The defaults a link is measured against (the widgets' first values), and the tabs."""
     default = Page(preset=page["preset"].value,
                    config=GPTConfig.from_dict({k: page[k].value for k in build.FIELDS}),
                    weights=page["weights"].value, size=page["gpt2_size"].value,
@@ -93,12 +86,10 @@ def open_link_handler(rules):
     def open_link(query, session, lang, device, dtype):
         # The page's first language (the link's, else the browser's) is the session's at once:
         # the toggle's own event, which sets it too, may come after this one.
-        session = session_of(session)
         session.prefs = replace(session.prefs, lang=prefs.parse(lang, False).lang)
         reading = read_query(query, rules)
         if reading.page.lecture:
-            # lecture mode: the session's at once, and the page's toggle (its change event
-            # sets the page's style, and draws every view again)
+            # the session's at once, and the page's toggle (its change event sets the style)
             session.prefs = replace(session.prefs, lecture=True)
         with prefs.using(session.prefs):
             out = _opened(reading, session)
@@ -124,18 +115,13 @@ def _opened(reading, session) -> dict:
     out = {}
     if messages:
         gr.Warning("<br>".join(messages))
-        out.update(share_note=t("share.not_in_full", "**This link could not be used in "
-                                                     "full.**") + "\n\n"
-                   + "\n".join(f"- {m}" for m in messages),
-                   share_row=gr.update(visible=True))
+        out.update(_listed(None, messages))
     if not reading.builds:
         return {**out, "link_builds": False, "session": session}
     p = reading.page
     # The tab's layer and head wait in the session, not in its pickers: the model the link
-    # builds fits the pickers to them, choices and value in one update, and says what it
-    # changed. (A head set before that, beyond the heads the picker had, was refused by the
-    # next event that read it: the language's redraw, racing the link, gave the picker back
-    # its 4.)
+    # builds fits the pickers to them (a head set before, beyond the picker's heads, was
+    # refused by the language's redraw, racing the link).
     layer_picker, head_picker = VIEW_TABS.get(p.tab, (None, None))
     if layer_picker:
         choose(session, **{layer_picker: p.layer})
@@ -155,8 +141,7 @@ def _opened(reading, session) -> dict:
 
 def _built(session, out, device, dtype) -> dict:
     """The link's model built (as the Build button builds it), its prompt traced for the
-    Inside and Attention tabs, and every view drawn; or, if that fails, the page says why and
-    keeps what it could set."""
+    Inside and Attention tabs, and every view drawn; or why not (the page keeps the rest)."""
     p = out.pop("link")
     left_out = []
     try:
@@ -186,8 +171,7 @@ def _built(session, out, device, dtype) -> dict:
                                                    "try again.", reason=reason),
                 "share_row": gr.update(visible=True), "status": status_line(session)}
     drawn = refresh.render_all(session)
-    # What the link asked for that this model cannot show (a layer it does not have, a B
-    # that does not fit it) is said beside the link's other problems, not put right silently.
+    # What this model cannot show (a layer it lacks) is said with the link's other problems.
     changed = [say(n) for n in session.view(Changed).notes]
     if changed:
         left_out.append(t("share.fitted", "The link's choices were fitted to this model: "
@@ -195,34 +179,31 @@ def _built(session, out, device, dtype) -> dict:
         session.forget(Changed)                  # (said here: not twice on the page)
         drawn["status"] = status_line(session)
     if left_out:
-        note = out.get("share_note") or t("share.not_in_full", "**This link could not be "
-                                                               "used in full.**")
-        drawn.update(share_note=note + "\n\n" + "\n".join(f"- {m}" for m in left_out),
-                     share_row=gr.update(visible=True))
+        drawn.update(_listed(out.get("share_note"), left_out))
     return drawn
+
+
+def _listed(note: str | None, problems: list) -> dict:
+    """The link's note with ``problems`` listed under it (first: its heading)."""
+    note = note or t("share.not_in_full", "**This link could not be used in full.**")
+    return {"share_note": note + "\n\n" + "\n".join(f"- {m}" for m in problems),
+            "share_row": gr.update(visible=True)}
 
 
 def share_link(rules, *args):
     """/share_link: the query string ("?...") of a link to this page (the page adds its
     address), and a note on what the link cannot carry."""
     given = SHARE_SIGNATURE.bind(*args).arguments
-    preset = as_choice(given["preset"], Message("field.preset", "preset"), PRESETS)
-    weights = as_choice(given["weights"], Message("field.weights", "weights"),
-                        build.WEIGHTS_CHOICES)
-    size = as_choice(given["size"], Message("field.size", "size"), build.GPT2_SIZE_CHOICES)
+    preset, weights, size = build.form_choices(given)
+    config, seed = build.form_config(given)
     tab = as_choice(given["tab"], Message("field.tab", "tab"), rules.tabs)
-    seed = check_seed(as_int(given["seed"], Message("field.seed", "seed")))
-    prompt = given["prompt"]
-    if not isinstance(prompt, str):
-        raise ExplorerError("prompt.not_text", "The prompt must be text.")
+    prompt = prompt_text(given["prompt"])
     notes = []
-    config = GPTConfig.from_dict({k.field: build.knob_value(k, given[k.field])
-                                  for k in build.KNOBS})
     if weights not in LINK_WEIGHTS:
         notes.append(t("share.no_file", "A link cannot carry a checkpoint file: it opens this "
                                         "config with random weights (seed {seed}).", seed=seed))
         weights = "random"
-    session = session_of(given["session"])
+    session = given["session"]
     if session.models and session.models[0].made.how == "trained":
         notes.append(t("share.no_trained", "A link cannot carry the weights trained in the "
                                            "Train tab: it opens the Build tab's config and "
@@ -276,8 +257,8 @@ SHARE_SIGNATURE = inspect.Signature(
                   "session")])
 
 
-# The link's row: its box (a column, as the API leaves layouts out of /share_link's values)
-# and its note.
+# The link's row: its box (a column: the API leaves layouts out of /share_link's values), the
+# link and its note.
 BOX = ("share_row", "share_box", "share_link", "share_note")
 
 
@@ -287,16 +268,10 @@ def closed() -> dict:
             "share_link": gr.update(value=""), "share_note": ""}
 
 
-@refresh.renders(*BOX)
-def render(session) -> dict:
-    """A link made for the models that were is not these models': its box closes (what a
-    link that opened the page could not use stays said)."""
-    return _closed_link(session) if session.new_models else {}
-
-
 @dataclass(frozen=True)
 class LinkBox(View):
-    """Whether the box shows a link made on this page (a link that opened it stays said)."""
+    """Whether the box shows a link made on this page (what a link that opened the page could
+    not use stays said)."""
 
     open: bool = False
 
@@ -308,21 +283,24 @@ def _closed_link(session) -> dict:
     return closed()
 
 
-@handler(outputs=BOX)
-def left(session):
-    """Another tab chosen: a link's box takes no room there."""
-    return _closed_link(session_of(session))
+left = handler(outputs=BOX, name="left")(_closed_link)   # another tab: the box takes no room
+
+
+@refresh.renders(*BOX)
+def render(session) -> dict:
+    """A link made for the models that were is not these models': its box closes."""
+    return _closed_link(session) if session.new_models else {}
 
 
 def copy_button():
-    """The "Copy link" button, not rendered yet: the header puts it in its row."""
+    """The "Copy link" button, for the header to render in its row."""
     return gr.Button(label("share.copy", "Copy link"), elem_id="share_btn", size="sm", scale=0,
                      min_width=130, render=False)
 
 
 def create(page, button):
-    """The link's box, note and close button (a row hidden until there is a link, or a
-    message about the link that opened the page), and the hidden values the link needs."""
+    """The link's row (hidden until there is a link, or a note on the link that opened the
+    page), and the hidden values the link needs."""
     page.add(button)
     with page.add(gr.Row(elem_id="share_row", visible=False)):
         with page.add(gr.Column(scale=3, min_width=160, visible=False, elem_id="share_box")):

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from ..book.config import PRESETS, count_parameters
 from ..book.errors import ExplorerError, Message
+from ..probes.compare import NAMES  # noqa: F401 (the views')
 from ..runtime import offload
 from ..runtime.cache import ModelCache
 from ..runtime.results import SharedResults, results_limit_bytes
-from ..runtime.server_paths import on_a_space, server_paths_allowed  # noqa: F401 (server, Build)
 from ..runtime.training.lab import TrainingLab
 from .i18n import say, t
 from .session import DEFAULT_PROMPT, Changed, Session, View  # noqa: F401 (the page's prompt)
@@ -17,8 +17,7 @@ from .session import DEFAULT_PROMPT, Changed, Session, View  # noqa: F401 (the p
 DEFAULT_PRESET = "teach-small"
 DEFAULT_CONFIG = PRESETS[DEFAULT_PRESET]   # what the page shows before the first build
 
-# Every session's models live here (the session keeps only their keys); sessions share them.
-CACHE = ModelCache()
+CACHE = ModelCache()      # every session's models (a session keeps their keys)
 # Traces, lenses and generations, computed once for every session that asks for the same one
 # (GPT_EXPLORER_RESULTS_MB), in the budget's room beside the models.
 RESULTS = SharedResults(results_limit_bytes(CACHE.budget_bytes), room=CACHE.room_bytes)
@@ -26,16 +25,7 @@ CACHE.results = RESULTS
 # A GPU call's worker finds its model here (forked with the cache), or is sent it.
 offload.use_models(CACHE.peek)
 offload.prepare()      # ZeroGPU's start-up check looks for a spaces.GPU function
-# The server's training jobs (GPT_EXPLORER_TRAIN_JOBS, GPT_EXPLORER_TRAIN_MAX_PARAM_STEPS,
-# GPT_EXPLORER_MEMORY_MB).
-LAB = TrainingLab()
-
-NAMES = ("A", "B")   # the models of a comparison, as every view names them
-
-
-def session_of(session) -> Session:
-    """The tab's session (an API client that sends none gets an empty one)."""
-    return session if isinstance(session, Session) else Session()
+LAB = TrainingLab()       # the server's training jobs
 
 
 def check_model(session: Session) -> None:
@@ -45,7 +35,7 @@ def check_model(session: Session) -> None:
 
 
 def models_of(session: Session) -> list:
-    """The session's models (A, and B beside it), all in memory at once within the budget."""
+    """The session's models, all in memory at once within the budget."""
     check_model(session)
     return CACHE.get_together(session.keys)
 
@@ -60,14 +50,12 @@ def no_trace() -> ExplorerError:
 
 
 def traces_of(session: Session) -> tuple:
-    """Every model's trace of the session's prompt."""
     if not session.models or len(session.traces) != len(session.models):
         raise no_trace()
     return session.traces
 
 
 # ---------------------------------------------------------------------------------------------
-# What the page says of the session's models
 NO_MODEL_STATUS = Message("status.no_model", "No model yet — build one below.")
 WEIGHTS_NOTES = ("inside_weights", "attention_weights", "activations_weights",
                  "generate_weights")   # every tab's note of the weights it shows
@@ -75,7 +63,6 @@ NO_MODEL_NOTE = Message("note.no_model", "Weights: none yet — build or load a 
 
 
 def weights_note(session: Session) -> str:
-    """Which weights each model has, for every tab's note."""
     if not session.models:
         return say(NO_MODEL_NOTE)
     notes = [t("note.weights", "Weights: **{weights}** ({layers} layers, {heads} heads, "
@@ -97,9 +84,8 @@ class BuildRefused(View):
 
 
 def status_line(session: Session) -> str:
-    """The line under the title: model A, how it came, and the model beside it, if any; what
-    the new model changed in the page's choices; and why the last build was refused, until
-    the next model."""
+    """The line under the title: the models, what they changed on the page, and why the last
+    build was refused."""
     refused = session.view(BuildRefused).message
     refusal = ("\n\n" + t("status.refused", "**Not built:** {message}", message=say(refused))
                if refused is not None else "")

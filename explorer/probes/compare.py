@@ -12,6 +12,8 @@ import numpy as np
 
 from ..book.config import GPTConfig
 
+NAMES = ("A", "B")   # the models of a comparison, as every view names them
+
 @dataclass(frozen=True)
 class Comparison:
     """What two configs have in common, for the views to say what they compare."""

@@ -35,6 +35,9 @@ from .sources import WeightsSource
 MAX_HEADER_BYTES = 100 * 1024 ** 2     # safetensors' own limit
 MAX_NOTE_CHARS = 120                   # an export's note of where its weights came from
 SAFETENSORS_DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8}
+WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
+CONFIG_SUFFIX = ".json"
+IGNORED_UPLOADS = ("generation_config.json",)        # save_pretrained's decoding defaults
 
 
 @dataclass
@@ -285,6 +288,27 @@ def file_source(path, config=None, *, budget_bytes: int | None = None,
                            path=str(info.path), layout=info.layout, stamp=stamp,
                            note=info.note)
     return info.config, source, info
+
+
+def uploaded(upload) -> tuple[str, str | None]:
+    """The weights file and its config.json (if any) among the uploaded files (paths, or
+    objects and dicts with a ``path``, as a web form hands them over)."""
+    files = upload if isinstance(upload, (list, tuple)) else [upload]
+    files = [getattr(f, "path", None) or (f.get("path") if isinstance(f, dict) else f)
+             for f in files]
+    if not all(isinstance(f, str) and f for f in files):
+        raise ExplorerError("upload.unreadable", "The upload could not be read; upload the "
+                                                 "file again.")
+    files = [f for f in files if os.path.basename(f).lower() not in IGNORED_UPLOADS]
+    weights = [f for f in files if f.lower().endswith(WEIGHTS_SUFFIXES)]
+    configs = [f for f in files if f.lower().endswith(CONFIG_SUFFIX)]
+    others = [os.path.basename(f) for f in files if f not in weights + configs]
+    if others or len(weights) != 1 or len(configs) > 1:
+        raise ExplorerError("upload.which", "Upload one weights file ({suffixes}), and if you "
+                            "have it its config.json (got {names}).",
+                            suffixes=", ".join(WEIGHTS_SUFFIXES),
+                            names=", ".join(os.path.basename(f) for f in files))
+    return weights[0], configs[0] if configs else None
 
 
 def check_shapes(info: FileInfo):

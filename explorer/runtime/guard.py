@@ -31,10 +31,13 @@ from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import JSONResponse
 
+from .memory import env_megabytes
+
 log = logging.getLogger("gpt_explorer.http")
 
 ALLOWED_HOSTS_ENV = "GPT_EXPLORER_ALLOWED_HOSTS"   # extra host names, comma-separated; "*": any
 MONITORING_ENV = "GPT_EXPLORER_MONITORING"          # "1": Gradio's /monitoring pages on
+UPLOAD_ENV = "GPT_EXPLORER_MAX_UPLOAD_MB"
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 SHARE_DOMAIN = ".gradio.live"                        # Gradio's share links (--share)
 API = "/gradio_api"
@@ -264,3 +267,10 @@ def edge_options(server_name: str, share: bool) -> dict:
                     Middleware(HostCheck, hosts=allowed_hosts(server_name, bool(share))),
                     Middleware(RequestCheck)]},
                 enable_monitoring=_env_flag(MONITORING_ENV))
+
+
+def max_upload_bytes(budget_bytes: int, environ=os.environ) -> int:
+    """The largest upload: a checkpoint no larger than the memory budget (a larger one could
+    not be loaded anyway), or ``GPT_EXPLORER_MAX_UPLOAD_MB`` if that is smaller."""
+    limit = env_megabytes(UPLOAD_ENV, environ)
+    return budget_bytes if limit is None else min(budget_bytes, limit)

@@ -7,14 +7,11 @@ import os
 
 from ..book.errors import ExplorerError, Message
 from . import guard
-from .checkpoints import file_source
+from .checkpoints import WEIGHTS_SUFFIXES, file_source
 
-WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt")   # what load_file reads
-
-# Only where the server listens on the loopback
-# alone (its visitors are on this machine), unless the operator says otherwise. Reachable from
-# outside (--host 0.0.0.0, the Docker image, --share, a Space), a path would let any visitor
-# probe the server's files.
+# Only where the server listens on the loopback alone (its visitors are on this machine),
+# unless the operator says otherwise. Reachable from outside (--host 0.0.0.0, the Docker image,
+# --share, a Space), a path would let any visitor probe the server's files.
 SERVER_PATHS_ENV = "GPT_EXPLORER_SERVER_PATHS"
 MAX_PATH_CHARS = 1024
 SERVER_PATH_REFUSED = Message(
@@ -28,6 +25,14 @@ def on_a_space(environ=os.environ) -> bool:
     """Whether we run on a Hugging Face Space: the runtime sets ``SYSTEM=spaces`` (what Gradio
     itself reads) and ``SPACE_ID`` (the documented variable)."""
     return environ.get("SYSTEM") == "spaces" or bool(environ.get("SPACE_ID"))
+
+
+def default_host(environ=os.environ) -> str:
+    """``GRADIO_SERVER_NAME`` if set; else every interface on a Space (its proxy reaches the
+    app from outside the container, and Gradio itself never binds 0.0.0.0 there), else the
+    loopback only."""
+    return environ.get("GRADIO_SERVER_NAME") or ("0.0.0.0" if on_a_space(environ)
+                                                  else "127.0.0.1")
 
 
 def server_paths_allowed(environ=os.environ) -> bool:

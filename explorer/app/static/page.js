@@ -1,20 +1,12 @@
 (LOCALES, switchLocale) => {
-  // The page's language and lecture mode (the header's two toggles; explorer/app/prefs.py).
-  // LOCALES: each language's Gradio locale (layout.LOCALES, from explorer/app/languages.py);
-  // switchLocale: (locale) => Promise<bool>, Gradio's labels switched to that locale
-  // (gradio_private.SWITCH_LOCALE_JS: Gradio has no public way).
-  //
-  // Labels are translated by Gradio's own i18n (i18n.browser_i18n, given to launch). Gradio
-  // starts it from the browser's locale; the page sets its first language (initialLang: the
-  // link's ?lang=, else the browser's) and the toggle switches it (setLang). The text the
-  // server makes follows the session's settings, which the toggles set (layout.redrawn). The
-  // page's lang attribute is the locale too: the style sheet titles Gradio's message boxes by
-  // it.
+  // LOCALES: each language's Gradio locale (layout.LOCALES); switchLocale: (locale) =>
+  // Promise<bool>, Gradio's labels switched to it (gradio_private: Gradio has no public way).
+  // The page's lang attribute is the locale too: the style sheet titles message boxes by it.
   const ex = (window.gptExplorer = window.gptExplorer || {});
 
-  // The first language: the link's ?lang=, else the browser's (any Chinese: 中文).
+  // The first language: the link's ?lang= (exactly one, as the server reads it), else the
+  // browser's (any Chinese: 中文).
   ex.initialLang = () => {
-    // Exactly one valid ?lang= (a link repeating it is refused by the server: runtime/links.py).
     const asked = new URLSearchParams(window.location.search).getAll("lang");
     if (asked.length === 1 && Object.hasOwn(LOCALES, asked[0])) return asked[0];
     const langs = navigator.languages && navigator.languages.length
@@ -27,10 +19,8 @@
     return "en";
   };
 
-  // A language or lecture-mode switch redraws every view, and Gradio's redraw of them put the
-  // page back at its top (the live training figures left the screen: issue 47, item 11). The
-  // page's place is kept at the switch and put back once the views are drawn again
-  // (restorePlace, run after the redraw: explorer/app/layout.py).
+  // A language or lecture-mode switch redraws every view, which put the page back at its top
+  // (issue 47, item 11): its place is kept here and put back after the redraw (restorePlace).
   let kept = null;
   const keepPlace = () => { if (kept === null) kept = window.scrollY; };
   ex.restorePlace = () => {
@@ -62,13 +52,11 @@
     return on;
   };
 
-  // A generation's stream (explorer/app/tabs/generate.py): a few updates a second, each with
-  // the steps made since the one before; in #bars and #speed each step is a .nt-step
-  // (data-run, data-step), and the style sheet shows the last. The page keeps a copy of each
-  // step as it comes and shows them in turn, spread over the time until the next update (each
-  // for a frame at least; faster when it falls behind), in the last one's place: only the
-  // texts and bar widths that differ change, which a slow page paints cheaply. An update with
-  // no .nt-step (Stop, Clear, Next token, a new model) ends the run and is shown as it is.
+  // A generation's stream (tabs/generate.py): a few updates a second, each with the steps made
+  // since the one before, each a .nt-step (data-run, data-step) in #bars and #speed. The page
+  // shows them in turn, spread over the time until the next update, in the last one's place:
+  // only what differs changes, which a slow page paints cheaply. An update with no .nt-step
+  // (Stop, Clear, Next token, a new model) ends the run.
   const patch = (el, model) => {   // el's attributes and children made those of model
     for (const a of Array.from(el.attributes)) {
       if (!model.hasAttribute(a.name)) el.removeAttribute(a.name);
@@ -86,10 +74,8 @@
       else if (kid.nodeValue !== m.nodeValue) kid.nodeValue = m.nodeValue;
     });
   };
-  // The generated text follows its newest tokens, unless the reader scrolled it up (back at
-  // its end, it follows again); a new run starts following. Gradio 6.31's Textbox autoscroll
-  // scrolls only once: its effect does not run again for a new value, and the text's new
-  // tokens left the screen after ~4 lines (issue 47, item 9).
+  // The generated text follows its newest tokens unless the reader scrolled it up: Gradio
+  // 6.31's Textbox autoscroll scrolls only once (issue 47, item 9).
   const followText = (restart) => {
     const box = document.querySelector("#gen_output textarea");
     if (!box) return;
@@ -175,9 +161,8 @@
     const target = event.target;
     if (target && target.closest && target.closest("#stop_btn")) stopSteps();
   }, true);
-  // The Generate tab's #bars and #speed are drawn when the tab first shows: each says so
-  // itself, maybe before this script runs (its gr.HTML's js_on_load, tabs/generate.py
-  // STEP_ROOT_JS), and the painting starts once both are on the page.
+  // #bars and #speed are drawn when the Generate tab first shows, and each says so (maybe
+  // before this script runs: tabs/generate.py STEP_ROOT_JS); painting starts once both are.
   let painting = [null, null];
   ex.stepRoots = ex.stepRoots || {};
   ex.stepRootLoaded = () => {
@@ -189,14 +174,12 @@
   };
   ex.stepRootLoaded();
 
-  // A figure drawn while its tab was hidden was laid out at no width: when a tab shows, its
-  // figures are laid out again at their real size (plotly's responsive resize). Each tab's
-  // select event runs it (explorer/app/layout.py).
+  // A figure drawn while its tab was hidden was laid out at no width: a tab shown lays its
+  // figures out again (plotly's responsive resize).
   ex.relayoutShown = () => requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));
 
-  // "Copy link": the server made the query ("?preset=...&lang=zh"); the address is this
-  // page's own (on a Space, the Space's), and the clipboard gets it. Where the browser
-  // refuses the clipboard (http on another host), the box's text is selected for Ctrl+C.
+  // "Copy link": the server's query on this page's address, to the clipboard; where the
+  // browser refuses that (http on another host), the box's text is selected for Ctrl+C.
   ex.shareLink = (query) => {
     if (typeof query !== "string" || !query.startsWith("?")) return query;
     const url = window.location.origin + window.location.pathname + query;
@@ -212,11 +195,9 @@
     return url;
   };
 
-  // The guided walk (explorer/app/tabs/walk.py) and the map of which parts matter
-  // (tabs/knockout.py): in a gr.HTML, a click on an element with data-<name>, or Enter or
-  // Space on a focused one, becomes the component's select event with that value (and the
-  // fields chosen(item) adds). One listener on the component: it outlives the HTML's redraws
-  // (a new model, the language). Each starts when its gr.HTML loads (page.on_load_js).
+  // The guided walk and the knock-out map: in a gr.HTML, a click (or Enter or Space) on an
+  // element with data-<name> becomes the component's select event with that value and the
+  // fields chosen(item) adds. One listener on the component outlives the HTML's redraws.
   const clickable = (element, trigger, name, chosen) => {
     const attribute = `data-${name}`;
     const choose = (target) => {

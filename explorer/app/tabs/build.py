@@ -1,15 +1,14 @@
-"""Tab 1, Build: choose a preset or set every config knob, build the model (from the shared
-cache when another session built it already), and see its architecture and parameters. The
-weights are random (a seed), OpenAI's pretrained GPT-2, or a checkpoint file (a path on the
-server or an upload); the session's model can be exported as model.safetensors + config.json.
-
-The knobs come from the book's one table of them (``explorer.book.knobs``): their widgets,
-checks and ``/build`` parameters follow from it."""
+"""Tab 1, Build: a preset or every config knob (their widgets, checks and ``/build`` parameters
+follow from ``book.knobs``), random weights from a seed, OpenAI's GPT-2 or a checkpoint file;
+the model built (or taken from the shared cache), its architecture and parameters, and its
+export as model.safetensors + config.json."""
 from __future__ import annotations
 
+import contextvars
 import html
 import inspect
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -19,15 +18,14 @@ from ...book.config import GPT2_SIZES, PRESETS, GPTConfig, count_parameters, get
 from ...book.errors import ExplorerError, Message
 from ...book.knobs import KNOBS
 from ...book.load_weights import gpt2_config
-from ...runtime.build import resolve_device
-from ...runtime.checkpoints import file_source
+from ...runtime.build import check_seed, resolve_device
+from ...runtime.checkpoints import CONFIG_SUFFIX, WEIGHTS_SUFFIXES, file_source, uploaded
 from ...runtime.export import export_model
 from ...runtime.hub import pretrained_source
 from ...runtime.memory import model_bytes
+from ...runtime.server_paths import server_checkpoint, server_paths_allowed
 from .. import comparison, refresh
 from . import pin, walk
-from ..checkpoint_input import (CONFIG_SUFFIX, WEIGHTS_SUFFIXES, reporter, server_checkpoint,
-                                uploaded)
 from ..exports import fresh_folder
 from ..handlers import handler
 from ..page import on_load_js
@@ -38,7 +36,7 @@ from ..plots.labels import percent
 from ..plots.model import COMPONENTS, architecture_html, parameter_figure
 from ..session import Made, Model, View
 from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, WEIGHTS_NOTES, BuildRefused,
-                      model_a, server_paths_allowed, status_line)
+                      model_a, status_line)
 
 TITLE = ("tab.build", "1 · Build")
 ID = "build"
@@ -55,10 +53,8 @@ BUILD_BUTTON = {"random": ("build.button", "Build the model"),
                 "pretrained": ("build.button_pretrained", "Load GPT-2 (downloaded once)"),
                 "file": ("build.button_file", "Load the checkpoint")}
 
-# /build's parameters by name (the app is also an API, and Gradio names an endpoint's
-# parameters after its function's): the preset, every knob, the seed, where to run it, and
-# where the weights come from (the knobs and seed count for random weights only). The weights'
-# parameters have defaults, so a client that sends only the knobs gets random weights.
+# /build's parameters by name (Gradio names an endpoint's parameters after its function's). The
+# weights' have defaults: a client that sends only the knobs gets random weights.
 WEIGHTS_DEFAULTS = {"weights": "random", "size": "small", "weights_path": None,
                     "weights_upload": None, "session": None}
 BUILD_SIGNATURE = inspect.Signature(
@@ -74,8 +70,7 @@ SEED = Message("field.seed", "seed")
 
 
 def knob_value(knob, value):
-    """A knob's widget value, checked as far as the page knows it (GPTConfig checks the rest,
-    with its own messages: a flag's kind, a choice, a range)."""
+    """A knob's widget value, checked as far as the page knows it (GPTConfig checks the rest)."""
     if knob.kind == "count":
         return as_int(value, knob.label)
     if value is None:
@@ -97,10 +92,7 @@ def knob_widget(knob, value):
 
 # ---------------------------------------------------------------------------------------------
 # The model's views: diagram, parameters, memory (one model, or two side by side)
-
-
-
-def parameter_table(counts_seq, names=None) -> dict:
+def parameter_table(counts_seq) -> dict:
     """Parameters per component (a Dataframe value): one column per model, and with two the
     difference A − B; one model also gets each component's share."""
     parts = [c.breakdown() for c in counts_seq]
@@ -115,12 +107,11 @@ def parameter_table(counts_seq, names=None) -> dict:
             share = "100 %" if part == "total" else percent(values[0] / counts_seq[0].total)
             rows.append([name, *cells, share])
         else:
-            same = values[0] == values[1]
-            rows.append([name, *cells, t("params.same", "same") if same
+            rows.append([name, *cells, t("params.same", "same") if values[0] == values[1]
                          else f"{values[0] - values[1]:+,}"])
     headers = [t("params.component", "component")]
     headers += ([t("params.parameters", "parameters"), t("params.share", "share")]
-                if len(counts_seq) == 1 else [*NAMES[:2], "A − B"])
+                if len(counts_seq) == 1 else [*NAMES, "A − B"])
     return {"headers": headers, "data": rows}
 
 
@@ -157,8 +148,8 @@ def memory_markdown(session) -> str:
 
 
 def preview(preset: str) -> dict:
-    """A preset picked, not built yet: its diagram and parameters, said to be a preview (so
-    the page never shows one model's form beside another's diagram)."""
+    """A preset picked, not built yet: its diagram and parameters, said to be a preview (the
+    page never shows one model's form beside another's diagram)."""
     cfg = get_preset(preset)
     counts = count_parameters(cfg)
     note = ('<div class="preview-note">' + t(
@@ -193,7 +184,7 @@ def model_views(session) -> dict:
                if len(keys) == 2 and keys[0] != keys[1] and knocked is None else None)
     return {"arch": architecture_html([k.config for k in keys], counts, names, stages=True,
                                       weights=weights, knocked_out=knocked),
-            "params_table": parameter_table(counts, names),
+            "params_table": parameter_table(counts),
             "params_plot": parameter_figure(counts, names), "memory": memory_markdown(session)}
 
 
@@ -202,9 +193,8 @@ MODEL_VIEWS = ("arch", "params_table", "params_plot", "memory")
 
 @refresh.renders(*MODEL_VIEWS, *FIELDS, "export_note", "export_files")
 def render(session) -> dict:
-    """The Build tab follows the session's model: its views; new models: its form (a
-    checkpoint's or a trained model's config), and no export of a model that is gone. (The
-    form, the user's to edit, is otherwise left as it is.)"""
+    """The session's models' views; new models also fill the form (a checkpoint's or a trained
+    model's config) and drop the export of the model that went."""
     if not session.new_models or not session.models:
         return model_views(session)
     cfg = session.models[0].key.config
@@ -223,16 +213,13 @@ def preset_values(preset):
 
 @handler(outputs=MODEL_VIEWS)
 def preset_picked(preset, session):
-    """A preset picked (not built yet; ``preset_values`` fills the form): its diagram and
-    parameters as a preview, so the page never shows one model's form beside another's
-    diagram."""
+    """A preset picked (``preset_values`` fills the form): its preview."""
     session.show(Preview, preset=as_choice(preset, PRESET, PRESETS))
     return preview(preset)
 
 
 @handler(outputs=("config_column", "seed", "pretrained_row", "file_row", "build_btn"))
 def weights_controls(choice):
-    """Show the controls of the chosen weights: the config and seed, the size, or the file."""
     return {"config_column": gr.update(visible=choice == "random"),
             "seed": gr.update(interactive=choice == "random"),
             "pretrained_row": gr.update(visible=choice == "pretrained"),
@@ -243,9 +230,20 @@ def weights_controls(choice):
 
 @handler(outputs=("weights_path",))
 def path_box():
-    """The path box only where a path on the server may be given (``server_paths_allowed``,
-    decided when the server was launched)."""
+    """The path box where a path on the server may be given (known once the server launched)."""
     return {"weights_path": gr.update(visible=server_paths_allowed())}
+
+
+def reporter(progress):
+    """``progress(fraction, text)`` callable from any thread. gr.Progress finds its event
+    through context variables, which the threads of the hub's download do not have (their
+    reports were silently dropped): each report runs in a copy of the handler's context."""
+    context, lock = contextvars.copy_context(), threading.Lock()
+
+    def report(fraction, desc=None):   # gr.Progress's own form: progress(0.3, "text") too
+        with lock:   # a context can be entered by one thread at a time
+            context.run(lambda: progress(fraction, desc=desc and say(desc)))
+    return report
 
 
 def build(*args, **kwargs):
@@ -261,29 +259,39 @@ def build(*args, **kwargs):
         raise
 
 
+def form_choices(given) -> tuple[str, str, str]:
+    """The form's preset, weights and GPT-2 size (/build and /share_link take them)."""
+    return (as_choice(given["preset"], PRESET, PRESETS),
+            as_choice(given["weights"] or "random", Message("field.weights", "weights"),
+                      WEIGHTS_CHOICES),
+            as_choice(given["size"], Message("field.size", "size"), GPT2_SIZE_CHOICES))
+
+
+def form_config(given) -> tuple[GPTConfig, int]:
+    """The form's config and seed, for random weights: GPTConfig and ``check_seed`` check
+    them, with their own messages."""
+    config = GPTConfig.from_dict({k.field: knob_value(k, given[k.field]) for k in KNOBS})
+    return config, check_seed(as_int(given["seed"], SEED))
+
+
 def _build(inputs, session):
     progress = reporter(inputs["progress"])
-    preset = as_choice(inputs["preset"], PRESET, PRESETS)
-    choice = as_choice(inputs["weights"] or "random", Message("field.weights", "weights"),
-                       WEIGHTS_CHOICES)
+    preset, choice, size = form_choices(inputs)
     device = as_choice(inputs["device"], Message("field.device", "device"), DEVICES)
     dtype = as_choice(inputs["dtype"], Message("field.dtype", "dtype"), DTYPES)
-    size = as_choice(inputs["size"], Message("field.size", "size"), GPT2_SIZE_CHOICES)
     notes = ()
     started = time.perf_counter()
     if choice == "random":
-        values = {knob.field: knob_value(knob, inputs[knob.field]) for knob in KNOBS}
         progress(0.05, desc=t("build.checking", "Checking the config"))
-        cfg = GPTConfig.from_dict(values)
-        key = CACHE.key(cfg, seed=as_int(inputs["seed"], SEED), device=device, dtype=dtype)
+        cfg, seed = form_config(inputs)
+        key = CACHE.key(cfg, seed=seed, device=device, dtype=dtype)
         progress(0.2, desc=t("build.initialising", "Initialising the weights "
                                                    "(torch.manual_seed, then GPTModel(cfg))"))
         started = time.perf_counter()
         what = preset if cfg == PRESETS[preset] else Message("build.custom", "custom config")
     else:
         if choice == "pretrained":
-            # Budget first (before any download; beside model B too), then the hub's cache or
-            # a download.
+            # the budget (beside model B too) before any download
             comparison.check_pretrained_beside(session, gpt2_config(f"gpt2-{size}"),
                                                resolve_device(device), dtype, f"gpt2-{size}")
             cfg, source = pretrained_source(size, progress, budget_bytes=CACHE.budget_bytes,
@@ -297,7 +305,7 @@ def _build(inputs, session):
                                      name=os.path.basename(path.strip())))
             cfg, source, info = (file_source(path, config, budget_bytes=CACHE.budget_bytes,
                                              dtype=dtype) if upload
-                                 else server_checkpoint(path, dtype))
+                                 else server_checkpoint(path, dtype, CACHE.budget_bytes))
             notes = tuple(info.assumptions)
         key = CACHE.key(cfg, device=device, dtype=dtype, source=source)
         what = Message("build.from_checkpoint", "config from the checkpoint")
@@ -311,18 +319,17 @@ def _build(inputs, session):
     return {"session": session, **refresh.render_all(session)}
 
 
-# /build's outputs, the API's first (the status line, this tab's views, the pickers, the form,
-# every tab's weights note), then everything else that follows a new model.
+# /build's outputs: the API's first (the status line, this tab's views, the pickers, the form,
+# the weights notes), then all that follows a new model.
 BUILD_OUTPUTS = ("session", *refresh.FIRST, "inside_layer", "att_layer", "act_layer",
                  "att_head", *FIELDS, *WEIGHTS_NOTES, "pair", "heat_point",
                  refresh.all_outputs)
-build.__signature__ = BUILD_SIGNATURE   # /build's parameters, by name (see above)
+build.__signature__ = BUILD_SIGNATURE
 build = handler(outputs=BUILD_OUTPUTS, name="build")(build)
 
 
 @handler(outputs=("status",))
 def build_refused(session):
-    """A build was refused: the status line says why, until the next model."""
     return {"status": status_line(session)}
 
 
@@ -397,7 +404,6 @@ def create(page):
                                elem_id="build_btn"))
             pin.create(page)
         with gr.Column(scale=3):
-            counts = count_parameters(DEFAULT_CONFIG)
             views = preview(DEFAULT_PRESET)
             page.add(gr.HTML(views["arch"], elem_id="arch", js_on_load=on_load_js("walk")))
             walk.create(page)   # the guided walk's card, under the diagram (its top stays free)
@@ -413,10 +419,9 @@ def create(page):
                 page.add(gr.File(label=label("export.files", "model files"),
                                  file_count="multiple", height=90, elem_id="export_files"))
     with gr.Row(elem_id="params_row"):
-        page.add(gr.Dataframe(parameter_table([counts]), label=label("build.params",
-                                                                     "Parameters"),
+        page.add(gr.Dataframe(views["params_table"], label=label("build.params", "Parameters"),
                               interactive=False, elem_id="params_table"))
-        page.add(gr.Plot(parameter_figure([counts]), show_label=False,
+        page.add(gr.Plot(views["params_plot"], show_label=False,
                          label=label("build.params_plot", "Parameters per component"),
                          elem_id="params_plot"))
 

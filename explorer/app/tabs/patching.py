@@ -27,8 +27,8 @@ from ..i18n import label, say, t
 from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids, selected
 from ..plots.patching import attribution_html, patching_html
 from ..prompts import trace_all
-from ..session import View
-from ..shared import CACHE, check_model, model_a, session_of
+from ..session import Session, View
+from ..shared import CACHE, check_model, model_a
 from ..textbox import Textbox
 
 TITLE = ("tab.patching", "8 · Patching")
@@ -105,7 +105,6 @@ def honesty(session) -> Message | None:
 @handler(outputs=("patch_clean", "patch_corrupted", "patch_right", "patch_wrong"))
 def pair_chosen(choice, session):
     """/patching_pair: the boxes filled with a ready-made pair for model A."""
-    session = session_of(session)
     check_model(session)
     choice = as_choice(choice, Message("field.patch_pair", "ready-made pair"), PAIRS)
     clean, corrupted, right, wrong = pair_texts(choice, session.models[0].key.config)
@@ -129,7 +128,6 @@ def patch_maps(clean, corrupted, right, wrong, everywhere, session):
     shares of the clean result recovered, and the direct logit attribution of the clean
     prompt. A stream: first the estimate, then the cells made exact where they count (every
     cell with ``everywhere``, or where the estimate is not to be trusted)."""
-    session = session_of(session)
     everywhere = as_flag(everywhere, Message("field.patch_everywhere", "exact everywhere"))
     model = model_a(session)
     # limits before work: the prompts' length in characters (prompt_ids), then in tokens
@@ -246,7 +244,6 @@ def patched(session, interventions: Interventions, corrupted) -> None:
 def patch_b(spec, corrupted, session):
     """/patch: model B = model A with the patch ``spec`` (the string form, e.g. "patch
     trf_blocks[1].att head 0 from 3,18,…"), both traced on ``corrupted``."""
-    session = session_of(session)
     if not isinstance(spec, str):
         raise ExplorerError("knock.spec_not_text", "The interventions must be text, such as "
                                                    "'zero trf_blocks[3].att head 5'.")
@@ -285,7 +282,7 @@ element.addEventListener('keydown', (event) => {
 
 
 def create(page):
-    page.add(gr.Markdown(note(session_of(None)), elem_id="patch_note"))
+    page.add(gr.Markdown(note(Session()), elem_id="patch_note"))
     with gr.Row():
         page.add(gr.Radio([(t(*v), k) for k, v in PAIRS.items()], value="copying",
                           label=label("patch.pair", "ready-made pair"), elem_id="patch_pair"))

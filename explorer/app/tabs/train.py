@@ -36,7 +36,7 @@ from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown, 
                               variant_name)
 from ..prompts import BOXES, set_by_task
 from ..session import Made, Model, Session
-from ..shared import CACHE, session_of
+from ..shared import CACHE
 from .train_live import LIVE, choice_of, drawing_of, job_view, live, live_of, watch
 
 TITLE = ("tab.train", "6 · Train")
@@ -235,7 +235,6 @@ def train_use(choice, session, request: gr.Request):
     and Generate then show it, and the Build tab shows its config. A model of the copying task
     reads only the task's words: the prompts of tabs 2, 5 and 7 become a repeated sequence of
     them (the text their attention and knock-outs are about)."""
-    session = session_of(session)
     owner = _owner(request, session)
     trained, job = _trained(choice, owner)
     caption = trained_caption(trained, job.corpus.name)
