@@ -7,8 +7,11 @@ import pytest
 
 from explorer.app import prefs, share_view
 from explorer.app.layout import build_app
+from explorer.app.pickers import choose
+from explorer.app.plots.knockout import METRICS
 from explorer.app.session import Session
 from explorer.app.tabs import attention, build, inside, knockout
+from explorer.app.tabs.knockout_map import MapView
 from explorer.book.config import PRESETS
 from explorer.runtime.links import Page, Rules, link_query, read_query
 
@@ -174,3 +177,23 @@ def test_a_link_made_on_the_patching_tab_fills_its_four_boxes_in_a_fresh_page():
                                  123, "random", "small", "Every effort moves you", "patching",
                                  session)
     assert "clean=" not in made["share_link"] and "leaves the pair out" in made["share_note"]
+
+
+def test_a_link_says_which_of_its_tabs_choices_it_leaves_out():
+    """A tab's choices a link has no field for (Inside's distribution and heatmap, the map's
+    text and metric, the Generate tab's settings) open at their defaults: the note says so,
+    naming those not at their defaults, and says nothing where all are."""
+    session, _ = opened("?preset=teach-tiny&tab=inside")
+    assert "does not carry" not in link_of(session, "inside")["share_note"]
+    choose(session, heat_stat="mean")
+    note = link_of(session, "inside")["share_note"]
+    assert "does not carry" in note and "heatmap: statistic" in note
+    assert "heatmap: probe point" not in note
+    assert "does not carry" not in link_of(session, "knockout")["share_note"]
+    choose(session, knock_text="the story")
+    session.show(MapView, metric=next(m for m in METRICS if m != MapView().metric))
+    note = link_of(session, "knockout")["share_note"]
+    assert "text" in note and "the map shows" in note
+    assert "decoding, temperature" in link_of(session, "generate")["share_note"]
+    session.prefs = prefs.parse("zh", False)
+    assert "默认值" in link_of(session, "generate")["share_note"]

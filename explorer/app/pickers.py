@@ -120,6 +120,14 @@ def recorded(cfg, point) -> bool:
     return cfg.norm_placement != "none" or not point.startswith(NORM_POINTS)
 
 
+DEFAULT_HEAT_POINT = "resid_pre"
+
+
+def defaults(session) -> Pickers:
+    """The pickers as a new page shows them for the session's model A."""
+    return Pickers(pair=pair_choices(config_of(session))[0][1], heat_point=DEFAULT_HEAT_POINT)
+
+
 def pair_choices(cfg):
     return [(t(id, name), name) for id, name, points in _PAIRS
             if all(recorded(cfg, p) for p in points)]
@@ -135,7 +143,7 @@ def fitted_probes(session) -> dict:
     no_norm = Message("changed.no_norm", "this model has no LayerNorm")
     pair = _fit(session, "pair", pair, pair if pair in [v for _, v in pairs] else pairs[0][1],
                 no_norm)
-    point = _fit(session, "heat_point", point, point if point in points else "resid_pre",
+    point = _fit(session, "heat_point", point, point if point in points else DEFAULT_HEAT_POINT,
                  no_norm)
     return {"pair": gr.update(choices=pairs, value=pair),
             "heat_point": gr.update(choices=points, value=point)}

@@ -17,7 +17,7 @@ from ..book.load_weights import gpt2_config
 from ..probes.prompts import prompt_text
 from ..runtime.links import (MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, VIEW_TABS, Page, Rules,
                              link_query, read_query)
-from . import comparison, prefs, prompts, refresh
+from . import comparison, pickers, prefs, prompts, refresh
 from .handlers import handler
 from .i18n import label, say, t
 from .inputs import as_choice
@@ -26,6 +26,7 @@ from .pickers import choose, chosen
 from .session import AttentionShown, Changed, Prompt, View
 from .shared import CACHE, status_line
 from .tabs import build, knockout
+from .tabs.knockout_map import MapView
 from .tabs.patching import PatchPair
 from .textbox import Textbox
 
@@ -234,6 +235,11 @@ def share_link(rules, *args):
                                           "carries ({most:,} characters): the link leaves the "
                                           "pair out.", most=MAX_LINK_PROMPT_CHARS))
         pair = ()
+    left = _choices_left_out(session, tab)
+    if left:
+        notes.append(t("share.choices_left", "A link does not carry this tab's other choices "
+                                             "({which}): they open at their defaults.",
+                       which=", ".join(left)))
     layer_picker, head_picker = VIEW_TABS.get(tab, (None, None))
     layer = int(chosen(session, layer_picker)) if layer_picker else 0
     head = str(chosen(session, head_picker)) if head_picker else "mean"
@@ -249,6 +255,27 @@ def share_link(rules, *args):
                            "not in it: press its button again there.")
     return {"share_row": gr.update(visible=True), "share_box": gr.update(visible=True),
             "share_link": link_query(page, rules), "share_note": " ".join([note, *notes])}
+
+
+# A tab's choices that a link has no field for, by picker, with their widgets' labels; the
+# Generate tab's settings are its widgets' own, which the session never sees.
+UNCARRIED = {"inside": {"pair": ("inside.pair", "distribution"),
+                        "heat_point": ("inside.heat_point", "heatmap: probe point"),
+                        "heat_stat": ("inside.heat_stat", "heatmap: statistic")},
+             "knockout": {"knock_text": ("knock.text", "text")}}
+GENERATE_SETTINGS = ("gen.settings", "decoding, temperature, top-k and sampling seed")
+
+
+def _choices_left_out(session, tab: str) -> list[str]:
+    """The names of the tab's choices a link leaves out that are not at their defaults."""
+    default = pickers.defaults(session)
+    left = [t(*text) for name, text in UNCARRIED.get(tab, {}).items()
+            if chosen(session, name) not in (None, getattr(default, name))]
+    if tab == "knockout" and session.view(MapView).metric != MapView().metric:
+        left.append(t("knock.metric", "the map shows"))
+    if tab == "generate":
+        left.append(t(*GENERATE_SETTINGS))
+    return left
 
 
 SHARE_SIGNATURE = inspect.Signature(
