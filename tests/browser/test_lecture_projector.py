@@ -388,3 +388,28 @@ def test_a_heatmap_of_one_letter_words_labels_every_token(open_page):
     labels = page.evaluate("() => [...document.querySelectorAll('#att_plot g.xtick text')]"
                            ".map((e) => e.textContent)")
     assert labels == list(text), f"key axis labels: {labels}"
+
+
+# =============================================================================================
+# Item 7: the A/B attention heatmap's key labels on screen
+KEY_LABELS_JS = """() => [...document.querySelectorAll('#att_plot g.xtick text')]
+  .map((e) => e.getBoundingClientRect().bottom)"""
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_key_labels_of_a_and_b_attention_are_on_screen(open_page, lang):
+    """Item 7: with B beside A, the Attention tab's heatmaps (A, B, A − B) of the 4-token
+    prompt kept a 250 px plot, and their key labels fell below a 720 px screen (y = 743)."""
+    page = open_page(lang)
+    build(page)
+    tab(page, said(lang, "7 · Knock out"))
+    page.locator("#knock_spec textarea").fill("zero trf_blocks[1].att head 2")
+    page.locator("#knock_btn").click()
+    expect(page.locator("#status")).to_contain_text("trf_blocks[1].att", timeout=SLOW)
+    tab(page, said(lang, "3 · Attention"))
+    page.locator("#att_btn").click()
+    expect(page.locator("#att_plot g.hm image")).to_have_count(3, timeout=SLOW)
+    page.wait_for_timeout(500)
+    bottoms = page.evaluate(KEY_LABELS_JS)
+    assert bottoms and max(bottoms) <= PROJECTOR["height"], (
+        f"key labels end at y = {max(bottoms, default=0):.0f} px ({lang})")

@@ -14,9 +14,9 @@ from ...probes.compare import attention_difference
 from ..i18n import t
 from ..prefs import current
 from .labels import MAX_TOKEN_COLUMNS, TOKEN_CHARS, readable_tokens, token_axis, token_label
-from .style import (GAPS, LAYER, DIVERGING_SCALE, FONT_SIZE, HEATMAP_MIN, MASK_COLOR, SEQUENTIAL_SCALE,
-                    TICK_SIZE, _width, both, clean, empty_figure, finish, models, named, panels, scaled,
-                    title_layout)
+from .style import (GAPS, LAYER, DIVERGING_SCALE, FONT_SIZE, HEATMAP_MIN, MASK_COLOR, PLOT_MIN,
+                    SEQUENTIAL_SCALE, TICK_SIZE, _width, both, clean, empty_figure, finish, models,
+                    named, panels, scaled, title_layout)
 
 GRID_MAX_SIDE = 48        # attention grid: each head at most 48 x 48 cells ...
 GRID_MAX_HEADS = 32       # ... of at most 32 heads
@@ -184,8 +184,11 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
              else t("attention.attention_in_layer_and",
                     "Attention in layer {layer}, {head}: A, B and A − B", layer=layer,
                     head=head_text))
+    # (lecture mode: a heatmap as tall as its query labels need, so that A, B and A − B of a
+    # short prompt fit a projector's 720 px whole, their key labels included)
+    rows_px = round(1.3 * scaled(TICK_SIZE) * len(y_vals))
     return finish(fig, title, max(560, 250 + 15 * len(y_vals)), notes=notes, wrap=120,
-                  plot_min=HEATMAP_MIN)
+                  plot_min=max(PLOT_MIN, min(HEATMAP_MIN, rows_px)))
 
 
 def _block_edges(n: int, side: int) -> np.ndarray:
