@@ -154,12 +154,18 @@ def test_in_lecture_mode_the_parameter_chart_keeps_its_title_and_labels():
 
 
 @pytest.mark.parametrize("models", [1, 2])
-def test_in_lecture_mode_an_attention_heatmap_keeps_250_px(traces, models):
+def test_in_lecture_mode_an_attention_heatmap_gives_its_query_labels_room_and_fits(traces,
+                                                                                   models):
+    """Each query label keeps 1.3 type sizes of the plot (20 px type), up to a 250 px plot; and
+    the figure fits under the tab's controls on a 720 px screen (they end at 302 px), so that
+    A, B and A − B of a short prompt show their key labels (issue 47, item 7)."""
     with prefs.using(LECTURE):
         fig = attention_figure(traces[:models], 0, "mean")
     data = json.loads(fig.to_json())
-    assert plot_height(data["layout"]) >= 250
-    assert data["layout"]["height"] <= 720 - 100         # under the tab's controls, scrolled
+    rows = len(data["layout"]["yaxis"]["tickvals"])
+    assert rows >= 2
+    assert plot_height(data["layout"]) >= max(120, min(250, 1.3 * 20 * rows)) - 1
+    assert data["layout"]["height"] <= 720 - 302
 
 
 def run_view(label, evals=1, grads=1, **changes):
