@@ -212,8 +212,8 @@
     return url;
   };
 
-  // The guided walk (explorer/app/tabs/walk.py) and the map of which parts matter
-  // (tabs/knockout.py): in a gr.HTML, a click on an element with data-<name>, or Enter or
+  // The guided walk (explorer/app/tabs/walk.py), the map of which parts matter
+  // (tabs/knockout.py) and the patching maps: in a gr.HTML, a click on an element with data-<name>, or Enter or
   // Space on a focused one, becomes the component's select event with that value (and the
   // fields chosen(item) adds). One listener on the component: it outlives the HTML's redraws
   // (a new model, the language). Each starts when its gr.HTML loads (page.on_load_js).
@@ -235,6 +235,8 @@
       }
     });
   };
+  // A cell of a patching map (tabs/patching.py): its patch.
+  ex.patch = (element, trigger) => clickable(element, trigger, "patch", () => ({}));
   // The walk's stage stays outlined.
   ex.walk = (element, trigger) => clickable(element, trigger, "stage", (item) => {
     element.querySelectorAll(".walk-current").forEach((e) => e.classList.remove("walk-current"));

@@ -55,13 +55,6 @@ def kind_choices() -> list[tuple[str, str]]:
              k.kind) for k in KINDS if not k.patch]
 
 
-def spec_of(text) -> Interventions:
-    if not isinstance(text, str):
-        raise ExplorerError("knock.spec_not_text", "The interventions must be text, such as "
-                                                   "'zero trf_blocks[3].att head 5'.")
-    return Interventions.parse(text)
-
-
 def note(session) -> str:
     if len(session.models) == 2 and session.models[1].key.interventions:
         spec = session.models[1].key.interventions
@@ -78,7 +71,7 @@ def intervene(spec, session):
     parts joined by ';'). The prompt the session had traced is traced again, by both, for the
     Inside and Attention tabs. The Attention tab stays on the layer and head the user chose
     (it once moved to the block after the first knocked-out one, unasked)."""
-    interventions = spec_of(spec)
+    interventions = Interventions.parse(spec)
     prompt = session.prompt
     comparison.intervened(session, interventions)
     if prompt is not None:
@@ -115,7 +108,7 @@ def add_part(spec, kind, layer, every_block, heads, session):
     whole_model = kind.part in MODEL_PARTS
     one = Intervention(kind.kind, None if every or whole_model else
                        as_int(layer, Message("field.layer", "layer")), tuple(chosen))
-    current = spec_of(spec or "")
+    current = Interventions.parse(spec or "")
     both = str(Interventions((*current, one)).check(session.models[0].key.config))
     split_checked(both)                      # the box never holds what Intervene refuses
     return {"knock_spec": both}

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import gradio as gr
 
 from ...book.errors import Message
-from ...book.tokenizer import get_tokenizer
 from ...probes.attribution import TOP, estimate_sent, exact_tables, take_exact
+from ...probes.maps import knockout_numbers, knockout_plan
 from ...runtime import offload
 from ...runtime.placement import Work
-from ...runtime.training.setup import default_corpus
+from ...runtime.training.setup import story_text
 from ..handlers import handler
 from ..i18n import say, t
 from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids
@@ -28,15 +28,6 @@ from ..shared import CACHE, model_a
 
 TEXTS = {"the prompt": ("knock.text_prompt", "the prompt"),
          "the training story": ("knock.text_story", "the training story (its first tokens)")}
-STORY_TOKENS = 64
-
-
-def story_text(cfg=None) -> str:
-    """The training story's first ``STORY_TOKENS`` tokens (fewer for a short context), as text
-    for the box above the map."""
-    ids = get_tokenizer().encode(default_corpus().text[:4 * STORY_TOKENS * 8])
-    most = STORY_TOKENS if cfg is None else min(STORY_TOKENS, cfg.context_length)
-    return get_tokenizer().decode(ids[:most])
 
 
 @handler(outputs=("knock_prompt",))
@@ -95,24 +86,6 @@ def _state_text(state, f) -> str:
     return t("knock.all_exact", "Every cell exact ({seconds:.1f} s for the exact values).", **f)
 
 
-def _chunks(result, everywhere: bool):
-    """The cells to make exact, in the order they come: the estimate's top ``TOP`` and the
-    cells without an estimate shown (exact-only, blind) one at a time (each turns exact as it
-    comes); then, for exact everywhere (asked for, or an estimate that missed one of those
-    exact values by more than ``MISS``: asked once they are in), the rest one batch per block
-    and table (as the exact map batches them)."""
-    order = result.order()
-    first = TOP + sum(1 for c in order if not result.trusted(c))
-    for cell in order[:first]:
-        yield [cell]
-    if not (everywhere or result.estimate_failed):
-        return
-    groups: dict[tuple, list] = {}
-    for cell in order[first:]:
-        groups.setdefault(cell[:2], []).append(cell)
-    yield from groups.values()                   # (in the order of their largest estimate)
-
-
 @dataclass(frozen=True)
 class MapView(View):
     """The knock-out map of model A (kept while B changes: B is A knocked out, or a pinned
@@ -158,7 +131,7 @@ def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
                      status=_status("refining", result, where=where))
         yield _update(session, result)
         sent = time.perf_counter()
-        for chunk in _chunks(result, everywhere):
+        for chunk in knockout_plan(result, everywhere):
             if left.is_set() or not _going_on(session, result):
                 return             # the page left, Stop was pressed, or another map began
             # each cell: the rest of the model from its block, at most a pass
@@ -187,7 +160,7 @@ def _going_on(session, result) -> bool:
 
 
 def _update(session, result) -> dict:
-    return {"knock_map": map_html(session), "knock_numbers": numbers(result),
+    return {"knock_map": map_html(session), "knock_numbers": knockout_numbers(result),
             "session": session}
 
 
@@ -198,23 +171,6 @@ def stopped(session):
     if shown.status and shown.status[0] == "refining":
         session.show(MapView, status=_status("stopped", shown.result))
     return {"knock_map": map_html(session)}
-
-
-def numbers(result) -> dict:
-    """The map as plain numbers (for the API): exact values (None where not computed), the
-    estimates (None where there is none), and which cells are exact."""
-    def grid(a):
-        return None if a is None else [[None if v != v else float(v) for v in row] for row in a]
-    return {"token_ids": list(result.token_ids), "clean_loss": result.clean_loss,
-            "clean_prob": result.clean_prob, "layers": list(result.layer_labels),
-            "parts": list(result.parts), "head_loss": grid(result.head_loss),
-            "head_prob": grid(result.head_prob), "part_loss": grid(result.part_loss),
-            "part_prob": grid(result.part_prob), "head_estimate": grid(result.head_estimate),
-            "part_estimate": grid(result.part_estimate), "noise_floor": result.floor,
-            "head_blind": result.blind("head").tolist(),
-            "part_blind": (result.blind("part") & result.has_part).tolist(),
-            "estimate_missed": result.missed,
-            "exact_cells": result.n_exact, "cells": len(result.cells())}
 
 
 def b_interventions(session) -> str:

@@ -16,10 +16,10 @@ from ...book.errors import ExplorerError, Message
 from ...book.tokenizer import get_tokenizer
 from ...probes.interventions import Interventions
 from ...probes.direct import direct_attribution
-from ...probes.patching import (answer_id, estimate_sent, exact_tables, make_pair, plan,
-                                take_exact)
+from ...probes.maps import patching_numbers
+from ...probes.patching import answer_id, estimate_sent, exact_tables, make_pair, plan, take_exact
 from ...runtime import offload
-from ...runtime.training.copying_task import CopyingTask, copying_pair
+from ...runtime.patching_pairs import honesty, pair_texts
 from ...runtime.placement import Work
 from .. import comparison, refresh
 from ..handlers import handler
@@ -27,19 +27,17 @@ from ..i18n import label, say, t
 from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids, selected
 from ..plots.patching import attribution_html, patching_html
 from ..prompts import trace_all
-from ..session import View
-from ..shared import CACHE, check_model, model_a, session_of
+from ..page import on_load_js
+from ..session import Session, View
+from ..shared import CACHE, check_model, model_a
 from ..textbox import Textbox
 
 TITLE = ("tab.patching", "8 · Patching")
 ID = "patching"
-IOI = ("When Mary and John went to the store, John gave a drink to",
-       "When Alice and Bob went to the store, Bob gave a drink to", " Mary", " John")
 PAIRS = {"ioi": ("patch.pair_ioi", "GPT-2: indirect object (Mary and John)"),
          "copying": ("patch.pair_copying", "copying task: one symbol of the first half changed")}
 MAX_ANSWER_CHARS = 100      # an answer is one token: longer text is not one
 UPDATE_S = 0.25             # the stream sends the maps at most this often (and at its end)
-GPT2_REPO = "openai-community/gpt2"
 
 
 @dataclass(frozen=True)
@@ -59,53 +57,9 @@ class PatchPair(View):
     texts: tuple[str, ...] = ()      # (clean, corrupted, right, wrong)
 
 
-def pair_texts(choice: str, cfg) -> tuple[str, str, str, str]:
-    """(clean, corrupted, right, wrong) of a ready-made pair, refused where model A cannot
-    read it."""
-    if choice == "ioi":
-        if cfg.vocab_size < get_tokenizer().n_vocab:
-            raise ExplorerError("patch.ioi_needs_gpt2", "The indirect-object pair is GPT-2 "
-                                "text, but model A reads only the first {vocab} token ids. "
-                                "Build GPT-2 small (pretrained) in the Build tab first.",
-                                vocab=cfg.vocab_size)
-        return IOI
-    task = CopyingTask()
-    if cfg.vocab_size < task.n_words:
-        raise ExplorerError("patch.copying_needs_words", "The copying pair uses the task's "
-                            "{n} words (token ids 0 to {last}); model A reads only {vocab}.",
-                            n=task.n_words, last=task.n_words - 1, vocab=cfg.vocab_size)
-    return copying_pair(task)
-
-
-def gpt2_cached() -> bool:
-    """GPT-2 small's weights are in this server's Hugging Face cache (no word to the hub)."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-        return isinstance(try_to_load_from_cache(GPT2_REPO, "model.safetensors"), str)
-    except Exception:  # noqa: BLE001 - no cache at all: not cached
-        return False
-
-
-def honesty(session) -> Message | None:
-    """What the maps of model A are worth: nothing, said plainly, for random weights."""
-    key = session.models[0].key
-    if key.source.kind != "random":
-        return None
-    cached = (Message("patch.gpt2_cached", "GPT-2 small's pretrained weights are cached on "
-                      "this server: build it in the Build tab (pretrained) to see the real "
-                      "circuit.") if gpt2_cached() else
-              Message("patch.gpt2_not_cached", "GPT-2 small's pretrained weights are not "
-                      "cached on this server: the Build tab downloads them once, where the hub "
-                      "can be reached; offline, train the copying task in the Train tab."))
-    return Message("patch.random", "Model A has random weights: these maps show how its random "
-                   "parts happen to move this logit difference, which says nothing about how a "
-                   "trained model finds the answer. {cached}", cached=cached)
-
-
 @handler(outputs=("patch_clean", "patch_corrupted", "patch_right", "patch_wrong"))
 def pair_chosen(choice, session):
     """/patching_pair: the boxes filled with a ready-made pair for model A."""
-    session = session_of(session)
     check_model(session)
     choice = as_choice(choice, Message("field.patch_pair", "ready-made pair"), PAIRS)
     clean, corrupted, right, wrong = pair_texts(choice, session.models[0].key.config)
@@ -129,7 +83,6 @@ def patch_maps(clean, corrupted, right, wrong, everywhere, session):
     shares of the clean result recovered, and the direct logit attribution of the clean
     prompt. A stream: first the estimate, then the cells made exact where they count (every
     cell with ``everywhere``, or where the estimate is not to be trusted)."""
-    session = session_of(session)
     everywhere = as_flag(everywhere, Message("field.patch_everywhere", "exact everywhere"))
     model = model_a(session)
     # limits before work: the prompts' length in characters (prompt_ids), then in tokens
@@ -168,31 +121,9 @@ def patch_maps(clean, corrupted, right, wrong, everywhere, session):
 
 def _update(session) -> dict:
     shown = session.view(PatchView)
-    return {**_views(session), "patch_numbers": numbers(shown.result, shown.attribution),
+    dla = None if isinstance(shown.attribution, Message) else shown.attribution
+    return {**_views(session), "patch_numbers": patching_numbers(shown.result, dla),
             "session": session}
-
-
-def numbers(result, attribution) -> dict:
-    """The maps and the attribution as plain numbers (for the API)."""
-    def grid(a):
-        return [[None if v != v else float(v) for v in row] for row in a]
-    out = {"clean_ids": list(result.pair.clean), "corrupted_ids": list(result.pair.corrupted),
-           "right": result.pair.right, "wrong": result.pair.wrong,
-           "clean_diff": result.clean_diff, "corrupted_diff": result.corrupted_diff,
-           "layers": list(result.layer_labels),
-           "head_share_estimate": grid(result.shares(result.head_estimate)),
-           "head_share_exact": grid(result.shares(result.head_exact)),
-           "resid_share_estimate": grid(result.shares(result.resid_estimate)),
-           "resid_share_exact": grid(result.shares(result.resid_exact)),
-           "noise_floor": result.floor, "first_order_miss": result.miss,
-           "exact_cells": result.n_exact, "cells": len(result.cells())}
-    if not isinstance(attribution, Message):
-        out["direct_attribution"] = {
-            "heads": grid(attribution.heads), "ff": [float(v) for v in attribution.ff],
-            "tok_emb": attribution.tok_emb, "pos_emb": attribution.pos_emb,
-            "biases": attribution.biases, "total": attribution.total,
-            "model_diff": attribution.model_diff, "final_norm_scale": attribution.final_scale}
-    return out
 
 
 def _shown(session) -> PatchView | None:
@@ -215,7 +146,7 @@ def _views(session) -> dict:
     shown = _shown(session)
     if shown is None:
         return {"patch_map": patching_html(None), "patch_dla": attribution_html(None)}
-    note = honesty(session)
+    note = honesty(session.models[0].key.source)
     dla = shown.attribution
     return {"patch_map": patching_html(shown.result, _current(session),
                                        say(note) if note else ""),
@@ -246,10 +177,6 @@ def patched(session, interventions: Interventions, corrupted) -> None:
 def patch_b(spec, corrupted, session):
     """/patch: model B = model A with the patch ``spec`` (the string form, e.g. "patch
     trf_blocks[1].att head 0 from 3,18,…"), both traced on ``corrupted``."""
-    session = session_of(session)
-    if not isinstance(spec, str):
-        raise ExplorerError("knock.spec_not_text", "The interventions must be text, such as "
-                                                   "'zero trf_blocks[3].att head 5'.")
     patched(session, Interventions.parse(spec), corrupted)
     return {"session": session, **refresh.render_all(session)}   # (the prompt boxes: corrupted)
 
@@ -257,8 +184,8 @@ def patch_b(spec, corrupted, session):
 @handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def cell_clicked(corrupted, session, evt: gr.EventData):
     """A cell of a map was clicked: its patch becomes model B."""
-    return patch_b.__wrapped__(selected(evt, Message("field.patch_map", "the patching map")),
-                               corrupted, session)
+    return patch_b(selected(evt, Message("field.patch_map", "the patching map")), corrupted,
+                   session)
 
 
 @refresh.renders("patch_note", "patch_map", "patch_dla", "patch_pair")
@@ -267,25 +194,8 @@ def render(session) -> dict:
             "patch_pair": gr.update(choices=[(t(*v), k) for k, v in PAIRS.items()])}
 
 
-# A click (or Enter) on a cell: its patch, as the select event's value.
-PATCH_JS = """
-const choose = (target) => {
-  const cell = target && target.closest ? target.closest('td[data-patch]') : null;
-  if (!cell || !element.contains(cell)) return false;
-  trigger('select', {value: cell.getAttribute('data-patch'), selected: true});
-  return true;
-};
-element.addEventListener('click', (event) => { choose(event.target); });
-element.addEventListener('keydown', (event) => {
-  if ((event.key === 'Enter' || event.key === ' ') && choose(event.target)) {
-    event.preventDefault();
-  }
-});
-"""
-
-
 def create(page):
-    page.add(gr.Markdown(note(session_of(None)), elem_id="patch_note"))
+    page.add(gr.Markdown(note(Session()), elem_id="patch_note"))
     with gr.Row():
         page.add(gr.Radio([(t(*v), k) for k, v in PAIRS.items()], value="copying",
                           label=label("patch.pair", "ready-made pair"), elem_id="patch_pair"))
@@ -307,7 +217,7 @@ def create(page):
                              min_width=120, elem_id="patch_everywhere"))
         page.add(gr.Button(label("patch.run", "Patch"), variant="primary", scale=0,
                            min_width=120, elem_id="patch_btn"))
-    page.add(gr.HTML(patching_html(None), elem_id="patch_map", js_on_load=PATCH_JS))
+    page.add(gr.HTML(patching_html(None), elem_id="patch_map", js_on_load=on_load_js("patch")))
     page.add(gr.HTML(attribution_html(None), elem_id="patch_dla"))
     page.add(gr.JSON(visible=False, elem_id="patch_numbers"))
     # the API's way to make a patch model B (a click on a cell sends its own event)
