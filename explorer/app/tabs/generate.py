@@ -14,13 +14,13 @@ import gradio as gr
 
 from ... import native
 from ...book.errors import ExplorerError, Message
-from ...book.generate import check_generation_args, lockstep
+from ...book.generate import lockstep
 from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, t
 from ..textbox import Textbox
-from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, check_trace_size,
-                      models_prompt_ids, prompt_ids)
+from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, as_number,
+                      check_trace_size, models_prompt_ids, prompt_ids)
 from ..plots.generation import steps_table_html
 from ..plots.lens import logit_lens_figure
 from ..prompts import use
@@ -56,36 +56,28 @@ STEP_ROOT_JS = ("const ex = (window.gptExplorer = window.gptExplorer || {}); "
                 "(ex.stepRoots = ex.stepRoots || {}).NAME = element; "
                 "if (ex.stepRootLoaded) ex.stepRootLoaded();")
 MAX_NEW = Message("field.max_new", "max new tokens")
+TEMPERATURE = Message("field.temperature", "temperature")
+TOP_K = Message("field.top_k", "top-k")
+SEED = Message("field.seed", "seed")
 SHOWN_STEP_JS = ("() => { const ex = window.gptExplorer; "
                  "return ex && ex.shownStep ? ex.shownStep() : null; }")
 
 
 def _arguments(max_new_tokens, mode, temperature, top_k, seed):
+    """(max new tokens, temperature, top-k, seed) for ``generation_steps``, which checks them
+    as ``check_generation_args`` does; greedy decoding: temperature 0, no top-k or seed."""
     max_new = as_int(max_new_tokens, MAX_NEW)
-    if not 1 <= max_new <= MAX_NEW_TOKENS:
-        raise ExplorerError("gen.max_new_range", "max new tokens must be between 1 and {most} "
-                            "in the explorer (got {n}).", most=MAX_NEW_TOKENS, n=max_new)
     mode = as_choice(mode, Message("field.decoding", "decoding"), DECODING)
-    for value, name, wanted in (
-            (temperature, Message("field.temperature", "temperature"),
-             Message("gen.above_zero", "a number above 0")),
-            (top_k, Message("field.top_k", "top-k"), Message("gen.whole", "a whole number")),
-            (seed, Message("field.seed", "seed"), Message("gen.whole", "a whole number"))):
-        # greedy decoding ignores these boxes' values, but not what kind of value they hold
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ExplorerError("gen.kind", "{name} must be {wanted} (got {value}).", name=name,
-                                wanted=wanted, value=f"{value!r:.80}")
+    # greedy decoding ignores the sampling boxes' values, but not what kind of value they hold
+    temperature, top_k, seed = (None if value is None else as_number(value, name)
+                                for value, name in ((temperature, TEMPERATURE), (top_k, TOP_K),
+                                                    (seed, SEED)))
     if mode == "greedy":
         return max_new, 0.0, None, None
-    temperature = 0.0 if temperature is None else float(temperature)
-    if not math.isfinite(temperature):
-        raise ExplorerError("gen.temperature_finite", "temperature must be a finite number "
-                            "above 0 (got {value}).", value=temperature)
-    if not temperature > 0:
+    if temperature is None or not temperature > 0:
         raise ExplorerError("gen.temperature_zero", "Sampling needs a temperature above 0 (0 "
                                                     "would be greedy decoding).")
-    top_k = None if top_k in (None, 0, "") else as_int(top_k, Message("field.top_k", "top-k"))
-    return max_new, temperature, top_k, as_int(seed, Message("field.seed", "seed"))
+    return max_new, temperature, as_int(top_k, TOP_K) if top_k else None, as_int(seed, SEED)
 
 
 def _streams(keys, models, ids, n, temperature, top_k, seed, stop):
@@ -107,8 +99,6 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
     use(session, prompt)                   # the session's prompt, for every tab
     max_new, temperature, top_k, seed = _arguments(max_new_tokens, mode, temperature, top_k,
                                                    seed)
-    for model in models:
-        check_generation_args(max_new, temperature, top_k, seed, model.cfg.vocab_size)
     stop = as_flag(stop_at_eot, Message("field.stop_eot", "stop at <|endoftext|>"))
     pairs, shared, where = _streams(session.keys, models, ids, max_new, temperature, top_k,
                                     seed, stop)
