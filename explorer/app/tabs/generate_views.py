@@ -1,6 +1,5 @@
 """What the Generate tab shows of the session's generation (``session.Generation``): its text,
-each model's bars, the speed line and the step table, from plain data kept in the session (so
-that a language or lecture-mode toggle draws them again)."""
+bars, speed line and step table, drawn from plain data (a toggle draws them again)."""
 from __future__ import annotations
 
 import gradio as gr
@@ -37,8 +36,8 @@ def decode(ids):
 
 
 def _runs(ids, flags):
-    """Generated ids as runs of (text, parted): consecutive tokens with the same flag are
-    decoded together (so a character made of several byte tokens stays whole)."""
+    """Generated ids as runs of (text, parted), decoded together (a character made of byte
+    tokens stays whole)."""
     runs, start = [], 0
     for i in range(1, len(ids) + 1):
         if i == len(ids) or flags[i] != flags[start]:
@@ -48,7 +47,7 @@ def _runs(ids, flags):
 
 
 def bars(step, name=None, new=(), flags=(), stopped=False) -> dict:
-    """What one model's bars show, as plain data (kept in the session, to draw them again)."""
+    """What one model's bars show, as plain data."""
     chosen = step.top_ids.index(step.token_id) if step.token_id in step.top_ids else None
     side = dict(texts=list(step.top_texts), probs=[float(p) for p in step.top_probs],
                 chosen=chosen)
@@ -63,8 +62,8 @@ def bars(step, name=None, new=(), flags=(), stopped=False) -> dict:
 
 
 def speed_text(speed) -> str:
-    return _speed_text(speed) + (t("gen.stopped", " · <b>stopped</b>") if speed.get("stopped")
-                                 else "")
+    stopped = t("gen.stopped", " · <b>stopped</b>") if speed.get("stopped") else ""
+    return _speed_text(speed) + stopped
 
 
 def _speed_text(speed) -> str:
@@ -98,8 +97,7 @@ def _speed_text(speed) -> str:
 
 
 def history_html(session, live=False) -> str:
-    """The step table (newest first); with two models, both texts over it with the tokens
-    where they part marked."""
+    """The step table; with two models, both texts over it, where they part marked."""
     gen = session.generation
     rows = gen.rows if gen else []
     width = 2 if gen and len(gen.ids) == 2 else 1
@@ -129,8 +127,7 @@ def _step(tag, run, step, html) -> str:
 
 
 def logged(gen, fresh=False):
-    """This step's bars and speed line after the update's others (``fresh``: the first step of
-    an update; see generate.STREAM_INTERVAL_S)."""
+    """This step's bars and speed line after the update's others (``fresh``: its first)."""
     n = gen.speed["n"]
     bars, speed = ((), ()) if fresh else gen.log
     gen.log = ([*bars, _step("div", gen.run, n, next_token_bars_html(gen.bars))],
@@ -150,8 +147,7 @@ def shown(session, live=False, table=True) -> dict:
 
 def record(gen, steps, models, rate, new, shared=False, where=()):
     """The latest step of every model into ``gen`` (``rate``: steps a second so far;
-    ``shared``: the steps come from the shared cache, decoded for another session;
-    ``where``: notes of where they were decoded)."""
+    ``shared``: from the shared cache; ``where``: where they were decoded)."""
     n = max(len(x) for x in new)
     flags = parted(*new) if len(new) == 2 else []
     names = NAMES if len(new) == 2 else (None,)

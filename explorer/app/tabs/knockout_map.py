@@ -1,7 +1,5 @@
-"""Tab 7's map of which parts matter: every head and every part of every block of model A
-knocked out in turn, for the prompt or the training story, and what each costs; first
-estimated at once (one forward and one backward pass), then exact, cell by cell, in a stream.
-A click on a cell makes that knock-out model B (``knockout.cell_clicked``)."""
+"""Tab 7's map of which parts matter: what knocking out each head and each part of each block
+of model A costs on a text, estimated at once, then made exact cell by cell in a stream."""
 from __future__ import annotations
 
 import threading
@@ -56,8 +54,7 @@ def release(session_hash) -> None:
 
 
 def _status(state: str, result, **fields) -> tuple:
-    """The progress line's state, kept with the map so that it is said in the page's language
-    when drawn."""
+    """The progress line's state, said in the page's language when drawn."""
     return (state, {"exact": result.n_exact, "cells": len(result.cells()), **fields})
 
 
@@ -88,8 +85,7 @@ def _state_text(state, f) -> str:
 
 @dataclass(frozen=True)
 class MapView(View):
-    """The knock-out map of model A (kept while B changes: B is A knocked out, or a pinned
-    model), and the last of the page's numbered clicks that was applied."""
+    """Model A's knock-out map (kept while B changes), and the last click applied."""
 
     result: object = None           # explorer.probes' KnockoutResult
     metric: str = "loss"
@@ -100,11 +96,9 @@ class MapView(View):
 
 @handler(outputs=("knock_map", "knock_numbers", "session"))
 def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
-    """/knockout_map: every head and every part of every block of model A, for the text
-    ``prompt``: first estimated at once (one forward and one backward pass), drawn; then
-    exact values, largest estimate first, each cell turning exact as it comes: the estimate's
-    top 10 and the cells it cannot estimate, or with ``everywhere`` every cell (the exact map).
-    ``metric`` chooses what the map colours. A stream: each update is the map so far."""
+    """/knockout_map (streams): model A's map for the text ``prompt``, estimated, then exact
+    where it counts (``knockout_plan``; every cell with ``everywhere``), coloured by
+    ``metric``. Each update is the map so far."""
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
     everywhere = as_flag(everywhere, Message("field.knock_everywhere", "exact everywhere"))
     model = model_a(session)
@@ -180,7 +174,7 @@ def b_interventions(session) -> str:
 
 
 def map_html(session) -> str:
-    """Model A's map, if there is one, with model B's knock-out outlined."""
+    """Model A's map, if any, with B's knock-out outlined."""
     shown = shown_map(session)
     if shown is None:
         return knockout_map_html(None, applied=session.view(MapView).applied)
@@ -190,8 +184,7 @@ def map_html(session) -> str:
 
 
 def shown_map(session):
-    """The map's view if the map was made for the session's model A (a new B keeps it: B is
-    A knocked out, or a pinned model); None, and the map forgotten, for another A."""
+    """The map's view if it is of the session's model A; None, and forgotten, for another A."""
     shown = session.view(MapView)
     if shown.result is None:
         return None

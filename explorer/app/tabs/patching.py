@@ -1,10 +1,7 @@
-"""Tab 8, Patching: which parts carry the answer? A clean prompt, a corrupted one of the same
-length, a right and a wrong answer; both patching maps of model A (each head; the residual
-stream at each block and position), estimated at once and made exact where they count
-(``explorer.probes.patching``), and each part's direct contribution to the answer's logit
-difference. A click on a cell makes that patch model B (A run on the corrupted prompt with
-the part taken from the clean run): every tab then shows A beside B on the corrupted prompt,
-as for any model B."""
+"""Tab 8, Patching: which parts carry the answer? For a clean and a corrupted prompt and a
+right and a wrong answer, model A's patching maps (``explorer.probes.patching``) and each
+part's direct contribution to the logit difference. A click on a cell makes that patch model
+B: every tab then shows A beside B on the corrupted prompt."""
 from __future__ import annotations
 
 import time
@@ -78,11 +75,9 @@ def _answer(text, model, name: Message) -> int:
 
 @handler(outputs=("patch_map", "patch_dla", "patch_numbers", "session"))
 def patch_maps(clean, corrupted, right, wrong, everywhere, session):
-    """/patching_map: both patching maps of model A for the pair (the head map: each head at
-    every position; the residual map: the stream entering each block at each position), in
-    shares of the clean result recovered, and the direct logit attribution of the clean
-    prompt. A stream: first the estimate, then the cells made exact where they count (every
-    cell with ``everywhere``, or where the estimate is not to be trusted)."""
+    """/patching_map (streams): both patching maps of model A for the pair, estimated, then
+    exact where they count (every cell with ``everywhere``), and the direct logit attribution
+    of the clean prompt."""
     everywhere = as_flag(everywhere, Message("field.patch_everywhere", "exact everywhere"))
     model = model_a(session)
     # limits before work: the prompts' length in characters (prompt_ids), then in tokens
@@ -167,8 +162,7 @@ def note(session) -> str:
 
 
 def patched(session, interventions: Interventions, corrupted) -> None:
-    """Model B = model A with ``interventions`` (patches), and both models traced on the
-    corrupted prompt: the views compare A and B there."""
+    """Model B = model A with ``interventions`` (patches), both traced on the corrupted prompt."""
     comparison.intervened(session, interventions)
     trace_all(session, corrupted)
 
