@@ -54,35 +54,19 @@ def _chip(tid, text):
     return f'<span class="chip">{shown}<small>{tid}</small></span>'
 
 
-def _whole(piece: bytes) -> bool:
-    try:
-        piece.decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False
-
-
 def chips_html(tr) -> str:
-    """One chip per token. A character that GPT-2 splits across byte tokens (Chinese, emoji:
-    each chip then shows a byte such as <0xE6>) is shown too: its byte chips sit in one group
-    headed by the character they make together."""
-    tokenizer = get_tokenizer()
-    raw = tokenizer.encoding.decode_single_token_bytes
-    pieces, pending, joined = [], [], b""
-    for tid, text in list(zip(tr.token_ids, tr.tokens))[:MAX_CHIPS]:
-        piece = raw(tid) if 0 <= tid < tokenizer.n_vocab else b""
-        if not pending and _whole(piece):
-            pieces.append(_chip(tid, text))
+    """One chip per token; the byte tokens of a character that GPT-2 splits (Chinese, emoji:
+    each chip shows a byte such as <0xE6>) sit in a group headed by that character."""
+    ids, pieces, start = tr.token_ids[:MAX_CHIPS], [], 0
+    for text, n in get_tokenizer().character_runs(ids):
+        chips = "".join(map(_chip, ids[start:start + n], tr.tokens[start:start + n]))
+        start += n
+        if text is None:
+            pieces.append(chips)
             continue
-        pending.append(_chip(tid, text))
-        joined += piece
-        if _whole(joined) or len(pending) >= 8:
-            word = html.escape(joined.decode("utf-8", errors="replace").strip() or "␣")
-            title = html.escape(t("inside.chip_group", "one text, {n} tokens", n=len(pending)))
-            pieces.append(f'<span class="chip-group" title="{title}">'
-                          f'<b>{word}</b>{"".join(pending)}</span>')
-            pending, joined = [], b""
-    pieces.extend(pending)
+        title = html.escape(t("inside.chip_group", "one text, {n} tokens", n=n))
+        pieces.append(f'<span class="chip-group" title="{title}">'
+                      f'<b>{html.escape(text.strip() or "␣")}</b>{chips}</span>')
     more = len(tr.token_ids) - MAX_CHIPS
     tail = (f"<span>{t('inside.more_tokens', '… and {n} more tokens', n=more)}</span>"
             if more > 0 else "")
