@@ -86,19 +86,24 @@ def _streams(keys, models, ids, n, temperature, top_k, seed, stop):
     return pairs, all(shared), lambda: [note for said in where for note in said()]
 
 
+def _new(session, prompt, models, **options) -> Generation:
+    """A generation of ``prompt`` by every model, not started; the prompt is the session's."""
+    ids = models_prompt_ids(prompt, models)
+    use(session, prompt)
+    return Generation(prompt, len(ids), [list(ids) for _ in models], [], [None] * len(models),
+                      {}, prompt, keys=session.keys, **options)
+
+
 @handler(outputs=SHOWN)
 def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot, session):
     """/generate (streams): every model from the same prompt, step by step."""
     models = models_of(session)
-    ids = models_prompt_ids(prompt, models)
-    use(session, prompt)                   # the session's prompt, for every tab
+    gen = _new(session, prompt, models, streaming=True, run=secrets.token_hex(4))
     max_new, temperature, top_k, seed = _arguments(max_new_tokens, mode, temperature, top_k,
                                                    seed)
     stop = as_flag(stop_at_eot, Message("field.stop_eot", "stop at <|endoftext|>"))
-    pairs, shared, where = _streams(session.keys, models, ids, max_new, temperature, top_k,
-                                    seed, stop)
-    gen = Generation(prompt, len(ids), [list(ids) for _ in models], [], [None] * len(models),
-                     {}, prompt, streaming=True, keys=session.keys, run=secrets.token_hex(4))
+    pairs, shared, where = _streams(session.keys, models, gen.ids[0][:gen.start], max_new,
+                                    temperature, top_k, seed, stop)
     session.generation = gen
     started = time.perf_counter()
     paced = sent = table_sent = -math.inf
@@ -153,10 +158,7 @@ def next_token(prompt, output, mode, temperature, top_k, seed, session):
     continuing = (gen is not None and gen.keys == session.keys and gen.prompt == prompt
                   and output == gen.text)
     if not continuing:
-        ids = models_prompt_ids(prompt, models)
-        use(session, prompt)
-        gen = Generation(prompt, len(ids), [list(ids) for _ in models], [],
-                         [None] * len(models), {}, prompt, keys=session.keys)
+        gen = _new(session, prompt, models)
     _, temperature, top_k, seed = _arguments(1, mode, temperature, top_k, seed)
     steps, where = [], []
     for key, model, ids in zip(session.keys, models, gen.ids):

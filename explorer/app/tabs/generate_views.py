@@ -6,7 +6,7 @@ import gradio as gr
 
 from ... import native
 from ...book.tokenizer import get_tokenizer
-from ...probes.compare import first_parting, parted
+from ...probes.compare import first_parting, parted, parted_runs
 from .. import comparison
 from ..i18n import say, t
 from ..plots.generation import next_token_bars_html, parted_texts_html, steps_table_html
@@ -33,17 +33,6 @@ def row(index, steps):
 def decode(ids):
     tokenizer = get_tokenizer()
     return tokenizer.decode([i for i in ids if i < tokenizer.n_vocab])
-
-
-def _runs(ids, flags):
-    """Generated ids as runs of (text, parted), decoded together (a character made of byte
-    tokens stays whole)."""
-    runs, start = [], 0
-    for i in range(1, len(ids) + 1):
-        if i == len(ids) or flags[i] != flags[start]:
-            runs.append((decode(ids[start:i]), flags[start]))
-            start = i
-    return runs
 
 
 def bars(step, name=None, new=(), flags=(), stopped=False) -> dict:
@@ -109,8 +98,9 @@ def history_html(session, live=False) -> str:
         return table
     new = [ids[gen.start:] for ids in gen.ids]
     flags = parted(*new)
-    return parted_texts_html(gen.prompt, [_runs(ids, flags[:len(ids)]) for ids in new],
-                             comparison.names(session), first_parting(*new)) + table
+    runs = [parted_runs(ids, flags[:len(ids)], decode) for ids in new]
+    return parted_texts_html(gen.prompt, runs, comparison.names(session),
+                             first_parting(*new)) + table
 
 
 def bars_hint() -> str:

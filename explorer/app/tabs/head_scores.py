@@ -85,21 +85,23 @@ def _chance_text(chance: dict) -> str:
                      if job in JOBS and not math.isnan(value))
 
 
+def _score(value):
+    return None if math.isnan(value) else round(float(value), 3)
+
+
 def table(scores: list, names) -> pd.DataFrame:
     """Every head's scores, a row per head (with two models, a column names the model)."""
     columns = [t("heads.layer", "layer"), t("heads.head", "head"),
                *(t(*JOBS[job]) for job in JOBS)]
     rows = []
     for side, found in enumerate(scores):
+        model = [names[side]] if names else []
         for l in range(found.previous.shape[0]):
             for h in range(found.previous.shape[1]):
-                values = [getattr(found, job)[l, h] for job in JOBS]
-                rows.append(([names[side]] if names else []) + [l, h, *(
-                    None if math.isnan(v) else round(float(v), 3) for v in values)])
+                rows.append(model + [l, h, *(_score(getattr(found, job)[l, h]) for job in JOBS)])
         # what uniform attention scores on the same prompts: the level a score is read against
-        rows.append(([names[side]] if names else []) + [t("heads.uniform", "uniform"), "", *(
-            None if math.isnan(v) else round(float(v), 3)
-            for v in (found.chance.get(job, math.nan) for job in JOBS))])
+        rows.append(model + [t("heads.uniform", "uniform"), "",
+                             *(_score(found.chance.get(job, math.nan)) for job in JOBS)])
     return pd.DataFrame(rows, columns=([t("heads.model", "model")] if names else []) + columns)
 
 

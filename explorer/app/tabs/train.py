@@ -317,14 +317,12 @@ def create(page):
                            elem_id="train_eval_iter",
                            label=label("train.eval_iter", "evaluation batches")))
         # (the buttons no wider than their words: the rest of the row is the number boxes')
-        page.add(gr.Button(label("train.train", "Train"), variant="primary", min_width=90,
-                           scale=0, elem_id="train_btn"))
-        page.add(gr.Button(label("train.stop", "Stop"), min_width=90, scale=0,
-                           elem_id="train_stop_btn"))
-        page.add(gr.Button(label("train.continue", "Continue"), min_width=90, scale=0,
-                           elem_id="train_continue_btn"))
-        page.add(gr.Button(label("train.book", "The book's settings"), min_width=90, scale=0,
-                           elem_id="train_book_btn"))
+        for name, text_id, text in (("train_btn", "train.train", "Train"),
+                                    ("train_stop_btn", "train.stop", "Stop"),
+                                    ("train_continue_btn", "train.continue", "Continue"),
+                                    ("train_book_btn", "train.book", "The book's settings")):
+            page.add(gr.Button(label(text_id, text), min_width=90, scale=0, elem_id=name,
+                               variant="primary" if name == "train_btn" else "secondary"))
     with gr.Accordion(label("train.own_text", "Your own text (paste it, or upload a .txt) — "
                             "then choose it under data"), open=False, elem_id="train_own_text"):
         with gr.Row():
@@ -373,8 +371,7 @@ def wire(page):
             concurrency_limit=None, show_progress="minimal")
     page.on("train_stop_btn.click", train_stop, ["session"], api_name="train_stop",
             concurrency_limit=None, show_progress="hidden")
-    page.on("train_continue_btn.click", train_continue, ["session"],
-            api_name="train_continue",
+    page.on("train_continue_btn.click", train_continue, ["session"], api_name="train_continue",
             concurrency_limit=None, show_progress="minimal")
     page.on(page["train_tab"].select, train_view, ["session"], api_name="train_view",
             show_progress="hidden")
