@@ -218,8 +218,8 @@ def stopped(session, shown=None):
 
 @handler(outputs=("lens_plot", "session"))
 def logit_lens(prompt, session):
-    """/logit_lens: final norm + output head on every block's output, at the prompt's last
-    ``LENS_POSITIONS`` positions, for every model."""
+    """/logit_lens: final norm + output head on every block's output, at the prompt's last 32
+    positions, for every model."""
     models = models_of(session)
     for model, name in zip(models, NAMES if len(models) == 2 else (None,)):
         ids = prompt_ids(prompt, model, name)      # within every model's vocabulary

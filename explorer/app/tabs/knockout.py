@@ -27,10 +27,8 @@ from .knockout_map import (TEXTS, MapView, b_interventions, map_html, metric_cha
 
 TITLE = ("tab.knockout", "7 · Knock out")
 ID = "knockout"
-# The builder's parts in the string form's words (code: not translated); patches need a clean
-# prompt, so the Patching tab makes them
-KIND_NAMES = {k.kind: f"{k.verb} {k.part}" + (" · heads" if k.heads else "") for k in KINDS
-              if not k.patch}
+# The builder's kinds (patches need a clean prompt: the Patching tab makes them)
+KIND_NAMES = tuple(k.kind for k in KINDS if not k.patch)
 
 
 def _form(kind) -> str:
@@ -44,7 +42,7 @@ def _form(kind) -> str:
 def kind_choices() -> list[tuple[str, str]]:
     """What each part does, in the page's language, then its string form."""
     return [(t(*k.text, part=k.part, block="trf_blocks[l]", heads="h") + " — " + _form(k),
-             k.kind) for k in KINDS if not k.patch]
+             k.kind) for k in map(KINDS_BY_NAME.get, KIND_NAMES)]
 
 
 def note(session) -> str:
