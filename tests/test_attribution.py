@@ -16,6 +16,7 @@ from explorer.book.model import GPTModel
 from explorer.book.tokenizer import get_tokenizer
 from explorer.probes.attribution import (agreement, estimate, exact_cells, exact_only_parts,
                                          noise_floor)
+from explorer.probes.maps import knockout_plan as plan
 from explorer.probes.intervening import intervening
 from explorer.probes.knockouts import PARTS, importance
 from explorer.runtime.training.setup import default_corpus
@@ -178,11 +179,10 @@ def test_refusals():
 
 
 def refined(model, ids, everywhere=False):
-    """The map's own refinement (``knockout_map._chunks``): the estimate, then each chunk of
+    """The map's own refinement (``maps.knockout_plan``): the estimate, then each chunk of
     cells made exact before the next is asked for (as the tab's stream does)."""
-    from explorer.app.tabs.knockout_map import _chunks
     result = estimate(model, ids)
-    for chunk in _chunks(result, everywhere):
+    for chunk in plan(result, everywhere):
         exact_cells(model, result, chunk)
     return result
 
@@ -200,11 +200,10 @@ def test_a_model_sure_of_its_next_tokens_gets_every_cell_it_breaks_exact():
     0 there: the cells that change the stream there are blind (no estimate shown), and once
     an exact value shows the estimate off by more than MISS, the map goes exact everywhere.
     A random model is neither."""
-    from explorer.app.tabs.knockout_map import _chunks
     model = tiny()
     fresh = estimate(model, IDS)
     assert fresh.sure_share == 0 and fresh.n_blind == 0
-    assert sum(map(len, _chunks(fresh, False))) == 10 + model.cfg.n_layers
+    assert sum(map(len, plan(fresh, False))) == 10 + model.cfg.n_layers
     ids = torch.tensor([IDS])
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()

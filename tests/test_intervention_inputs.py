@@ -134,7 +134,7 @@ def test_a_forged_click_on_the_knockout_map_gets_a_message(built, event_data):
     message = refusal(lambda: joined(url, session, "/cell_clicked", [None, None, None],
                                      event_data))
     if isinstance(event_data, dict) and "value" in event_data:
-        assert "must be text" in message, message
+        assert "written as text" in message, message
     else:
         assert "A click on “the knock-out map” came without what was clicked" in message
 

@@ -161,8 +161,8 @@ def test_the_named_endpoints_through_a_client(app_url):
 @pytest.mark.parametrize("cached", [True, False])
 def test_on_random_weights_the_page_says_whether_gpt2s_weights_are_cached(session, cached,
                                                                          monkeypatch):
-    from explorer.app.tabs import patching
-    monkeypatch.setattr(patching, "gpt2_cached", lambda: cached)
+    from explorer.runtime import patching_pairs
+    monkeypatch.setattr(patching_pairs, "gpt2_cached", lambda: cached)
     out = drawn(session, *IOI)
     said = "are cached on this server" if cached else "are not cached on this server"
     assert said in out["patch_map"] and "says nothing" in out["patch_map"]

@@ -34,7 +34,8 @@ from explorer.runtime.training import gpu_chunks
 from explorer.runtime.build import resolve_device
 from explorer.runtime.placement import Rates
 from explorer.runtime.training.job import TrainingJob
-from explorer.runtime.training.setup import default_corpus, default_settings, make_variants
+from explorer.runtime.training.setup import (default_corpus, default_settings, make_variants,
+                                             story_text)
 from zerogpu_scheduler import POOL, Scheduler, real_client, request_with_token, token
 
 PROMPT = "Every effort moves you"
@@ -114,7 +115,7 @@ def test_a_lecture_walk_runs_on_the_cpu_and_spends_no_gpu_quota(zero_gpu):
     session = updates[-1]["session"]
     generate.next_token(PROMPT, updates[-1]["gen_output"], "greedy", 1.0, 50, 123, session)
     generate.logit_lens(PROMPT, session)
-    final = list(knockout_map.parts_map(knockout_map.story_text(), "loss", False, session))[-1]
+    final = list(knockout_map.parts_map(story_text(), "loss", False, session))[-1]
     assert final["knock_numbers"]["exact_cells"] > 0
     assert zero_gpu.calls == [] and zero_gpu.charged(ANONYMOUS) == 0
     # the lecture's default training comparison trains here too
@@ -169,7 +170,7 @@ def test_a_generation_cut_off_mid_stream_goes_on_on_the_cpu_with_the_same_tokens
 
 def test_the_knock_out_map_in_gpu_calls_equals_the_cpus(zero_gpu, slow_cpu, monkeypatch):
     session = built("teach-tiny")
-    text = knockout_map.story_text()
+    text = story_text()
     on_gpu = list(knockout_map.parts_map(text, "loss", True, session))[-1]["knock_numbers"]
     calls = len(zero_gpu.calls)
     assert calls >= 2 and {o for _, o in tasks(zero_gpu)} == {"ok"}

@@ -1,11 +1,6 @@
-"""A figure that a stream redraws in place: the Train tab's loss curves and gradient norms,
-sent every few seconds while a job trains.
-
-``gr.Plot`` draws each new value in a new plot (its component is keyed on the figure), and
-lays both the old and the new one out, at every update (what that cost: bench/README.md). This
-is Gradio's ``gr.HTML`` with a script of its own that hands
-each new figure to ``Plotly.react``, which changes the drawn plot. The value is the figure's
-JSON (plotly's own ``to_json``), and the page's plotly.js is the plotly package's."""
+"""A figure that a stream redraws in place (the Train tab's curves): a ``gr.HTML`` whose script
+hands each new figure (plotly's JSON) to ``Plotly.react``. ``gr.Plot`` draws each value in a
+new plot and lays out both at every update (what that cost: bench/README.md)."""
 from __future__ import annotations
 
 import os
@@ -17,12 +12,10 @@ import plotly.graph_objects as go
 PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
 gr.set_static_paths([PLOTLY_JS])    # the page may load that one file from this server
 
-# Each new figure is drawn in a task of its own (setTimeout), not in the one that handles the
-# stream's message: a page that gets both figures at once stays free between the two draws.
-# A figure that comes while its tab is hidden is drawn when the tab shows (plotly.js lays out
-# text it cannot measure in a box of no size: titles over each other). ``responsive``: the
-# figure follows its box. The plotly.js of the moment is kept: Gradio's own plot, loaded later,
-# sets one too.
+# Each figure is drawn in a task of its own (setTimeout): a page that gets two at once stays
+# free between the draws. A figure for a hidden tab is drawn when it shows (in a box of no
+# size, plotly.js lays titles over each other). Gradio's own plot, loaded later, sets another
+# window.Plotly: the one of the moment is kept.
 DRAW_JS = """
 const Plotly = window.Plotly;
 const box = element.querySelector(".live-figure");

@@ -14,6 +14,7 @@ import gradio as gr
 from ..book.config import GPTConfig
 from ..book.errors import ExplorerError, Message
 from ..book.load_weights import gpt2_config
+from ..probes.interventions import Interventions
 from ..probes.prompts import prompt_text
 from ..runtime.links import (MAX_LINK_PROMPT_CHARS, LINK_WEIGHTS, VIEW_TABS, Page, Rules,
                              link_query, read_query)
@@ -25,7 +26,7 @@ from .languages import LANGUAGES
 from .pickers import choose, chosen
 from .session import AttentionShown, Changed, Prompt, View
 from .shared import CACHE, status_line
-from .tabs import build, knockout
+from .tabs import build
 from .tabs.knockout_map import MapView
 from .tabs.patching import PatchPair
 from .textbox import Textbox
@@ -153,7 +154,7 @@ def _built(session, out, device, dtype) -> dict:
         if p.b:
             fitted = session.view(Changed)      # (what the build's fitting said stays said)
             try:
-                comparison.intervened(session, knockout.spec_of(p.b))
+                comparison.intervened(session, Interventions.parse(p.b))
             except ExplorerError as refused:
                 left_out.append(t("share.b_refused", "Model B ({spec}) does not fit this model: "
                                                      "{reason} The page shows A alone.",

@@ -87,6 +87,15 @@ def _show_bytes(raw: bytes) -> str:
     return "".join(parts)
 
 
+def _whole(piece: bytes) -> bool:
+    """Whether ``piece`` is whole UTF-8 characters."""
+    try:
+        piece.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 class Tokenizer:
     """GPT-2 BPE. Immutable after construction, so one instance can be shared across threads."""
 
@@ -132,6 +141,23 @@ class Tokenizer:
 
     def token_texts(self, ids) -> list[str]:
         return [_show_bytes(self.encoding.decode_single_token_bytes(i)) for i in self._checked(ids)]
+
+    def character_runs(self, ids, longest: int = 8) -> list[tuple[str | None, int]]:
+        """``ids`` in runs: ``(None, 1)`` for a token of whole UTF-8 characters, ``(text, n)``
+        for ``n`` byte tokens (``longest`` at most) that make ``text`` together (a Chinese
+        character, an emoji); ``(None, n)`` for an unfinished run at the end."""
+        runs, joined, n = [], b"", 0
+        for tid in ids:
+            piece = self.encoding.decode_single_token_bytes(tid) if 0 <= tid < self.n_vocab \
+                else b""
+            if not n and _whole(piece):
+                runs.append((None, 1))
+                continue
+            joined, n = joined + piece, n + 1
+            if _whole(joined) or n >= longest:
+                runs.append((joined.decode("utf-8", errors="replace"), n))
+                joined, n = b"", 0
+        return runs + [(None, n)] * (n > 0)
 
 
 @functools.lru_cache(maxsize=None)

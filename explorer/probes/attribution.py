@@ -434,3 +434,4 @@ def with_exact_map(result: Attribution, exact) -> Attribution:
     result.part_loss, result.part_prob = exact.part_loss.copy(), exact.part_prob.copy()
     result.exact_seconds += exact.seconds
     return result
+

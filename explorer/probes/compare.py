@@ -79,3 +79,14 @@ def parted(ids_a, ids_b) -> list[bool]:
 def first_parting(ids_a, ids_b) -> int | None:
     """The first step at which the two texts part, or None while they agree."""
     return next((i for i, p in enumerate(parted(ids_a, ids_b)) if p), None)
+
+
+def parted_runs(ids, flags, decode) -> list[tuple[str, bool]]:
+    """Generated ``ids`` as runs of (text, parted): tokens in a row with the same flag decoded
+    together (a character made of several byte tokens stays whole)."""
+    runs, start = [], 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or flags[i] != flags[start]:
+            runs.append((decode(ids[start:i]), flags[start]))
+            start = i
+    return runs

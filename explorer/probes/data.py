@@ -74,3 +74,19 @@ class Trace:
                   self.lens_probs, self.lens_final_probs):
             total += a.nbytes
         return total + (self.logits.nbytes if self.logits is not None else 0)
+
+
+def stat_rows(traces, names) -> list[dict]:
+    """Each trace's statistics, a row per probe point and layer ("final": the final norm's);
+    with two traces, each row names its model."""
+    rows = []
+    for name, traced in zip(names, traces):
+        for group in (traced.points, traced.final):
+            for point, s in group.items():
+                for layer in range(s.overall["mean"].shape[0]):
+                    row = {"model": name} if len(traces) > 1 else {}
+                    row.update({"point": point, "where": POINT_LABELS[point],
+                                "layer": layer if group is traced.points else "final"})
+                    row.update({k: float(v[layer]) for k, v in s.overall.items()})
+                    rows.append(row)
+    return rows

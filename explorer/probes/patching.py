@@ -413,3 +413,4 @@ def _on(result: Patching, device) -> Patching:
     result.streams = [s.to(device) for s in result.streams]
     result.clean = {k: {p: v.to(device) for p, v in d.items()} for k, d in result.clean.items()}
     return result
+

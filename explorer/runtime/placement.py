@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 
 from ..book.config import GPTConfig, count_parameters
+from ..book.errors import Message
 
 ZERO_GPU_ENV = "SPACES_ZERO_GPU"
 
@@ -156,3 +157,30 @@ def place(work: Work, gpu: str | None) -> Placement:
     else:
         pays = cpu > work.quick_seconds and on_gpu * GPU_SPEEDUP <= cpu
     return Placement("gpu" if pays else "cpu", cpu, on_gpu)
+
+
+# On a ZeroGPU Space, ZeroGPU charges the visitor named by the X-IP-Token header, which
+# Gradio's page sends only when huggingface.co frames it; at the Space's direct *.hf.space
+# address there is none, and every call is paid from the Space's own shared pool, at the
+# lowest priority.
+TOKEN_HEADER = "x-ip-token"      # spaces/zero/client.py's TOKEN_HEADER, as Starlette reads it
+
+
+def space_link(environ=os.environ) -> str:
+    """The Space's page on huggingface.co (``SPACE_ID`` is "owner/name" on every Space)."""
+    space = environ.get("SPACE_ID", "")
+    return f"https://huggingface.co/spaces/{space}" if space else "https://huggingface.co/spaces"
+
+
+def pool_note(request, environ=os.environ) -> Message | None:
+    """The note for a page whose request came without an X-IP-Token on ZeroGPU; else None."""
+    if not on_zero_gpu(environ) or request is None:
+        return None
+    headers = getattr(request, "headers", None) or {}
+    if headers.get(TOKEN_HEADER):
+        return None
+    return Message("zerogpu.pool_note", "**This page is open at the Space's own address, "
+                   "outside huggingface.co.** ZeroGPU cannot tell its visitors apart here: "
+                   "everyone's GPU calls are paid from the Space's shared pool, at the lowest "
+                   "priority. For a GPU quota of your own, open it on Hugging Face instead: "
+                   "{link}", link=space_link(environ))

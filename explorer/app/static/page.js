@@ -195,9 +195,9 @@
     return url;
   };
 
-  // The guided walk and the knock-out map: in a gr.HTML, a click (or Enter or Space) on an
-  // element with data-<name> becomes the component's select event with that value and the
-  // fields chosen(item) adds. One listener on the component outlives the HTML's redraws.
+  // The guided walk, the knock-out map and the patching maps: in a gr.HTML, a click (or Enter
+  // or Space) on an element with data-<name> becomes the component's select event with that
+  // value and the fields chosen(item) adds. One listener on the component outlives the HTML's redraws.
   const clickable = (element, trigger, name, chosen) => {
     const attribute = `data-${name}`;
     const choose = (target) => {
@@ -216,6 +216,8 @@
       }
     });
   };
+  // A cell of a patching map (tabs/patching.py): its patch.
+  ex.patch = (element, trigger) => clickable(element, trigger, "patch", () => ({}));
   // The walk's stage stays outlined.
   ex.walk = (element, trigger) => clickable(element, trigger, "stage", (item) => {
     element.querySelectorAll(".walk-current").forEach((e) => e.classList.remove("walk-current"));

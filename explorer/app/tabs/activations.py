@@ -1,5 +1,5 @@
-"""Tab 4, Activation functions: the curves (and their derivatives) over the x range chosen,
-drawn over every model's real feed-forward inputs once a prompt is traced."""
+"""Tab 4, Activation functions: the curves (and derivatives) over every model's real
+feed-forward inputs, once a prompt is traced."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -53,9 +53,8 @@ def _head(head, n_heads: int):
 
 
 def views(session, layer, head) -> dict:
-    """The same layer and head of every model, their difference, every head of the layer and
-    the entropy maps. Long inputs keep attention only on demand: a layer not kept yet is
-    computed now, for each model that has it."""
+    """Every model's views of ``layer`` and ``head``; a long input's trace keeps attention only
+    on demand: a layer not kept yet is computed now, for each model that has it."""
     traces = list(traces_of(session))
     layer = layer_in(traces[0].n_layers, layer, LAYER)
     head = _head(head, traces[0].config["n_heads"])
@@ -75,6 +74,10 @@ def views(session, layer, head) -> dict:
         **heads.views(session, layer, head, names)})
 
 
+def _traced(session) -> bool:
+    return bool(session.traces) and len(session.traces) == len(session.models)
+
+
 @handler(outputs=(*SHOWN, "session"))
 def attention_views(session, layer, head):
     """/attention: the views of ``layer`` and ``head`` ("mean" or a number)."""
@@ -85,30 +88,27 @@ def attention_views(session, layer, head):
 @handler(outputs=(*SHOWN, "session", refresh.trace_outputs),
          inputs=("session", "att_layer", "att_head"))
 def show_attention(session, layer, head):
-    """The Show attention button: /attention; without a trace (a new model, such as a trained
-    one just used) the session's prompt is traced first, and every view of the trace (the
-    Inside tab's too) is drawn."""
+    """The Show attention button: /attention; with no trace of these models, the session's
+    prompt traced first, and every tab's views of that trace."""
     check_model(session)
-    if session.traces and len(session.traces) == len(session.models):
+    if _traced(session):
         return attention_views(session, layer, head)
     trace_all(session, prompt_of(session))
-    shown = attention_views(session, layer, head)
-    return {**refresh.render_of_trace(session), **shown}
+    return {**refresh.render_of_trace(session), **attention_views(session, layer, head)}
 
 
 @handler(outputs=(*SHOWN, "session"))
 def choice_changed(session, layer, head):
-    """A picker moved: /attention, or, with no trace to show, the choice kept (quiet)."""
-    if len(session.traces) != len(session.models) or not session.traces:
-        choose(session, att_layer=layer, att_head=str(head))
-        return {"session": session}
-    return attention_views(session, layer, head)
+    """A picker moved: /attention; with no trace yet, the choice kept, quietly."""
+    if _traced(session):
+        return attention_views(session, layer, head)
+    choose(session, att_layer=layer, att_head=str(head))
+    return {"session": session}
 
 
 @handler(outputs=("att_layer", "att_head", *SHOWN, "session"))
 def named_head_chosen(session, value):
-    """A named head clicked: the pickers show it, and its views follow (as the user's own
-    choice of that layer and head)."""
+    """A named head clicked: the pickers show it, and its views follow."""
     chosen_head = heads.picked(value)
     if chosen_head is None:
         return {}
@@ -135,15 +135,13 @@ def export_attention(session, layer, head):
 
 @refresh.renders(*SHOWN, "export_att_file", "att_layer", "att_head", of_trace=True)
 def render(session) -> dict:
-    """The pickers fitted to the models (the heads named in the page's language); the
-    attention shown of the traces the session kept (model A's, when B was removed), else the
-    hints; no export of models that are gone."""
+    """The pickers fitted to the models; the attention shown of the session's traces (A's,
+    when B was removed), else the hints; no export of models that are gone."""
     out = {"att_layer": fitted_layer(session, "att_layer"), "att_head": fitted_head(session)}
     if session.new_models:
         out["export_att_file"] = gr.update(value=None, visible=False)
     if not session.view(Shown).on or len(session.traces) != len(session.models):
         return {**out, **hints()}
-    # (the layer and head as the pickers were just fitted to the models)
     return {**out, **views(session, chosen(session, "att_layer"), chosen(session, "att_head"))}
 
 
@@ -185,13 +183,11 @@ def wire(page):
     inputs = ["session", "att_layer", "att_head"]
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
     page.on("att_btn.click", show_attention, api_visibility="private", **inspect)
-    # /attention: the views of the session's trace (an API client traces with /trace: a
-    # hidden button, as the Inside tab's /inside_views)
+    # /attention (a hidden button): the views of the session's trace (made by /trace)
     page.on("attention_api_btn.click", attention_views, inputs, api_name="attention", **inspect)
     page.on("att_named.input", named_head_chosen, ["session", "att_named"],
             api_visibility="private", **inspect)
-    # .input: the user's change (a new model's render fits the pickers and draws their views
-    # at once; a change event of its own would redraw them again, maybe from stale values)
+    # .input, not .change: a new model's render fits the pickers and draws their views itself
     page.on(["att_layer.input", "att_head.input"], choice_changed, inputs,
             api_visibility="private", **inspect)
     exported = page.on("export_att_btn.click", export_attention, inputs,

@@ -1,8 +1,7 @@
-"""Tab 5, Generate: stream a generation token by token (or advance one token at a time, for
-lectures) with the next-token candidates and a step table; and the logit lens of the prompt.
-Two models generate from the same prompt in lockstep (one token of A, then one of B, each
-with its own KV cache and random generator, so each text is exactly what that model generates
-alone), their bars side by side at every step."""
+"""Tab 5, Generate: stream a generation token by token (or one token at a time, for lectures)
+with the next-token candidates and a step table; and the logit lens of the prompt. Two models
+generate in lockstep (``book.generate.lockstep``: each text is what that model makes alone),
+their bars side by side at every step."""
 from __future__ import annotations
 
 import math
@@ -14,13 +13,13 @@ import gradio as gr
 
 from ... import native
 from ...book.errors import ExplorerError, Message
-from ...book.generate import check_generation_args, lockstep
+from ...book.generate import lockstep
 from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, t
 from ..textbox import Textbox
-from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, check_trace_size,
-                      models_prompt_ids, prompt_ids)
+from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, as_number,
+                      check_trace_size, models_prompt_ids, prompt_ids)
 from ..plots.generation import steps_table_html
 from ..plots.lens import logit_lens_figure
 from ..prompts import use
@@ -34,63 +33,51 @@ ID = "generate"
 SHOW_TOP = 10          # next-token candidates shown as bars
 LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
 DECODING = ("greedy", "sample")
-# The model is held to at most 30 steps a second (a faster one waits for the screen), and the
-# page gets an update at most twice a second, with the steps made since the one before: an
-# update has a fixed cost in the page whatever it holds, and one per step left a slow page no
-# time to paint or to answer a click (bench/README.md, stream_long_tasks.py). Each step's bars
-# and speed line are a .nt-step, and the page shows them in turn until the next update comes
-# (static/page.js, gptExplorer.paintSteps). The step table re-renders its rows: it follows once
-# a second, and completely at the end.
+# At most 30 steps a second (the screen's pace), sent at most twice a second with the steps
+# made since: an update costs the page the same whatever it holds, and one per step left a
+# slow page no time to paint or answer a click (bench/README.md). The page shows the steps in
+# turn (page.js, gptExplorer.paintSteps); the step table follows once a second.
 STEP_INTERVAL_S = 1 / 30
 STREAM_INTERVAL_S = 0.5
 TABLE_INTERVAL_S = 1.0
-# Stop ends a stream at the step the page shows, which may be this many steps behind the model
-# at most (two updates' worth, and more): each step's bars and speed line are kept so long.
+# Stop ends a stream at the step the page shows: each step's bars and speed line are kept
+# this many steps (the page is two updates behind the model at most).
 KEPT_STEPS = 128
 # The C one-token step and greedy summary, where they apply (else the model's own forward).
 FAST_DECODING = dict(step=native.model_step, summarize=native.next_token_summary)
 SHOWN = ("gen_output", "bars", "history", "speed", "session")
-# #bars and #speed, when Gradio draws them (the tab first shown), tell the page's script, which
-# paints the steps once both are there (gptExplorer.paintSteps); either may come before it.
+# #bars and #speed, once drawn, are handed to the page's script (gptExplorer.paintSteps).
 STEP_ROOT_JS = ("const ex = (window.gptExplorer = window.gptExplorer || {}); "
                 "(ex.stepRoots = ex.stepRoots || {}).NAME = element; "
                 "if (ex.stepRootLoaded) ex.stepRootLoaded();")
 MAX_NEW = Message("field.max_new", "max new tokens")
+TEMPERATURE = Message("field.temperature", "temperature")
+TOP_K = Message("field.top_k", "top-k")
+SEED = Message("field.seed", "seed")
 SHOWN_STEP_JS = ("() => { const ex = window.gptExplorer; "
                  "return ex && ex.shownStep ? ex.shownStep() : null; }")
 
 
 def _arguments(max_new_tokens, mode, temperature, top_k, seed):
+    """(max new tokens, temperature, top-k, seed) for ``generation_steps``, which checks them
+    as ``check_generation_args`` does; greedy decoding: temperature 0, no top-k or seed."""
     max_new = as_int(max_new_tokens, MAX_NEW)
-    if not 1 <= max_new <= MAX_NEW_TOKENS:
-        raise ExplorerError("gen.max_new_range", "max new tokens must be between 1 and {most} "
-                            "in the explorer (got {n}).", most=MAX_NEW_TOKENS, n=max_new)
     mode = as_choice(mode, Message("field.decoding", "decoding"), DECODING)
-    for value, name, wanted in (
-            (temperature, Message("field.temperature", "temperature"),
-             Message("gen.above_zero", "a number above 0")),
-            (top_k, Message("field.top_k", "top-k"), Message("gen.whole", "a whole number")),
-            (seed, Message("field.seed", "seed"), Message("gen.whole", "a whole number"))):
-        # greedy decoding ignores these boxes' values, but not what kind of value they hold
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ExplorerError("gen.kind", "{name} must be {wanted} (got {value}).", name=name,
-                                wanted=wanted, value=f"{value!r:.80}")
+    # greedy decoding ignores the sampling boxes' values, but not what kind of value they hold
+    temperature, top_k, seed = (None if value is None else as_number(value, name)
+                                for value, name in ((temperature, TEMPERATURE), (top_k, TOP_K),
+                                                    (seed, SEED)))
     if mode == "greedy":
         return max_new, 0.0, None, None
-    temperature = 0.0 if temperature is None else float(temperature)
-    if not math.isfinite(temperature):
-        raise ExplorerError("gen.temperature_finite", "temperature must be a finite number "
-                            "above 0 (got {value}).", value=temperature)
-    if not temperature > 0:
+    if temperature is None or not temperature > 0:
         raise ExplorerError("gen.temperature_zero", "Sampling needs a temperature above 0 (0 "
                                                     "would be greedy decoding).")
-    top_k = None if top_k in (None, 0, "") else as_int(top_k, Message("field.top_k", "top-k"))
-    return max_new, temperature, top_k, as_int(seed, Message("field.seed", "seed"))
+    return max_new, temperature, as_int(top_k, TOP_K) if top_k else None, as_int(seed, SEED)
 
 
 def _streams(keys, models, ids, n, temperature, top_k, seed, stop):
-    """Each model's steps, checked and ready before the first token of any (shared with
-    every session that asks for the same), and whether they all come from the shared cache."""
+    """Each model's steps (shared), checked before the first token of any; whether they all
+    come from the shared cache; and where they are decoded."""
     streams, shared, where = zip(*(generation_steps(key, m, ids, n, temperature=temperature,
                                                     top_k=top_k, seed=seed, stop_at_eot=stop,
                                                     show_top=SHOW_TOP, **FAST_DECODING)
@@ -99,21 +86,24 @@ def _streams(keys, models, ids, n, temperature, top_k, seed, stop):
     return pairs, all(shared), lambda: [note for said in where for note in said()]
 
 
+def _new(session, prompt, models, **options) -> Generation:
+    """A generation of ``prompt`` by every model, not started; the prompt is the session's."""
+    ids = models_prompt_ids(prompt, models)
+    use(session, prompt)
+    return Generation(prompt, len(ids), [list(ids) for _ in models], [], [None] * len(models),
+                      {}, prompt, keys=session.keys, **options)
+
+
 @handler(outputs=SHOWN)
 def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot, session):
     """/generate (streams): every model from the same prompt, step by step."""
     models = models_of(session)
-    ids = models_prompt_ids(prompt, models)
-    use(session, prompt)                   # the session's prompt, for every tab
+    gen = _new(session, prompt, models, streaming=True, run=secrets.token_hex(4))
     max_new, temperature, top_k, seed = _arguments(max_new_tokens, mode, temperature, top_k,
                                                    seed)
-    for model in models:
-        check_generation_args(max_new, temperature, top_k, seed, model.cfg.vocab_size)
     stop = as_flag(stop_at_eot, Message("field.stop_eot", "stop at <|endoftext|>"))
-    pairs, shared, where = _streams(session.keys, models, ids, max_new, temperature, top_k,
-                                    seed, stop)
-    gen = Generation(prompt, len(ids), [list(ids) for _ in models], [], [None] * len(models),
-                     {}, prompt, streaming=True, keys=session.keys, run=secrets.token_hex(4))
+    pairs, shared, where = _streams(session.keys, models, gen.ids[0][:gen.start], max_new,
+                                    temperature, top_k, seed, stop)
     session.generation = gen
     started = time.perf_counter()
     paced = sent = table_sent = -math.inf
@@ -147,9 +137,8 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
     gen.streaming = False
     gen.shown = {}             # (a stream that ended is not cut back by a late Stop)
     if gen.rows:
-        # The final state, always complete. It still holds the last update's steps (or those
-        # made since): a busy page may reach it before painting them all, and paints them
-        # first. Later views (another language, say) show the last step's bars alone.
+        # The whole final state, with the steps of the last update (a busy page may not have
+        # painted them yet); later views show the last step's bars alone.
         final = views.shown(session)
         gen.log = ((), ())
         yield {**final, "session": session}
@@ -157,8 +146,8 @@ def generate(prompt, max_new_tokens, mode, temperature, top_k, seed, stop_at_eot
 
 @handler(outputs=SHOWN)
 def next_token(prompt, output, mode, temperature, top_k, seed, session):
-    """/next_token: one more token of every model, continuing the generation the page shows
-    (from the same prompt); a new prompt (or a changed text) starts anew."""
+    """/next_token: one more token of every model after the text shown; a new prompt (or an
+    edited text) starts anew."""
     gen = session.generation
     if gen is not None and gen.streaming:
         # The stream's next update would overwrite this step: refuse it, visibly.
@@ -169,10 +158,7 @@ def next_token(prompt, output, mode, temperature, top_k, seed, session):
     continuing = (gen is not None and gen.keys == session.keys and gen.prompt == prompt
                   and output == gen.text)
     if not continuing:
-        ids = models_prompt_ids(prompt, models)
-        use(session, prompt)
-        gen = Generation(prompt, len(ids), [list(ids) for _ in models], [],
-                         [None] * len(models), {}, prompt, keys=session.keys)
+        gen = _new(session, prompt, models)
     _, temperature, top_k, seed = _arguments(1, mode, temperature, top_k, seed)
     steps, where = [], []
     for key, model, ids in zip(session.keys, models, gen.ids):
@@ -201,8 +187,7 @@ def clear(session):
 
 
 def cut_at(gen: Generation, step) -> Generation:
-    """``gen`` as it was at ``step`` (its text, table, bars and speed line then), if that step
-    of it is kept; else ``gen`` itself."""
+    """``gen`` as it was at ``step``, if that step is kept; else ``gen`` itself."""
     if isinstance(step, bool) or not isinstance(step, (int, float)) or step not in gen.shown:
         return gen
     step = int(step)
@@ -216,10 +201,8 @@ def cut_at(gen: Generation, step) -> Generation:
 @handler(outputs=SHOWN)
 def stopped(session, shown=None):
     """After Stop (or a failure): the generation as far as the page showed it (``shown``: the
-    step on screen when Stop was pressed; the steps after it, which the model had made, were
-    never shown: issue 47, item 10), else as far as the server got, with the whole step table,
-    no longer streaming. It takes the generation's place (a new object: the stream, should it
-    make one more step, adds it to its own)."""
+    step on screen when Stop was pressed), else as far as the server got, no longer streaming.
+    A new object takes its place: a step the stream still makes goes to the old one."""
     gen = session.generation
     if gen is not None:
         # Stop's call and the cancelled stream's (a failure: no ``shown``) come in either order
@@ -265,8 +248,8 @@ def sampling_controls(mode):
 
 @refresh.renders("gen_output", "bars", "history", "speed", "lens_plot", "mode")
 def render(session) -> dict:
-    """The last generation's bars, steps and speed, and the logit lens, as they were (the
-    text, which the user may have edited, only for new models: theirs, none)."""
+    """The last generation's views and the logit lens; the text (maybe edited) for new models
+    only."""
     out = views.shown(session)
     if not session.new_models:
         out.pop("gen_output")
@@ -282,9 +265,7 @@ def _step_root(name: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 def create(page):
-    # What a lecturer projects while tokens stream (the text and the bars) sits at the top,
-    # side by side, so that it is on screen at 1280x720; the settings are above the buttons in
-    # the same column, the step table and the logit lens below.
+    # The text and the bars side by side at the top: on screen at 1280x720 for a lecture.
     with gr.Row(equal_height=False):
         with gr.Column(scale=1):
             page.add(Textbox(DEFAULT_PROMPT, label=label("gen.prompt", "Prompt"), lines=2,
@@ -340,8 +321,7 @@ def create(page):
 def wire(page):
     page.on("mode.change", sampling_controls, ["mode"], api_visibility="private")
     sampling = ["mode", "temperature", "top_k", "sampling_seed"]
-    # A stream mostly waits for the screen (STEP_INTERVAL_S), and one decoded for another
-    # session costs nothing more: many may stream at once.
+    # A stream mostly waits for the screen, or is another session's: many may stream at once.
     decoding = dict(concurrency_limit=16, concurrency_id="generate", show_progress="hidden")
     generating = page.on("gen_btn.click", generate,
                          ["gen_prompt", "max_new", *sampling, "stop_eot", "session"],
@@ -351,11 +331,10 @@ def wire(page):
             api_name="next_token", **decoding)
     page.on("gen_clear_btn.click", clear, ["session"], api_visibility="private",
             show_progress="hidden")
-    # Stop: the page says which step it shows (page.js; it shows the steps in turn, behind
-    # the model), and the generation ends there.
+    # Stop: the generation ends at the step the page shows (page.js says which).
     stop = page["stop_btn"].click(None, None, page["gen_shown"], cancels=[generating],
                                   js=SHOWN_STEP_JS, api_visibility="private")
-    # (no progress overlay either: over the speed line, its "processing" text hid the end)
+    # (no progress overlay: its "processing" text hid the speed line's end)
     page.then(stop, stopped, ["session", "gen_shown"], success=False,
               api_visibility="private", show_progress="hidden")
     page.then(generating, stopped, ["session"], on="failure", api_visibility="private",

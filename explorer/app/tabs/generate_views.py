@@ -1,13 +1,12 @@
 """What the Generate tab shows of the session's generation (``session.Generation``): its text,
-each model's bars, the speed line and the step table, from plain data kept in the session (so
-that a language or lecture-mode toggle draws them again)."""
+bars, speed line and step table, drawn from plain data (a toggle draws them again)."""
 from __future__ import annotations
 
 import gradio as gr
 
 from ... import native
 from ...book.tokenizer import get_tokenizer
-from ...probes.compare import first_parting, parted
+from ...probes.compare import first_parting, parted, parted_runs
 from .. import comparison
 from ..i18n import say, t
 from ..plots.generation import next_token_bars_html, parted_texts_html, steps_table_html
@@ -36,19 +35,8 @@ def decode(ids):
     return tokenizer.decode([i for i in ids if i < tokenizer.n_vocab])
 
 
-def _runs(ids, flags):
-    """Generated ids as runs of (text, parted): consecutive tokens with the same flag are
-    decoded together (so a character made of several byte tokens stays whole)."""
-    runs, start = [], 0
-    for i in range(1, len(ids) + 1):
-        if i == len(ids) or flags[i] != flags[start]:
-            runs.append((decode(ids[start:i]), flags[start]))
-            start = i
-    return runs
-
-
 def bars(step, name=None, new=(), flags=(), stopped=False) -> dict:
-    """What one model's bars show, as plain data (kept in the session, to draw them again)."""
+    """What one model's bars show, as plain data."""
     chosen = step.top_ids.index(step.token_id) if step.token_id in step.top_ids else None
     side = dict(texts=list(step.top_texts), probs=[float(p) for p in step.top_probs],
                 chosen=chosen)
@@ -63,8 +51,8 @@ def bars(step, name=None, new=(), flags=(), stopped=False) -> dict:
 
 
 def speed_text(speed) -> str:
-    return _speed_text(speed) + (t("gen.stopped", " · <b>stopped</b>") if speed.get("stopped")
-                                 else "")
+    stopped = t("gen.stopped", " · <b>stopped</b>") if speed.get("stopped") else ""
+    return _speed_text(speed) + stopped
 
 
 def _speed_text(speed) -> str:
@@ -98,8 +86,7 @@ def _speed_text(speed) -> str:
 
 
 def history_html(session, live=False) -> str:
-    """The step table (newest first); with two models, both texts over it with the tokens
-    where they part marked."""
+    """The step table; with two models, both texts over it, where they part marked."""
     gen = session.generation
     rows = gen.rows if gen else []
     width = 2 if gen and len(gen.ids) == 2 else 1
@@ -111,8 +98,9 @@ def history_html(session, live=False) -> str:
         return table
     new = [ids[gen.start:] for ids in gen.ids]
     flags = parted(*new)
-    return parted_texts_html(gen.prompt, [_runs(ids, flags[:len(ids)]) for ids in new],
-                             comparison.names(session), first_parting(*new)) + table
+    runs = [parted_runs(ids, flags[:len(ids)], decode) for ids in new]
+    return parted_texts_html(gen.prompt, runs, comparison.names(session),
+                             first_parting(*new)) + table
 
 
 def bars_hint() -> str:
@@ -129,8 +117,7 @@ def _step(tag, run, step, html) -> str:
 
 
 def logged(gen, fresh=False):
-    """This step's bars and speed line after the update's others (``fresh``: the first step of
-    an update; see generate.STREAM_INTERVAL_S)."""
+    """This step's bars and speed line after the update's others (``fresh``: its first)."""
     n = gen.speed["n"]
     bars, speed = ((), ()) if fresh else gen.log
     gen.log = ([*bars, _step("div", gen.run, n, next_token_bars_html(gen.bars))],
@@ -150,8 +137,7 @@ def shown(session, live=False, table=True) -> dict:
 
 def record(gen, steps, models, rate, new, shared=False, where=()):
     """The latest step of every model into ``gen`` (``rate``: steps a second so far;
-    ``shared``: the steps come from the shared cache, decoded for another session;
-    ``where``: notes of where they were decoded)."""
+    ``shared``: from the shared cache; ``where``: where they were decoded)."""
     n = max(len(x) for x in new)
     flags = parted(*new) if len(new) == 2 else []
     names = NAMES if len(new) == 2 else (None,)

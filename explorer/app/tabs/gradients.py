@@ -32,7 +32,6 @@ def lesson(session) -> dict:
     key = session.models[0].key
     cfg = key.config
     if model_bytes(cfg) > MAX_MODEL_BYTES:
-        # The book's chart does not depend on the model: show it, and say why this one is not
         return {"book_grad_plot": book, "gpt_grad_plot": empty_figure(
             t(*PER_BLOCK), t("gradients.too_large", "This model is too large for this "
                                                     "comparison:<br>it builds two trainable "
@@ -40,8 +39,7 @@ def lesson(session) -> dict:
                                                     "teaching preset to see it."), 500)}
     ids = get_tokenizer().encode(DEFAULT_PROMPT + " forward, one step at a time.")
     ids = ids[: cfg.context_length]
-    # The lesson builds the config fresh: under the session's seed, or the book's 123 when the
-    # session's weights were loaded (they have no seed).
+    # Built fresh: with the session's seed, or the book's 123 for loaded weights (no seed).
     seed = 123 if key.seed is None else key.seed
     with_sc = gpt_gradients(cfg.replace(shortcut=True), ids, seed=seed)
     without = gpt_gradients(cfg.replace(shortcut=False), ids, seed=seed)
@@ -53,8 +51,7 @@ def lesson(session) -> dict:
 
 @dataclass(frozen=True)
 class Lesson(View):
-    """Whether the lesson's charts are shown for these models (new models, or B removed:
-    none until the button is pressed again)."""
+    """Whether the lesson's charts are shown for these models."""
 
     on: bool = False
 
@@ -70,8 +67,7 @@ def gradient_views(session):
 
 @refresh.renders(*PLOTS)
 def render(session) -> dict:
-    """The lesson's charts once the button was pressed for these models (a new model clears
-    them: none until it is pressed again)."""
+    """The lesson's charts, once the button was pressed for these models."""
     if session.view(Lesson).on:
         return lesson(session)
     return {"book_grad_plot": None, "gpt_grad_plot": None}

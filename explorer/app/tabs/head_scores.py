@@ -1,7 +1,5 @@
 """The Attention tab's head scores (``explorer.probes.head_scores``): the heads with a clear job,
-named ("layer 4, head 11: previous token, 0.93"; a click shows that head), and every head's
-scores as a table; for one model or two (A's, then B's). Not a tab of its own (no ``TABS``
-entry): the Attention tab shows it, and the Inside tab's export carries the scores."""
+named (a click shows that head), and every head's scores as a table; A's, then B's."""
 from __future__ import annotations
 
 import math
@@ -29,7 +27,7 @@ DEFINITIONS = ("heads.definitions", "**Head scores**, from 0 to 1. *Previous tok
 
 
 def scores_of(session) -> list:
-    """Each model's ``HeadScores`` for its trace (shared: computed once per model and prompt)."""
+    """Each model's ``HeadScores`` for its trace (shared)."""
     return [shared_head_scores(key, model, traced)
             for key, model, traced in zip(session.keys, models_of(session), session.traces)]
 
@@ -39,8 +37,8 @@ def _picked(side: int, layer: int, head: int) -> str:
 
 
 def removed_of(session) -> list:
-    """Each model's heads whose output its interventions take away (B = A with a head
-    zeroed): their pattern is still computed, and scores as before."""
+    """Each model's heads whose output its interventions take away (their pattern scores as
+    before)."""
     return [Interventions.of(key.interventions).removed_heads(key.config.n_layers,
                                                               key.config.n_heads)
             for key in session.keys]
@@ -48,9 +46,8 @@ def removed_of(session) -> list:
 
 def named_choices(scores: list, names, n_layers: int, n_heads: int, layer, head,
                   removed=None) -> dict:
-    """The radio of named heads: each model's heads with a score at least ``CLEAR_JOB`` of
-    the way from its chance level to 1 (``HeadScores.named``) that model A's pickers can show,
-    each with that chance level; the head shown selected when it is one of them."""
+    """The radio of each model's named heads (``HeadScores.named``) that A's pickers can show,
+    with the head shown selected."""
     choices, beyond, knocked = [], 0, 0
     for side, found in enumerate(scores):
         prefix = f"{names[side]} — " if names else ""
@@ -88,21 +85,23 @@ def _chance_text(chance: dict) -> str:
                      if job in JOBS and not math.isnan(value))
 
 
+def _score(value):
+    return None if math.isnan(value) else round(float(value), 3)
+
+
 def table(scores: list, names) -> pd.DataFrame:
-    """Every head's scores, one row per head (with two models, a column names each)."""
+    """Every head's scores, a row per head (with two models, a column names the model)."""
     columns = [t("heads.layer", "layer"), t("heads.head", "head"),
                *(t(*JOBS[job]) for job in JOBS)]
     rows = []
     for side, found in enumerate(scores):
+        model = [names[side]] if names else []
         for l in range(found.previous.shape[0]):
             for h in range(found.previous.shape[1]):
-                values = [getattr(found, job)[l, h] for job in JOBS]
-                rows.append(([names[side]] if names else []) + [l, h, *(
-                    None if math.isnan(v) else round(float(v), 3) for v in values)])
+                rows.append(model + [l, h, *(_score(getattr(found, job)[l, h]) for job in JOBS)])
         # what uniform attention scores on the same prompts: the level a score is read against
-        rows.append(([names[side]] if names else []) + [t("heads.uniform", "uniform"), "", *(
-            None if math.isnan(v) else round(float(v), 3)
-            for v in (found.chance.get(job, math.nan) for job in JOBS))])
+        rows.append(model + [t("heads.uniform", "uniform"), "",
+                             *(_score(found.chance.get(job, math.nan)) for job in JOBS)])
     return pd.DataFrame(rows, columns=([t("heads.model", "model")] if names else []) + columns)
 
 
@@ -120,7 +119,6 @@ def hints() -> dict:
 
 
 def create(page):
-    """Under the grid and the entropy map: the named heads; the definitions, every score."""
     with gr.Row():
         page.add(gr.Radio([], label=label("heads.title", "Heads with a clear job"),
                           elem_id="att_named"))

@@ -1,7 +1,6 @@
 """Tab 2, Inside the forward pass: trace a prompt, then see the statistics at every probe
 point across layers, one layer's distributions, a heatmap per token, and export them; for one
-model or two side by side. The shortcut lesson (book 4.4) sits in this tab, in its own module
-``gradients``."""
+model or two side by side. The shortcut lesson (book 4.4) is ``gradients``."""
 from __future__ import annotations
 
 import html
@@ -10,9 +9,9 @@ import json
 import gradio as gr
 
 from ...book.errors import ExplorerError, Message
-from ...book.probe_points import POINT_LABELS
 from ...book.tokenizer import get_tokenizer
 from ...probes import STAT_NAMES
+from ...probes.data import stat_rows
 from .. import comparison, refresh
 from ..prompts import trace_all
 from ..exports import csv_text, json_default, show_download, write_export
@@ -55,36 +54,19 @@ def _chip(tid, text):
     return f'<span class="chip">{shown}<small>{tid}</small></span>'
 
 
-def _whole(piece: bytes) -> bool:
-    """Whether these bytes are whole UTF-8 characters."""
-    try:
-        piece.decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False
-
-
 def chips_html(tr) -> str:
-    """One chip per token. A character that GPT-2 splits across byte tokens (Chinese, emoji:
-    each chip then shows a byte such as <0xE6>) is shown too: its byte chips sit in one group
-    headed by the character they make together."""
-    tokenizer = get_tokenizer()
-    raw = tokenizer.encoding.decode_single_token_bytes
-    pieces, pending, joined = [], [], b""
-    for tid, text in list(zip(tr.token_ids, tr.tokens))[:MAX_CHIPS]:
-        piece = raw(tid) if 0 <= tid < tokenizer.n_vocab else b""
-        if not pending and _whole(piece):
-            pieces.append(_chip(tid, text))
+    """One chip per token; the byte tokens of a character that GPT-2 splits (Chinese, emoji:
+    each chip shows a byte such as <0xE6>) sit in a group headed by that character."""
+    ids, pieces, start = tr.token_ids[:MAX_CHIPS], [], 0
+    for text, n in get_tokenizer().character_runs(ids):
+        chips = "".join(map(_chip, ids[start:start + n], tr.tokens[start:start + n]))
+        start += n
+        if text is None:
+            pieces.append(chips)
             continue
-        pending.append(_chip(tid, text))
-        joined += piece
-        if _whole(joined) or len(pending) >= 8:
-            word = html.escape(joined.decode("utf-8", errors="replace").strip() or "␣")
-            title = html.escape(t("inside.chip_group", "one text, {n} tokens", n=len(pending)))
-            pieces.append(f'<span class="chip-group" title="{title}">'
-                          f'<b>{word}</b>{"".join(pending)}</span>')
-            pending, joined = [], b""
-    pieces.extend(pending)
+        title = html.escape(t("inside.chip_group", "one text, {n} tokens", n=n))
+        pieces.append(f'<span class="chip-group" title="{title}">'
+                      f'<b>{html.escape(text.strip() or "␣")}</b>{chips}</span>')
     more = len(tr.token_ids) - MAX_CHIPS
     tail = (f"<span>{t('inside.more_tokens', '… and {n} more tokens', n=more)}</span>"
             if more > 0 else "")
@@ -108,16 +90,13 @@ def summary(session) -> str:
 # ---------------------------------------------------------------------------------------------
 # The views
 def _main_points(traces):
-    """What the main chart compares across layers: norm1's input and output (before and
-    after LayerNorm); in a model without LayerNorm, the residual stream entering and leaving
-    each block, whose scale then drifts with depth."""
+    """Before and after norm1; without LayerNorm, the stream entering and leaving each block."""
     if all("ln1_in" in tr.points for tr in traces):
         return ("ln1_in", "ln1_out")
     return ("resid_pre", "resid_post")
 
 
 def views(session, layer, pair, heat_point, heat_stat) -> dict:
-    """The statistics across layers, the distribution and the heatmap of every model."""
     traces = traces_of(session)
     names = comparison.names(session)
     layer = layer_in(traces[0].n_layers, layer, LAYER)
@@ -146,8 +125,7 @@ CHOICES = ("inside_layer", "pair", "heat_point", "heat_stat")   # the views' pic
 @handler(outputs=("chips", "trace_info", *VIEWS, "session"),
          inputs=("trace_prompt", "session", *CHOICES))
 def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
-    """/trace: every model traces the prompt, one after the other (one trace's memory at a
-    time)."""
+    """/trace: every model traces the prompt, one after the other."""
     trace_all(session, prompt)
     return {"chips": chips_html(session.traces[0]), "trace_info": summary(session),
             **views(session, layer, pair, heat_point, heat_stat), "session": session}
@@ -155,8 +133,7 @@ def run_trace(prompt, session, layer, pair, heat_point, heat_stat):
 
 @handler(outputs=(*run_trace.outputs, refresh.trace_outputs), inputs=run_trace.inputs)
 def trace_shown(prompt, session, layer, pair, heat_point, heat_stat):
-    """The Trace button: /trace, and the other tabs' views of the new trace (the activation
-    curves, the attention shown)."""
+    """The Trace button: /trace, and the other tabs' views of the new trace."""
     out = run_trace(prompt, session, layer, pair, heat_point, heat_stat)
     return {**refresh.render_of_trace(session), **out}
 
@@ -170,30 +147,19 @@ def inside_views(session, layer, pair, heat_point, heat_stat):
 
 @handler(outputs=("hist_plot", "heat_plot", "session"))
 def choice_changed(session, layer, pair, heat_point, heat_stat):
-    """A picker moved: /inside_views, or, with no trace to show, the choice kept (quiet)."""
-    if not session.traces:
-        choose(session, inside_layer=layer, pair=pair, heat_point=heat_point,
-               heat_stat=heat_stat)
-        return {"session": session}
-    return {**inside_views(session, layer, pair, heat_point, heat_stat), "session": session}
+    """A picker moved: /inside_views; with no trace yet, the choice kept, quietly."""
+    if session.traces:
+        return {**inside_views(session, layer, pair, heat_point, heat_stat), "session": session}
+    choose(session, inside_layer=layer, pair=pair, heat_point=heat_point, heat_stat=heat_stat)
+    return {"session": session}
 
 
 @handler(outputs=("export_stats_file",))
 def export_stats(session, fmt):
-    """/export_stats: the last trace's statistics (with two models, B's rows after A's, each
-    row naming its model)."""
+    """/export_stats: the last trace's statistics (with two models, B's rows after A's)."""
     traces = traces_of(session)
     fmt = as_choice(fmt, Message("field.export_format", "export format"), EXPORT_FORMATS)
-    rows = []
-    for name, traced in zip(NAMES, traces):
-        for group in (traced.points, traced.final):
-            for point, s in group.items():
-                for layer in range(s.overall["mean"].shape[0]):
-                    row = {"model": name} if len(traces) > 1 else {}
-                    row.update({"point": point, "where": POINT_LABELS[point],
-                                "layer": layer if group is traced.points else "final"})
-                    row.update({k: float(v[layer]) for k, v in s.overall.items()})
-                    rows.append(row)
+    rows = stat_rows(traces, NAMES)
     tr = traces[0]
     if fmt == "JSON":
         path = write_export("activation_stats.json", json.dumps(
@@ -213,8 +179,8 @@ def export_stats(session, fmt):
 
 @refresh.renders(*RESULTS, "inside_layer", "pair", "heat_point", of_trace=True)
 def render(session) -> dict:
-    """The pickers fitted to the models; the last trace's views (model A's, when B was
-    removed), else the hints; no export of models that are gone."""
+    """The pickers fitted to the models; the last trace's views (A's, when B was removed), else
+    the hints; no export of models that are gone."""
     out = {"inside_layer": fitted_layer(session, "inside_layer"), **fitted_probes(session)}
     if session.new_models:
         out["export_stats_file"] = gr.update(value=None, visible=False)
@@ -274,11 +240,9 @@ def wire(page):
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
     page.on(["trace_btn.click", "trace_prompt.submit"], trace_shown, api_visibility="private",
             show_progress_on=[page["trace_info"]], **inspect)
-    # (.input: the user's change; render draws the views of the pickers it fits)
     page.on([f"{name}.input" for name in choices], choice_changed, ["session", *choices],
             api_visibility="private", **inspect)
-    # For API clients (a hidden button): /trace, and /inside_views, the same views as the
-    # pickers', with a message where there is no trace (the page's events stay quiet then)
+    # For API clients (a hidden button); /inside_views without a trace says so
     page.on("inside_api_btn.click", run_trace, api_name="trace", **inspect)
     page.on("inside_api_btn.click", inside_views, ["session", *choices],
             api_name="inside_views", **inspect)

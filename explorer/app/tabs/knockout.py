@@ -1,14 +1,8 @@
-"""Tab 7, Knock out: what breaks if a part is taken out of the model now? **Intervene** makes
-model B = model A with parts knocked out (heads zeroed or mean-ablated, a sub-layer skipped, a
-LayerNorm replaced by the identity or frozen, a shortcut removed, GELU swapped for ReLU, the
-positional embedding dropped), and every tab shows A beside it, as for any model B. The
-weights are A's: the interventions act while B runs (``explorer.probes.intervening``).
-
-**Which parts matter** knocks out every head and every part of every block in turn, for the
-prompt or the training story, and shows what each costs (``knockout_map``); a click on a cell
-makes that knock-out model B."""
+"""Tab 7, Knock out: what breaks if a part is taken out of the model? **Intervene** makes model
+B = model A with parts knocked out (``explorer.probes.interventions``: A's weights, the
+interventions acting while B runs), and every tab shows A beside it. **Which parts matter**
+maps what each part costs (``knockout_map``); a click on a cell makes that knock-out B."""
 from __future__ import annotations
-
 
 import gradio as gr
 
@@ -33,15 +27,12 @@ from .knockout_map import (TEXTS, MapView, b_interventions, map_html, metric_cha
 
 TITLE = ("tab.knockout", "7 · Knock out")
 ID = "knockout"
-# The choices in the string form's words (code, as the book names the parts: not translated)
-# (patches take their values from a clean prompt: the Patching tab makes them, not the builder)
-KIND_NAMES = {k.kind: f"{k.verb} {k.part}" + (" · heads" if k.heads else "") for k in KINDS
-              if not k.patch}
+# The builder's kinds (patches need a clean prompt: the Patching tab makes them)
+KIND_NAMES = tuple(k.kind for k in KINDS if not k.patch)
 
 
 def _form(kind) -> str:
-    """The string form of a kind, with l and h for the block and head: what the
-    interventions box takes ("zero trf_blocks[l].att head h")."""
+    """A kind's string form, l and h for block and head ("zero trf_blocks[l].att head h")."""
     one = Intervention(kind.kind, None if kind.part in MODEL_PARTS else 0,
                        (0,) if kind.heads else ())
     return str(Interventions((one,))).replace("trf_blocks[0]", "trf_blocks[l]").replace(
@@ -49,17 +40,9 @@ def _form(kind) -> str:
 
 
 def kind_choices() -> list[tuple[str, str]]:
-    """The parts to knock out: what each does, in the page's language, then its string form
-    ("att head h zeroed — zero trf_blocks[l].att head h")."""
+    """What each part does, in the page's language, then its string form."""
     return [(t(*k.text, part=k.part, block="trf_blocks[l]", heads="h") + " — " + _form(k),
-             k.kind) for k in KINDS if not k.patch]
-
-
-def spec_of(text) -> Interventions:
-    if not isinstance(text, str):
-        raise ExplorerError("knock.spec_not_text", "The interventions must be text, such as "
-                                                   "'zero trf_blocks[3].att head 5'.")
-    return Interventions.parse(text)
+             k.kind) for k in map(KINDS_BY_NAME.get, KIND_NAMES)]
 
 
 def note(session) -> str:
@@ -75,10 +58,8 @@ def note(session) -> str:
 @handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def intervene(spec, session):
     """/intervene: model B = model A with the interventions of ``spec`` (the string form,
-    parts joined by ';'). The prompt the session had traced is traced again, by both, for the
-    Inside and Attention tabs. The Attention tab stays on the layer and head the user chose
-    (it once moved to the block after the first knocked-out one, unasked)."""
-    interventions = spec_of(spec)
+    parts joined by ';'); the session's prompt traced again by both."""
+    interventions = Interventions.parse(spec)
     prompt = session.prompt
     comparison.intervened(session, interventions)
     if prompt is not None:
@@ -89,9 +70,8 @@ def intervene(spec, session):
 
 @handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def cell_clicked(session, evt: gr.EventData):
-    """A cell of the map was clicked: its knock-out (the event's value) becomes model B. The
-    page numbers its clicks (``click``): the map says the last one applied, and the page
-    shows those still queued."""
+    """A cell of the map clicked: its knock-out (the event's value) becomes model B. The page
+    numbers its clicks: the map says the last one applied (the page shows those queued)."""
     data = gradio_private.event_data(evt) if evt is not None else None
     click = data.get("click") if isinstance(data, dict) else None
     if isinstance(click, int) and not isinstance(click, bool):
@@ -115,7 +95,7 @@ def add_part(spec, kind, layer, every_block, heads, session):
     whole_model = kind.part in MODEL_PARTS
     one = Intervention(kind.kind, None if every or whole_model else
                        as_int(layer, Message("field.layer", "layer")), tuple(chosen))
-    current = spec_of(spec or "")
+    current = Interventions.parse(spec or "")
     both = str(Interventions((*current, one)).check(session.models[0].key.config))
     split_checked(both)                      # the box never holds what Intervene refuses
     return {"knock_spec": both}
@@ -124,8 +104,8 @@ def add_part(spec, kind, layer, every_block, heads, session):
 @refresh.renders("knock_note", "knock_map", "knock_layer", "knock_spec", "knock_text",
                  "knock_metric", "knock_kind")
 def render(session) -> dict:
-    """The note and the map; new models: the interventions box says B's interventions (none:
-    empty, so that a knock-out typed for another model is not applied to this one)."""
+    """The note and the map; new models: the box holds B's interventions (none: empty, so that
+    one typed for another model is not applied to this one)."""
     out = {"knock_note": note(session), "knock_map": map_html(session),
            "knock_layer": fitted_layer(session, "knock_layer"),
            "knock_text": gr.update(choices=[(t(*v), k) for k, v in TEXTS.items()]),
@@ -139,8 +119,7 @@ def render(session) -> dict:
 # ---------------------------------------------------------------------------------------------
 def create(page):
     page.add(gr.Markdown(note(Session()), elem_id="knock_note"))
-    # The map first (what a lecturer shows), the text it measures above it, then the builder
-    # of an intervention.
+    # The map first (what a lecturer shows), then the builder of an intervention.
     with gr.Row():
         page.add(gr.Radio([(t(*v), k) for k, v in TEXTS.items()], value="the prompt",
                           label=label("knock.text", "text"), elem_id="knock_text"))

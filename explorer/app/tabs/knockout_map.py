@@ -1,7 +1,5 @@
-"""Tab 7's map of which parts matter: every head and every part of every block of model A
-knocked out in turn, for the prompt or the training story, and what each costs; first
-estimated at once (one forward and one backward pass), then exact, cell by cell, in a stream.
-A click on a cell makes that knock-out model B (``knockout.cell_clicked``)."""
+"""Tab 7's map of which parts matter: what knocking out each head and each part of each block
+of model A costs on a text, estimated at once, then made exact cell by cell in a stream."""
 from __future__ import annotations
 
 import threading
@@ -11,11 +9,11 @@ from dataclasses import dataclass
 import gradio as gr
 
 from ...book.errors import Message
-from ...book.tokenizer import get_tokenizer
 from ...probes.attribution import TOP, estimate_sent, exact_tables, take_exact
+from ...probes.maps import knockout_numbers, knockout_plan
 from ...runtime import offload
 from ...runtime.placement import Work
-from ...runtime.training.setup import default_corpus
+from ...runtime.training.setup import story_text
 from ..handlers import handler
 from ..i18n import say, t
 from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids
@@ -28,15 +26,6 @@ from ..shared import CACHE, model_a
 
 TEXTS = {"the prompt": ("knock.text_prompt", "the prompt"),
          "the training story": ("knock.text_story", "the training story (its first tokens)")}
-STORY_TOKENS = 64
-
-
-def story_text(cfg=None) -> str:
-    """The training story's first ``STORY_TOKENS`` tokens (fewer for a short context), as text
-    for the box above the map."""
-    ids = get_tokenizer().encode(default_corpus().text[:4 * STORY_TOKENS * 8])
-    most = STORY_TOKENS if cfg is None else min(STORY_TOKENS, cfg.context_length)
-    return get_tokenizer().decode(ids[:most])
 
 
 @handler(outputs=("knock_prompt",))
@@ -65,8 +54,7 @@ def release(session_hash) -> None:
 
 
 def _status(state: str, result, **fields) -> tuple:
-    """The progress line's state, kept with the map so that it is said in the page's language
-    when drawn."""
+    """The progress line's state, said in the page's language when drawn."""
     return (state, {"exact": result.n_exact, "cells": len(result.cells()), **fields})
 
 
@@ -95,28 +83,9 @@ def _state_text(state, f) -> str:
     return t("knock.all_exact", "Every cell exact ({seconds:.1f} s for the exact values).", **f)
 
 
-def _chunks(result, everywhere: bool):
-    """The cells to make exact, in the order they come: the estimate's top ``TOP`` and the
-    cells without an estimate shown (exact-only, blind) one at a time (each turns exact as it
-    comes); then, for exact everywhere (asked for, or an estimate that missed one of those
-    exact values by more than ``MISS``: asked once they are in), the rest one batch per block
-    and table (as the exact map batches them)."""
-    order = result.order()
-    first = TOP + sum(1 for c in order if not result.trusted(c))
-    for cell in order[:first]:
-        yield [cell]
-    if not (everywhere or result.estimate_failed):
-        return
-    groups: dict[tuple, list] = {}
-    for cell in order[first:]:
-        groups.setdefault(cell[:2], []).append(cell)
-    yield from groups.values()                   # (in the order of their largest estimate)
-
-
 @dataclass(frozen=True)
 class MapView(View):
-    """The knock-out map of model A (kept while B changes: B is A knocked out, or a pinned
-    model), and the last of the page's numbered clicks that was applied."""
+    """Model A's knock-out map (kept while B changes), and the last click applied."""
 
     result: object = None           # explorer.probes' KnockoutResult
     metric: str = "loss"
@@ -127,11 +96,9 @@ class MapView(View):
 
 @handler(outputs=("knock_map", "knock_numbers", "session"))
 def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
-    """/knockout_map: every head and every part of every block of model A, for the text
-    ``prompt``: first estimated at once (one forward and one backward pass), drawn; then
-    exact values, largest estimate first, each cell turning exact as it comes: the estimate's
-    top 10 and the cells it cannot estimate, or with ``everywhere`` every cell (the exact map).
-    ``metric`` chooses what the map colours. A stream: each update is the map so far."""
+    """/knockout_map (streams): model A's map for the text ``prompt``, estimated, then exact
+    where it counts (``knockout_plan``; every cell with ``everywhere``), coloured by
+    ``metric``. Each update is the map so far."""
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)
     everywhere = as_flag(everywhere, Message("field.knock_everywhere", "exact everywhere"))
     model = model_a(session)
@@ -158,7 +125,7 @@ def parts_map(prompt, metric, everywhere, session, request: gr.Request = None):
                      status=_status("refining", result, where=where))
         yield _update(session, result)
         sent = time.perf_counter()
-        for chunk in _chunks(result, everywhere):
+        for chunk in knockout_plan(result, everywhere):
             if left.is_set() or not _going_on(session, result):
                 return             # the page left, Stop was pressed, or another map began
             # each cell: the rest of the model from its block, at most a pass
@@ -187,7 +154,7 @@ def _going_on(session, result) -> bool:
 
 
 def _update(session, result) -> dict:
-    return {"knock_map": map_html(session), "knock_numbers": numbers(result),
+    return {"knock_map": map_html(session), "knock_numbers": knockout_numbers(result),
             "session": session}
 
 
@@ -200,23 +167,6 @@ def stopped(session):
     return {"knock_map": map_html(session)}
 
 
-def numbers(result) -> dict:
-    """The map as plain numbers (for the API): exact values (None where not computed), the
-    estimates (None where there is none), and which cells are exact."""
-    def grid(a):
-        return None if a is None else [[None if v != v else float(v) for v in row] for row in a]
-    return {"token_ids": list(result.token_ids), "clean_loss": result.clean_loss,
-            "clean_prob": result.clean_prob, "layers": list(result.layer_labels),
-            "parts": list(result.parts), "head_loss": grid(result.head_loss),
-            "head_prob": grid(result.head_prob), "part_loss": grid(result.part_loss),
-            "part_prob": grid(result.part_prob), "head_estimate": grid(result.head_estimate),
-            "part_estimate": grid(result.part_estimate), "noise_floor": result.floor,
-            "head_blind": result.blind("head").tolist(),
-            "part_blind": (result.blind("part") & result.has_part).tolist(),
-            "estimate_missed": result.missed,
-            "exact_cells": result.n_exact, "cells": len(result.cells())}
-
-
 def b_interventions(session) -> str:
     """Model B's interventions in the string form ("" if B is none, or not a knock-out)."""
     b = session.models[1].key.interventions if len(session.models) == 2 else None
@@ -224,7 +174,7 @@ def b_interventions(session) -> str:
 
 
 def map_html(session) -> str:
-    """Model A's map, if there is one, with model B's knock-out outlined."""
+    """Model A's map, if any, with B's knock-out outlined."""
     shown = shown_map(session)
     if shown is None:
         return knockout_map_html(None, applied=session.view(MapView).applied)
@@ -234,8 +184,7 @@ def map_html(session) -> str:
 
 
 def shown_map(session):
-    """The map's view if the map was made for the session's model A (a new B keeps it: B is
-    A knocked out, or a pinned model); None, and the map forgotten, for another A."""
+    """The map's view if it is of the session's model A; None, and forgotten, for another A."""
     shown = session.view(MapView)
     if shown.result is None:
         return None

@@ -1,10 +1,7 @@
-"""Tab 8, Patching: which parts carry the answer? A clean prompt, a corrupted one of the same
-length, a right and a wrong answer; both patching maps of model A (each head; the residual
-stream at each block and position), estimated at once and made exact where they count
-(``explorer.probes.patching``), and each part's direct contribution to the answer's logit
-difference. A click on a cell makes that patch model B (A run on the corrupted prompt with
-the part taken from the clean run): every tab then shows A beside B on the corrupted prompt,
-as for any model B."""
+"""Tab 8, Patching: which parts carry the answer? For a clean and a corrupted prompt and a
+right and a wrong answer, model A's patching maps (``explorer.probes.patching``) and each
+part's direct contribution to the logit difference. A click on a cell makes that patch model
+B: every tab then shows A beside B on the corrupted prompt."""
 from __future__ import annotations
 
 import time
@@ -16,15 +13,16 @@ from ...book.errors import ExplorerError, Message
 from ...book.tokenizer import get_tokenizer
 from ...probes.interventions import Interventions
 from ...probes.direct import direct_attribution
-from ...probes.patching import (answer_id, estimate_sent, exact_tables, make_pair, plan,
-                                take_exact)
+from ...probes.maps import patching_numbers
+from ...probes.patching import answer_id, estimate_sent, exact_tables, make_pair, plan, take_exact
 from ...runtime import offload
-from ...runtime.training.copying_task import CopyingTask, copying_pair
+from ...runtime.patching_pairs import honesty, pair_texts
 from ...runtime.placement import Work
 from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
 from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids, selected
+from ..page import on_load_js
 from ..plots.patching import attribution_html, patching_html
 from ..prompts import trace_all
 from ..session import Session, View
@@ -33,13 +31,10 @@ from ..textbox import Textbox
 
 TITLE = ("tab.patching", "8 · Patching")
 ID = "patching"
-IOI = ("When Mary and John went to the store, John gave a drink to",
-       "When Alice and Bob went to the store, Bob gave a drink to", " Mary", " John")
 PAIRS = {"ioi": ("patch.pair_ioi", "GPT-2: indirect object (Mary and John)"),
          "copying": ("patch.pair_copying", "copying task: one symbol of the first half changed")}
 MAX_ANSWER_CHARS = 100      # an answer is one token: longer text is not one
 UPDATE_S = 0.25             # the stream sends the maps at most this often (and at its end)
-GPT2_REPO = "openai-community/gpt2"
 
 
 @dataclass(frozen=True)
@@ -57,49 +52,6 @@ class PatchPair(View):
     session, as /share_link's inputs stay the page's older ones."""
 
     texts: tuple[str, ...] = ()      # (clean, corrupted, right, wrong)
-
-
-def pair_texts(choice: str, cfg) -> tuple[str, str, str, str]:
-    """(clean, corrupted, right, wrong) of a ready-made pair, refused where model A cannot
-    read it."""
-    if choice == "ioi":
-        if cfg.vocab_size < get_tokenizer().n_vocab:
-            raise ExplorerError("patch.ioi_needs_gpt2", "The indirect-object pair is GPT-2 "
-                                "text, but model A reads only the first {vocab} token ids. "
-                                "Build GPT-2 small (pretrained) in the Build tab first.",
-                                vocab=cfg.vocab_size)
-        return IOI
-    task = CopyingTask()
-    if cfg.vocab_size < task.n_words:
-        raise ExplorerError("patch.copying_needs_words", "The copying pair uses the task's "
-                            "{n} words (token ids 0 to {last}); model A reads only {vocab}.",
-                            n=task.n_words, last=task.n_words - 1, vocab=cfg.vocab_size)
-    return copying_pair(task)
-
-
-def gpt2_cached() -> bool:
-    """GPT-2 small's weights are in this server's Hugging Face cache (no word to the hub)."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-        return isinstance(try_to_load_from_cache(GPT2_REPO, "model.safetensors"), str)
-    except Exception:  # noqa: BLE001 - no cache at all: not cached
-        return False
-
-
-def honesty(session) -> Message | None:
-    """What the maps of model A are worth: nothing, said plainly, for random weights."""
-    key = session.models[0].key
-    if key.source.kind != "random":
-        return None
-    cached = (Message("patch.gpt2_cached", "GPT-2 small's pretrained weights are cached on "
-                      "this server: build it in the Build tab (pretrained) to see the real "
-                      "circuit.") if gpt2_cached() else
-              Message("patch.gpt2_not_cached", "GPT-2 small's pretrained weights are not "
-                      "cached on this server: the Build tab downloads them once, where the hub "
-                      "can be reached; offline, train the copying task in the Train tab."))
-    return Message("patch.random", "Model A has random weights: these maps show how its random "
-                   "parts happen to move this logit difference, which says nothing about how a "
-                   "trained model finds the answer. {cached}", cached=cached)
 
 
 @handler(outputs=("patch_clean", "patch_corrupted", "patch_right", "patch_wrong"))
@@ -123,11 +75,9 @@ def _answer(text, model, name: Message) -> int:
 
 @handler(outputs=("patch_map", "patch_dla", "patch_numbers", "session"))
 def patch_maps(clean, corrupted, right, wrong, everywhere, session):
-    """/patching_map: both patching maps of model A for the pair (the head map: each head at
-    every position; the residual map: the stream entering each block at each position), in
-    shares of the clean result recovered, and the direct logit attribution of the clean
-    prompt. A stream: first the estimate, then the cells made exact where they count (every
-    cell with ``everywhere``, or where the estimate is not to be trusted)."""
+    """/patching_map (streams): both patching maps of model A for the pair, estimated, then
+    exact where they count (every cell with ``everywhere``), and the direct logit attribution
+    of the clean prompt."""
     everywhere = as_flag(everywhere, Message("field.patch_everywhere", "exact everywhere"))
     model = model_a(session)
     # limits before work: the prompts' length in characters (prompt_ids), then in tokens
@@ -166,31 +116,9 @@ def patch_maps(clean, corrupted, right, wrong, everywhere, session):
 
 def _update(session) -> dict:
     shown = session.view(PatchView)
-    return {**_views(session), "patch_numbers": numbers(shown.result, shown.attribution),
+    dla = None if isinstance(shown.attribution, Message) else shown.attribution
+    return {**_views(session), "patch_numbers": patching_numbers(shown.result, dla),
             "session": session}
-
-
-def numbers(result, attribution) -> dict:
-    """The maps and the attribution as plain numbers (for the API)."""
-    def grid(a):
-        return [[None if v != v else float(v) for v in row] for row in a]
-    out = {"clean_ids": list(result.pair.clean), "corrupted_ids": list(result.pair.corrupted),
-           "right": result.pair.right, "wrong": result.pair.wrong,
-           "clean_diff": result.clean_diff, "corrupted_diff": result.corrupted_diff,
-           "layers": list(result.layer_labels),
-           "head_share_estimate": grid(result.shares(result.head_estimate)),
-           "head_share_exact": grid(result.shares(result.head_exact)),
-           "resid_share_estimate": grid(result.shares(result.resid_estimate)),
-           "resid_share_exact": grid(result.shares(result.resid_exact)),
-           "noise_floor": result.floor, "first_order_miss": result.miss,
-           "exact_cells": result.n_exact, "cells": len(result.cells())}
-    if not isinstance(attribution, Message):
-        out["direct_attribution"] = {
-            "heads": grid(attribution.heads), "ff": [float(v) for v in attribution.ff],
-            "tok_emb": attribution.tok_emb, "pos_emb": attribution.pos_emb,
-            "biases": attribution.biases, "total": attribution.total,
-            "model_diff": attribution.model_diff, "final_norm_scale": attribution.final_scale}
-    return out
 
 
 def _shown(session) -> PatchView | None:
@@ -213,7 +141,7 @@ def _views(session) -> dict:
     shown = _shown(session)
     if shown is None:
         return {"patch_map": patching_html(None), "patch_dla": attribution_html(None)}
-    note = honesty(session)
+    note = honesty(session.models[0].key.source)
     dla = shown.attribution
     return {"patch_map": patching_html(shown.result, _current(session),
                                        say(note) if note else ""),
@@ -234,8 +162,7 @@ def note(session) -> str:
 
 
 def patched(session, interventions: Interventions, corrupted) -> None:
-    """Model B = model A with ``interventions`` (patches), and both models traced on the
-    corrupted prompt: the views compare A and B there."""
+    """Model B = model A with ``interventions`` (patches), both traced on the corrupted prompt."""
     comparison.intervened(session, interventions)
     trace_all(session, corrupted)
 
@@ -244,9 +171,6 @@ def patched(session, interventions: Interventions, corrupted) -> None:
 def patch_b(spec, corrupted, session):
     """/patch: model B = model A with the patch ``spec`` (the string form, e.g. "patch
     trf_blocks[1].att head 0 from 3,18,…"), both traced on ``corrupted``."""
-    if not isinstance(spec, str):
-        raise ExplorerError("knock.spec_not_text", "The interventions must be text, such as "
-                                                   "'zero trf_blocks[3].att head 5'.")
     patched(session, Interventions.parse(spec), corrupted)
     return {"session": session, **refresh.render_all(session)}   # (the prompt boxes: corrupted)
 
@@ -254,31 +178,14 @@ def patch_b(spec, corrupted, session):
 @handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def cell_clicked(corrupted, session, evt: gr.EventData):
     """A cell of a map was clicked: its patch becomes model B."""
-    return patch_b.__wrapped__(selected(evt, Message("field.patch_map", "the patching map")),
-                               corrupted, session)
+    return patch_b(selected(evt, Message("field.patch_map", "the patching map")), corrupted,
+                   session)
 
 
 @refresh.renders("patch_note", "patch_map", "patch_dla", "patch_pair")
 def render(session) -> dict:
     return {"patch_note": note(session), **_views(session),
             "patch_pair": gr.update(choices=[(t(*v), k) for k, v in PAIRS.items()])}
-
-
-# A click (or Enter) on a cell: its patch, as the select event's value.
-PATCH_JS = """
-const choose = (target) => {
-  const cell = target && target.closest ? target.closest('td[data-patch]') : null;
-  if (!cell || !element.contains(cell)) return false;
-  trigger('select', {value: cell.getAttribute('data-patch'), selected: true});
-  return true;
-};
-element.addEventListener('click', (event) => { choose(event.target); });
-element.addEventListener('keydown', (event) => {
-  if ((event.key === 'Enter' || event.key === ' ') && choose(event.target)) {
-    event.preventDefault();
-  }
-});
-"""
 
 
 def create(page):
@@ -304,7 +211,7 @@ def create(page):
                              min_width=120, elem_id="patch_everywhere"))
         page.add(gr.Button(label("patch.run", "Patch"), variant="primary", scale=0,
                            min_width=120, elem_id="patch_btn"))
-    page.add(gr.HTML(patching_html(None), elem_id="patch_map", js_on_load=PATCH_JS))
+    page.add(gr.HTML(patching_html(None), elem_id="patch_map", js_on_load=on_load_js("patch")))
     page.add(gr.HTML(attribution_html(None), elem_id="patch_dla"))
     page.add(gr.JSON(visible=False, elem_id="patch_numbers"))
     # the API's way to make a patch model B (a click on a cell sends its own event)

@@ -1,6 +1,5 @@
 """Pinning a second model, on the Build tab: "Pin this model as B" keeps the session's model
-beside the next one it builds, loads or trains (A), and every tab then shows both; "Unpin B"
-ends the comparison. A pinned model is just the session's second model."""
+beside the next one (A), and every tab shows both; "Unpin B" ends the comparison."""
 from __future__ import annotations
 
 import gradio as gr
@@ -16,8 +15,7 @@ HINT = ("pin.hint", "**Compare two models** — pin this one as **B**, then buil
 
 
 def pinned_owner(session_hash: str) -> str:
-    """The cache's holder name for a session's pinned trained model (the session's own
-    trained model is held under the session's name)."""
+    """The cache's holder name for a session's pinned trained model."""
     return f"{session_hash}#pinned"
 
 
@@ -43,8 +41,7 @@ def render(session) -> dict:
 
 @handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def pin_model(session, request: gr.Request = None):
-    """Pin the session's model as B. Until another model is built, loaded or trained, A and B
-    are the same model (every difference is zero)."""
+    """/pin_model: the session's model pinned as B (A too, until another comes)."""
     check_model(session)
     a = session.models[0]
     owner = _session_hash(request)
@@ -61,8 +58,7 @@ def pin_model(session, request: gr.Request = None):
 
 @handler(outputs=("session", *refresh.FIRST, refresh.all_outputs))
 def unpin_model(session, request: gr.Request = None):
-    """End the comparison (Unpin B, or Remove B of the Knock out tab): the session keeps its
-    model A, and A's traces (Inside and Attention show A alone)."""
+    """/unpin_model (and Remove B): the session keeps model A, and A's traces."""
     if not session.comparing:
         raise ExplorerError("pin.none", "No model is pinned.")
     release(_session_hash(request))
@@ -86,8 +82,7 @@ def create(page):
 
 
 def wire(page):
-    # In the builds' queue (one at a time, in order): a pin right after a build sees that
-    # build's model.
+    # In the builds' queue: a pin right after a build sees that build's model.
     queue = dict(concurrency_limit=1, concurrency_id="build", show_progress="hidden")
     page.on("pin_btn.click", pin_model, ["session"], api_name="pin_model", **queue)
     page.on("unpin_btn.click", unpin_model, ["session"], api_name="unpin_model", **queue)

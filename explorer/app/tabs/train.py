@@ -1,9 +1,6 @@
-"""Tab 6, Train: chapter 5's training of two to four of the chapter's variants side by side,
-watched live (loss curves, a table, per-block gradient norms, samples), stopped and continued;
-a trained variant then becomes the session's model A ("Use this model") or a file.
-
-The training itself runs in the server's one ``TrainingLab`` (a worker thread per job, one job
-per session, at most N at once); the page only streams ``job.view()`` while the job runs."""
+"""Tab 6, Train: chapter 5's training of two to four variants side by side, watched live,
+stopped and continued; a trained variant then becomes model A ("Use this model") or a file.
+The jobs run in the server's ``TrainingLab``; the page streams a job's view (``train_live``)."""
 from __future__ import annotations
 
 import os
@@ -58,7 +55,7 @@ NUMBER_WIDTH = 100
 
 
 def _owner(request, session=None) -> str:
-    """The session's hash, the lab's name for its job (kept in the session for its render)."""
+    """The session's hash: the lab's name for its job (kept in the session for render)."""
     if request is None or not getattr(request, "session_hash", None):
         raise ExplorerError("train.no_session", "This request has no session; open the page "
                                                 "(or a gradio_client Client) to train.")
@@ -107,8 +104,7 @@ def settings_of(steps, batch_size, context_length, lr, warmup_steps, eval_freq=N
 
 
 def variants_of(variants, preset, data=None):
-    """The chosen variants, on the chosen preset; for the copying task, on the task's own
-    model (its vocab_size is the task's words), whatever the preset."""
+    """The chosen variants, on the chosen preset (the copying task: on the task's model)."""
     variants = as_choices(variants, Message("field.variants", "variants"), VARIANT_CHOICES)
     if not 2 <= len(variants) <= MAX_VARIANTS:
         raise ExplorerError("train.variant_count", "Choose two to {most} variants to compare "
@@ -123,9 +119,8 @@ def variants_of(variants, preset, data=None):
                   "train_context", "train_lr", "train_warmup", "train_eval_freq",
                   "train_eval_iter"))
 def data_chosen(data, variants):
-    """The form for the data chosen (``comparison_for``): the copying task brings its own
-    comparison, model and settings (the model picker is hidden, since the task has its own
-    model); leaving it brings the default comparison's back."""
+    """The form for the data chosen (``comparison_for``): the copying task's own comparison
+    and settings, and no model picker; leaving it, the default comparison's."""
     preset = {"train_preset": gr.update(visible=data != COPYING)}
     comparison = comparison_for(data == COPYING, variants)
     if comparison is None:
@@ -141,8 +136,8 @@ def data_chosen(data, variants):
 def train_start(data, text, upload, variants, preset, steps, batch_size, context_length, lr,
                 warmup_steps, eval_freq=None, eval_iter=None, session=None,
                 request: gr.Request = None):
-    """/train_start (streams): start this session's job (replacing a stopped or finished one;
-    the same job as another session's when it asks for the same) and stream its view."""
+    """/train_start (streams): start this session's job (the same as another session's when
+    it asks for the same) and stream its view."""
     owner = _owner(request, session)
     chosen = variants_of(variants, preset, data)
     settings = settings_of(steps, batch_size, context_length, lr, warmup_steps, eval_freq,
@@ -158,8 +153,7 @@ def train_start(data, text, upload, variants, preset, steps, batch_size, context
 @handler(outputs=("train_batch", "train_lr", "train_warmup", "train_eval_freq",
                   "train_eval_iter"))
 def the_books_settings():
-    """The book's loop settings in the form (section 5.2: batch 2, lr 0.0004, evaluation every
-    5 steps on 5 batches); the model, steps and window stay as chosen."""
+    """The book's loop settings (section 5.2) in the form; model, steps and window as chosen."""
     book = book_settings()
     return {"train_batch": book.batch_size, "train_lr": book.lr, "train_warmup": 0,
             "train_eval_freq": book.eval_freq, "train_eval_iter": book.eval_iter}
@@ -167,8 +161,8 @@ def the_books_settings():
 
 @handler(outputs=LIVE)
 def train_stop(session=None, request: gr.Request = None):
-    """/train_stop: this session stops watching; the job stops after its current step unless
-    other sessions watch it (Continue resumes exactly there, or watches again)."""
+    """/train_stop: this session stops watching; the job stops after its step unless other
+    sessions watch it."""
     owner = _owner(request, session)
     return live(*job_view(shared.LAB.stop(owner), owner))
 
@@ -182,7 +176,7 @@ def train_continue(session=None, request: gr.Request = None):
 
 @handler(outputs=LIVE)
 def train_view(session=None, request: gr.Request = None):
-    """/train_view: this session's job as it is now (nothing of any other session's)."""
+    """/train_view: this session's job as it is now."""
     owner = _owner(request, session)
     job = shared.LAB.job(owner)
     return live(None) if job is None else live(*job_view(job, owner))
@@ -190,11 +184,9 @@ def train_view(session=None, request: gr.Request = None):
 
 @handler(outputs=(*LIVE, "train_replay_note"), pauses=True)
 def train_replay(speed, session=None, request: gr.Request = None):
-    """/train_replay (streams): this session's finished job drawn again from step 0, as it
-    was recorded, over the chosen time ("10 s", "30 s" or "60 s"). With no finished job, it
-    says so beside the button and changes nothing else: an error's toast covered Stop and
-    Continue, and the live view's three outputs each showed a red "Error" (issue 47, item
-    13)."""
+    """/train_replay (streams): this session's finished job drawn again from step 0 over the
+    time chosen. With no finished job, a note beside the button says so (a toast would cover
+    Stop and Continue, and each live output would show a red "Error")."""
     owner = _owner(request, session)
     seconds = REPLAY_SPEEDS[as_choice(speed, Message("field.replay_speed", "replay speed"),
                                       REPLAY_SPEEDS)]
@@ -222,7 +214,7 @@ def _trained(choice, owner):
     return job.trained_model(labels.index(choice)), job
 
 
-PROMPTS = BOXES      # (drawn by prompts.render: declared here too, the API's outputs)
+PROMPTS = BOXES      # (drawn by prompts.render; declared here too: the API's outputs)
 
 
 def _views_but_prompts() -> tuple[str, ...]:
@@ -231,10 +223,8 @@ def _views_but_prompts() -> tuple[str, ...]:
 
 @handler(outputs=("session", *refresh.FIRST, _views_but_prompts, *PROMPTS))
 def train_use(choice, session, request: gr.Request):
-    """/train_use: the chosen trained variant becomes model A: Inside, Attention, Activations
-    and Generate then show it, and the Build tab shows its config. A model of the copying task
-    reads only the task's words: the prompts of tabs 2, 5 and 7 become a repeated sequence of
-    them (the text their attention and knock-outs are about)."""
+    """/train_use: the chosen trained variant becomes model A. A model of the copying task
+    reads only the task's words: the session's prompt becomes a repeated sequence of them."""
     owner = _owner(request, session)
     trained, job = _trained(choice, owner)
     caption = trained_caption(trained, job.corpus.name)
@@ -253,8 +243,7 @@ def train_use(choice, session, request: gr.Request):
 
 @handler(outputs=("train_export_file",))
 def train_export(choice, session=None, request: gr.Request = None):
-    """/train_export: the chosen trained variant as model.safetensors + config.json (the
-    weights export; ``load_file`` reads them back)."""
+    """/train_export: the chosen trained variant as model.safetensors + config.json."""
     trained, job = _trained(choice, _owner(request))
     folder = tempfile.mkdtemp(prefix="gpt_explorer_")   # ours; never a path from user text
     files = export_model(trained.model, folder, source=WeightsSource.trained(
@@ -268,8 +257,7 @@ def files_shown():
 
 
 def variant_choices():
-    """The variants and the data to train on, named by the server in the page's language
-    (their values are English names that the browser must not translate)."""
+    """The variants named in the page's language (values: English names)."""
     return [(variant_name(v), v) for v in VARIANT_CHOICES]
 
 
@@ -279,8 +267,8 @@ def data_choices():
 
 @refresh.renders("train_variants", "train_data", *LIVE)
 def render(session) -> dict:
-    """The choices named in the page's language; the session's job as it is now, once an
-    event has told the session its hash (the lab's name for the job)."""
+    """The choices named in the page's language; the session's job, once an event has told the
+    session its hash."""
     out = {"train_variants": gr.update(choices=variant_choices()),
            "train_data": gr.update(choices=data_choices())}
     if session.session_hash is None:
@@ -294,7 +282,7 @@ def render(session) -> dict:
 
 
 def release(session_hash):
-    """The page closed: cancel the session's job and let go of its trained model."""
+    """The page closed: the session's job cancelled, its trained model let go."""
     shared.LAB.cancel(session_hash)
     CACHE.release(session_hash)
 
@@ -328,14 +316,12 @@ def create(page):
                            elem_id="train_eval_iter",
                            label=label("train.eval_iter", "evaluation batches")))
         # (the buttons no wider than their words: the rest of the row is the number boxes')
-        page.add(gr.Button(label("train.train", "Train"), variant="primary", min_width=90,
-                           scale=0, elem_id="train_btn"))
-        page.add(gr.Button(label("train.stop", "Stop"), min_width=90, scale=0,
-                           elem_id="train_stop_btn"))
-        page.add(gr.Button(label("train.continue", "Continue"), min_width=90, scale=0,
-                           elem_id="train_continue_btn"))
-        page.add(gr.Button(label("train.book", "The book's settings"), min_width=90, scale=0,
-                           elem_id="train_book_btn"))
+        for name, text_id, text in (("train_btn", "train.train", "Train"),
+                                    ("train_stop_btn", "train.stop", "Stop"),
+                                    ("train_continue_btn", "train.continue", "Continue"),
+                                    ("train_book_btn", "train.book", "The book's settings")):
+            page.add(gr.Button(label(text_id, text), min_width=90, scale=0, elem_id=name,
+                               variant="primary" if name == "train_btn" else "secondary"))
     with gr.Accordion(label("train.own_text", "Your own text (paste it, or upload a .txt) — "
                             "then choose it under data"), open=False, elem_id="train_own_text"):
         with gr.Row():
@@ -384,8 +370,7 @@ def wire(page):
             concurrency_limit=None, show_progress="minimal")
     page.on("train_stop_btn.click", train_stop, ["session"], api_name="train_stop",
             concurrency_limit=None, show_progress="hidden")
-    page.on("train_continue_btn.click", train_continue, ["session"],
-            api_name="train_continue",
+    page.on("train_continue_btn.click", train_continue, ["session"], api_name="train_continue",
             concurrency_limit=None, show_progress="minimal")
     page.on(page["train_tab"].select, train_view, ["session"], api_name="train_view",
             show_progress="hidden")

@@ -1,6 +1,5 @@
-"""What a session sees of a training job (the Train tab's live view): the progress line,
-the loss curves, the table, the gradient norms, the samples and the variant choice; and the
-stream that sends it while the job trains (the lab's job, watched by this session)."""
+"""The Train tab's live view of a training job, and the stream that sends it while the job
+trains."""
 from __future__ import annotations
 
 import time
@@ -19,25 +18,21 @@ from ...runtime.training.lab import session_view
 from ...runtime.training.views import Redraws
 
 POLL_SECONDS = 1.0      # how often the progress line is sent while a job trains
-# ... and the figures, the table and the samples at most this often: redrawing the two figures
-# is most of what a live update costs the page (bench/stream_long_tasks.py --train), and once a
-# second left a slow page little time to answer a click (bench/README.md: every 2 s now that
-# the figures are redrawn in place).
+# ... and the rest at most this often: redrawing the figures is most of what an update costs
+# the page, and once a second left a slow page little time to answer a click (bench/README.md)
 FIGURE_SECONDS = 2.0
 LIVE = ("train_progress", "train_loss_plot", "train_table", "train_grad_plot", "train_samples",
         "train_choice")
 
 
 def live(view, sharing: str = "") -> dict:
-    """The live view: progress (and ``sharing``, what the session shares of the job), loss
-    curves, table, gradient norms, samples, the variant choice for Use / Export."""
+    """The live view (``sharing``: what the session shares of the job)."""
     return {**_drawn(view, sharing), "train_choice": choice_of(view)}
 
 
 def live_of(job, seen, view, sharing) -> dict:
-    """``live(view, sharing)``, its figures drawn once for every session watching ``job`` at
-    the same point (``seen``), in the same language and mode. The cache keys them by the job's
-    key (a value): a key holding the job itself would keep its models alive."""
+    """``live(view, sharing)``, drawn once for every session that sees ``job`` at the same
+    point (``seen``). Keyed by the job's key: the job itself would keep its models alive."""
     return {**shared_figures(("train", job.key, seen), lambda: _drawn(view, sharing)),
             "train_choice": choice_of(view)}
 
@@ -50,8 +45,8 @@ def _drawn(view, sharing) -> dict:
 
 
 def choice_of(view, keep=False):
-    """The trained variants to choose from (unless ``keep``, the one to use chosen: on the
-    copying task the one with the induction head, else the first)."""
+    """The trained variants to choose from; unless ``keep``, one chosen (on the copying task
+    the one with the induction head, else the first)."""
     labels = [r.label for r in view.runs] if view is not None else []
     choices = [(variant_name(n), n) for n in labels]
     return gr.update(choices=choices) if keep else gr.update(
@@ -59,27 +54,23 @@ def choice_of(view, keep=False):
 
 
 def drawing_of(view, sharing) -> tuple:
-    """What a drawing of ``view`` shows (the key of its figures in the shared cache): its
-    status, sharing line and view settings first. The seconds too, as the progress line says
-    them: another run of the same job (the same key) took another time."""
+    """What a drawing of ``view`` shows: the key of its figures in the shared cache (the
+    seconds too: another run of the same job took another time)."""
     return (view.status, sharing, prefs.current(), view.step,
             tuple(len(r.eval_steps) for r in view.runs), tuple(r.sample_step for r in view.runs),
             round(view.seconds))
 
 
 def job_view(job, owner) -> tuple:
-    """``job``'s view as this session sees it (``session_view``), and the line saying what
-    it shares of the job."""
+    """``job``'s view as this session sees it, and the line saying what it shares of it."""
     view, sharing = session_view(shared.LAB, owner, job)
     return view, "" if sharing is None else " " + say(sharing)
 
 
 def watch(job, owner, clock=time.monotonic, note="", pausing=False):
-    """Yield the live view while ``job`` trains and this session watches it, when anything
-    changed, at most every POLL_SECONDS: the progress line alone, and the whole view when the
-    status, the sharing line, the language or the mode changed, and otherwise at most every
-    FIGURE_SECONDS (``Redraws``). The last yield is the whole view after the worker ended
-    (stopped, finished...) or the session stopped watching (others may watch on)."""
+    """Yield the live view while ``job`` trains and this session watches it: what changed,
+    every POLL_SECONDS at most (``Redraws``: the whole view or the progress line); last, the
+    whole view once the job ended or the session stopped watching."""
     redraws = Redraws(FIGURE_SECONDS, clock)
     while True:
         running = job.running and shared.LAB.watching(owner, job)

@@ -1,16 +1,9 @@
-"""The guided walk of the chapter's diagram, in tab 1: click a stage of the architecture view
-(or focus it and press Enter) to see, for the current prompt (the Inside tab's), the tensor's
-shape (batch, tokens, channels) and its statistics there, with the book's section. A block's
-stages are shown for the block picked beside the card.
-
-The page's script (``gptExplorer.walk``) turns a click on an element with ``data-stage`` into
-the diagram's ``select`` event, whose data names the stage. ``/stage_details`` is the same
-view for API clients (stage, block, prompt).
-
-The statistics come from a trace of the prompt by model A: the session's own trace when it is
-of this prompt (Inside → Trace), else the walk traces it once, lightly (no attention, no logit
-lens), and keeps that trace for the next clicks.
-"""
+"""The guided walk of the chapter's diagram, in tab 1: a click on a stage of the architecture
+view (``gptExplorer.walk`` in page.js makes it the diagram's ``select`` event) shows the
+tensor's shape and statistics there for the session's prompt, with the book's section; a
+block's stages for the block picked beside the card. ``/stage_details`` is the same card for
+API clients. The statistics come from model A's trace of the prompt: the session's, else one
+of the walk's own (no attention, no logit lens), kept for the next clicks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,16 +31,6 @@ STAGE = Message("field.stage", "stage")
 BLOCK = Message("field.block", "block")
 
 
-def _walk_trace(prompt, session):
-    """The prompt's trace for the walk: the statistics at every probe point, without the
-    attention weights or the logit lens (what a stage shows needs neither)."""
-    model = model_a(session)
-    ids = prompt_ids(prompt, model)
-    if len(ids) <= model.cfg.context_length:  # longer: trace() says to shorten it
-        check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
-    return shared_trace(session.keys[0], model, ids, attention_layers=None, lens=None, entropy=False)
-
-
 def _trace_for(prompt, session):
     """A trace of ``prompt`` by model A: the session's, the walk's last one, or a new one."""
     if session.traces and session.prompt == prompt:
@@ -55,7 +38,12 @@ def _trace_for(prompt, session):
     elif session.walk and session.walk[0] == prompt:
         return session.walk[1]
     else:
-        traced = _walk_trace(prompt, session)
+        model = model_a(session)
+        ids = prompt_ids(prompt, model)
+        if len(ids) <= model.cfg.context_length:  # longer: trace() says to shorten it
+            check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
+        traced = shared_trace(session.keys[0], model, ids, attention_layers=None, lens=None,
+                              entropy=False)
     session.walk = (prompt, traced)
     return traced
 
@@ -78,7 +66,7 @@ def _card(stage, block, traced):
 @handler(outputs=("walk_card", "session"))
 def show_stage(stage, block, prompt, session):
     """/stage_details: the card of ``stage`` (``book.stages.STAGE_NAMES``) in ``block`` for
-    ``prompt``, traced now if the session has no trace of it."""
+    ``prompt``."""
     stage = as_choice(stage, STAGE, STAGE_NAMES)
     as_int(block, BLOCK)
     card = _card(stage, block, _trace_for(prompt, session))
@@ -88,8 +76,7 @@ def show_stage(stage, block, prompt, session):
 
 @handler(outputs=("walk_stage", "walk_card", "session", "walk_block"))
 def stage_clicked(block, session, evt: gr.EventData):
-    """A stage of the diagram was clicked (its name is the event's value): its card for the
-    session's prompt."""
+    """A stage of the diagram clicked (the event's value): its card for the session's prompt."""
     stage = as_choice(selected(evt, STAGE), STAGE, STAGE_NAMES)
     return {"walk_stage": stage, **show_stage(stage, block, prompt_of(session), session),
             "walk_block": gr.update(visible=STAGES_BY_NAME[stage].scope == "block")}
@@ -106,9 +93,8 @@ def block_changed(stage, block, session):
 
 @refresh.renders("walk_card", "walk_stage", "walk_block")
 def render(session) -> dict:
-    """The card of the stage chosen, from the trace it showed (no new trace), else the hint;
-    new models: no stage chosen, and a block picker that fits them (hidden until a block's
-    stage is chosen)."""
+    """The card of the stage chosen, from the trace it showed, else the hint; new models: no
+    stage, and a block picker fitted to them (hidden until a block's stage is chosen)."""
     if session.new_models:
         return {"walk_card": walk_hint(t(*HINT)), "walk_stage": "",
                 "walk_block": fitted_layer(session, "walk_block", visible=False)}
@@ -120,8 +106,8 @@ def render(session) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 def create(page):
-    """The walk's controls and card, placed under the diagram (they stay in view at the
-    bottom of the screen while it scrolls, ``plots.walk.STAGE_CSS``)."""
+    """The card and the block picker, under the diagram (``plots.walk.STAGE_CSS`` keeps them
+    in view while it scrolls)."""
     with gr.Column(elem_id="walk"):
         with gr.Row(equal_height=False):
             with gr.Column(scale=5, min_width=320):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ...book.config import GPTConfig, count_parameters, get_preset
 from ...book.errors import ExplorerError, Text
-from ...book.tokenizer import N_VOCAB
+from ...book.tokenizer import N_VOCAB, get_tokenizer
 from ...book.training import BOOK_SETTINGS, SAMPLE_TOKENS
 
 # Settings (one source of truth; the environment variables are for the server's operator)
@@ -91,6 +91,13 @@ class Corpus:
 def default_corpus() -> Corpus:
     text = (CORPUS_DIR / DEFAULT_CORPUS_FILE).read_text(encoding="utf-8")
     return Corpus(DEFAULT_CORPUS_NAME, text)
+
+
+def story_text(cfg=None, tokens: int = 64) -> str:
+    """The default story's first ``tokens`` tokens (fewer for a short context), as text."""
+    ids = get_tokenizer().encode(default_corpus().text[:32 * tokens])
+    most = tokens if cfg is None else min(tokens, cfg.context_length)
+    return get_tokenizer().decode(ids[:most])
 
 
 def corpus_from_text(text, name: str = "pasted text",
