@@ -184,11 +184,13 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
              else t("attention.attention_in_layer_and",
                     "Attention in layer {layer}, {head}: A, B and A − B", layer=layer,
                     head=head_text))
-    # (lecture mode: a heatmap as tall as its query labels need, so that A, B and A − B of a
-    # short prompt fit a projector's 720 px whole, their key labels included)
+    # (lecture mode: one heatmap keeps 250 px; A, B and A − B, under two more lines of notes
+    # and panel titles, as much as their query labels need, so that a short prompt's fit a
+    # projector's 720 px whole, their key labels included)
     rows_px = round(1.3 * scaled(TICK_SIZE) * len(y_vals))
+    plot_min = HEATMAP_MIN if alone else max(PLOT_MIN, min(HEATMAP_MIN, rows_px))
     return finish(fig, title, max(560, 250 + 15 * len(y_vals)), notes=notes, wrap=120,
-                  plot_min=max(PLOT_MIN, min(HEATMAP_MIN, rows_px)))
+                  plot_min=plot_min)
 
 
 def _block_edges(n: int, side: int) -> np.ndarray:
