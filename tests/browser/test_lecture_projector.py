@@ -393,13 +393,14 @@ def test_a_heatmap_of_one_letter_words_labels_every_token(open_page):
 # =============================================================================================
 # Item 7: the A/B attention heatmap's key labels on screen
 KEY_LABELS_JS = """() => [...document.querySelectorAll('#att_plot g.xtick text')]
-  .map((e) => e.getBoundingClientRect().bottom)"""
+  .map((e) => [e.textContent, e.getBoundingClientRect().bottom])"""
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_the_key_labels_of_a_and_b_attention_are_on_screen(open_page, lang):
     """Item 7: with B beside A, the Attention tab's heatmaps (A, B, A − B) of the 4-token
-    prompt kept a 250 px plot, and their key labels fell below a 720 px screen (y = 743)."""
+    prompt kept a 250 px plot, and their key labels fell below a 720 px screen (y = 743);
+    and they labelled every other key. Every key must have its label, on screen."""
     page = open_page(lang)
     build(page)
     tab(page, said(lang, "7 · Knock out"))
@@ -410,6 +411,7 @@ def test_the_key_labels_of_a_and_b_attention_are_on_screen(open_page, lang):
     page.locator("#att_btn").click()
     expect(page.locator("#att_plot g.hm image")).to_have_count(3, timeout=SLOW)
     page.wait_for_timeout(500)
-    bottoms = page.evaluate(KEY_LABELS_JS)
-    assert bottoms and max(bottoms) <= PROJECTOR["height"], (
-        f"key labels end at y = {max(bottoms, default=0):.0f} px ({lang})")
+    labels = page.evaluate(KEY_LABELS_JS)
+    assert [text for text, _ in labels] == ["Every", "␣effort", "␣moves", "␣you"], labels
+    bottom = max(b for _, b in labels)
+    assert bottom <= PROJECTOR["height"], f"key labels end at y = {bottom:.0f} px ({lang})"

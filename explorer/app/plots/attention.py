@@ -105,6 +105,11 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
         x_ticks = dict(tick_chars=max(6, min(TOKEN_CHARS,
                                              int(room / (0.62 * scaled(TICK_SIZE))) - 1)),
                        most=most)
+        # every key label, whole, where all of them fit across the panel at that width with
+        # half a letter between them (A, B and A − B of a short prompt: no word left out)
+        whole = sum(0.62 * _width(html.unescape(token_label(tok))) + 0.5 for tok in shown)
+        if whole * scaled(TICK_SIZE) <= 950 / n_panels:
+            x_ticks = dict(most=len(shown))
         y_ticks = dict(most=max(2, int(HEATMAP_MIN / (1.3 * scaled(TICK_SIZE)))))
     tokens, ids = traces[0].tokens[start:], traces[0].token_ids[start:]
     cats, tickvals, ticktext = token_axis(tokens, start, ids=ids, **x_ticks)
