@@ -1,5 +1,5 @@
 """What every tab needs: the shared model cache and training lab, the page's defaults, the
-session's models, and what the page says of them (the status line, each tab's weights note)."""
+session's models, and what the page says of them (the status line, the tabs' weights notes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,8 +57,6 @@ def traces_of(session: Session) -> tuple:
 
 # ---------------------------------------------------------------------------------------------
 NO_MODEL_STATUS = Message("status.no_model", "No model yet — build one below.")
-WEIGHTS_NOTES = ("inside_weights", "attention_weights", "activations_weights",
-                 "generate_weights")   # every tab's note of the weights it shows
 NO_MODEL_NOTE = Message("note.no_model", "Weights: none yet — build or load a model in tab 1.")
 
 

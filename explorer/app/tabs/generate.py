@@ -25,11 +25,12 @@ from ..plots.lens import logit_lens_figure
 from ..prompts import use
 from ..results import generation_steps, next_step, shared_trace
 from ..session import Generation
-from ..shared import CACHE, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, models_of
+from ..shared import CACHE, DEFAULT_PROMPT, NAMES, models_of
 from . import generate_views as views
 
 TITLE = ("tab.generate", "5 · Generate")
 ID = "generate"
+WEIGHTS_NOTE = refresh.weights_note_of(ID, in_lecture=True)
 SHOW_TOP = 10          # next-token candidates shown as bars
 LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
 DECODING = ("greedy", "sample")
@@ -305,8 +306,7 @@ def create(page):
             page.add(gr.Checkbox(False, label=label("gen.stop_eot", "stop at <|endoftext|>"),
                                  elem_id="stop_eot"))
             # Under the bars (not above the text): the text and bars stay on a 720 px screen.
-            page.add(gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text),
-                                 elem_id="generate_weights"))
+            page.add(WEIGHTS_NOTE())
     page.add(gr.HTML(steps_table_html([t(*h) for h in views.HEADERS[1]], [],
                                       caption=t("gen.steps", "Steps (newest first)")),
                      label=label("gen.history", "Steps"), elem_id="history"))
