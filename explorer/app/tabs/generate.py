@@ -21,7 +21,7 @@ from ..textbox import Textbox
 from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, as_number,
                       check_trace_size, models_prompt_ids, prompt_ids)
 from ..plots.generation import steps_table_html
-from ..plots.lens import logit_lens_figure
+from ..plots.lens import MAX_LENS_POSITIONS, logit_lens_figure
 from ..prompts import use
 from ..results import generation_steps, next_step, shared_trace
 from ..session import Generation
@@ -32,7 +32,6 @@ TITLE = ("tab.generate", "5 · Generate")
 ID = "generate"
 WEIGHTS_NOTE = refresh.weights_note_of(ID, in_lecture=True)
 SHOW_TOP = 10          # next-token candidates shown as bars
-LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
 DECODING = ("greedy", "sample")
 # At most 30 steps a second (the screen's pace), sent at most twice a second with the steps
 # made since: an update costs the page the same whatever it holds, and one per step left a
@@ -229,7 +228,7 @@ def logit_lens(prompt, session):
     ids = ids[-shortest:]                    # the lens reads the last positions anyway
     for model in models:
         check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
-    positions = list(range(max(0, len(ids) - LENS_POSITIONS), len(ids)))
+    positions = list(range(max(0, len(ids) - MAX_LENS_POSITIONS), len(ids)))
     session.lenses = tuple(shared_trace(key, model, ids, attention_layers=None, lens=positions,
                                   entropy=False) for key, model in zip(session.keys, models))
     return {"lens_plot": logit_lens_figure(list(session.lenses), comparison.names(session)),

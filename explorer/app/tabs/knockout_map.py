@@ -167,36 +167,19 @@ def stopped(session):
     return {"knock_map": map_html(session)}
 
 
-def b_interventions(session) -> str:
-    """Model B's interventions in the string form ("" if B is none, or not a knock-out)."""
-    b = session.models[1].key.interventions if len(session.models) == 2 else None
-    return str(b) if b else ""
-
-
 def map_html(session) -> str:
     """Model A's map, if any, with B's knock-out outlined."""
-    shown = shown_map(session)
+    shown = session.view_of_a(MapView, keep=("metric", "applied"))
     if shown is None:
         return knockout_map_html(None, applied=session.view(MapView).applied)
     return knockout_map_html(shown.result, shown.metric,
-                             current=b_interventions(session) or None,
+                             current=session.b_interventions or None,
                              status=status_text(shown.status), applied=shown.applied)
-
-
-def shown_map(session):
-    """The map's view if it is of the session's model A; None, and forgotten, for another A."""
-    shown = session.view(MapView)
-    if shown.result is None:
-        return None
-    if not session.models or session.models[0].key.weights_key != shown.weights_key:
-        session.show(MapView, result=None, weights_key=None, status=None)
-        return None
-    return shown
 
 
 @handler(outputs=("knock_map",))
 def metric_changed(metric, session):
-    shown = shown_map(session)
+    shown = session.view_of_a(MapView, keep=("metric", "applied"))
     if shown is None:
         return {}
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)

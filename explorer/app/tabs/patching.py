@@ -121,29 +121,13 @@ def _update(session) -> dict:
             "session": session}
 
 
-def _shown(session) -> PatchView | None:
-    """The view if it was made for the session's model A; None (and forgotten) otherwise."""
-    shown = session.view(PatchView)
-    if shown.result is None:
-        return None
-    if not session.models or session.models[0].key.weights_key != shown.weights_key:
-        session.forget(PatchView)
-        return None
-    return shown
-
-
-def _current(session) -> str | None:
-    b = session.models[1].key.interventions if len(session.models) == 2 else None
-    return str(b) if b else None
-
-
 def _views(session) -> dict:
-    shown = _shown(session)
+    shown = session.view_of_a(PatchView)
     if shown is None:
         return {"patch_map": patching_html(None), "patch_dla": attribution_html(None)}
     note = honesty(session.models[0].key.source)
     dla = shown.attribution
-    return {"patch_map": patching_html(shown.result, _current(session),
+    return {"patch_map": patching_html(shown.result, session.b_interventions or None,
                                        say(note) if note else ""),
             "patch_dla": (attribution_html(None) + f"<p>{say(dla)}</p>"
                           if isinstance(dla, Message) else attribution_html(dla))}
