@@ -6,13 +6,12 @@ from dataclasses import dataclass
 
 from ..book.config import PRESETS, count_parameters
 from ..book.errors import ExplorerError, Message
-from ..probes.compare import NAMES  # noqa: F401 (the views')
 from ..runtime import offload
 from ..runtime.cache import ModelCache
 from ..runtime.results import SharedResults, results_limit_bytes
 from ..runtime.training.lab import TrainingLab
 from .i18n import say, t
-from .session import DEFAULT_PROMPT, Changed, Session, View  # noqa: F401 (the page's prompt)
+from .session import Changed, Session, View
 
 DEFAULT_PRESET = "teach-small"
 DEFAULT_CONFIG = PRESETS[DEFAULT_PRESET]   # what the page shows before the first build

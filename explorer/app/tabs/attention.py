@@ -17,7 +17,8 @@ from ..pickers import (DEFAULT_CONFIG, choose, chosen, fitted_head, fitted_layer
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
 from ...runtime.placement import Work
-from ..results import run_placed, shared_figures, shared_views
+from ..results import shared_figures, shared_views
+from ...runtime.results import run_placed
 from ..prompts import prompt_of, trace_all
 from ..session import AttentionShown as Shown
 from ..shared import check_model, models_of, traces_of

@@ -35,8 +35,8 @@ from ..inputs import as_choice, as_flag, as_int
 from ..plots.labels import percent
 from ..plots.model import COMPONENTS, architecture_html, parameter_figure
 from ..session import Made, Model, View
-from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, BuildRefused,
-                      model_a, status_line)
+from ..shared import CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, BuildRefused, model_a, status_line
+from ...probes.compare import NAMES
 
 TITLE = ("tab.build", "1 · Build")
 ID = "build"

@@ -18,14 +18,16 @@ from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, t
 from ..textbox import Textbox
-from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, as_number,
-                      check_trace_size, models_prompt_ids, prompt_ids)
+from ..inputs import MAX_NEW_TOKENS, as_choice, as_flag, as_int, as_number
+from ...probes.budget import check_trace_size
+from ...probes.prompts import models_prompt_ids, prompt_ids
 from ..plots.generation import steps_table_html
 from ..plots.lens import MAX_LENS_POSITIONS, logit_lens_figure
 from ..prompts import use
 from ..results import generation_steps, next_step, shared_trace
-from ..session import Generation
-from ..shared import CACHE, DEFAULT_PROMPT, NAMES, models_of
+from ..session import DEFAULT_PROMPT, Generation
+from ..shared import CACHE, models_of
+from ...probes.compare import NAMES
 from . import generate_views as views
 
 TITLE = ("tab.generate", "5 · Generate")

@@ -24,7 +24,9 @@ from ..pickers import (HEAT_POINTS, HIST_PAIRS, Pickers, choose, fitted_layer, f
                        layer_slider, pair_choices)
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
-from ..shared import DEFAULT_CONFIG, DEFAULT_PROMPT, NAMES, traces_of
+from ..shared import DEFAULT_CONFIG, traces_of
+from ..session import DEFAULT_PROMPT
+from ...probes.compare import NAMES
 from . import head_scores as heads
 from . import gradients
 

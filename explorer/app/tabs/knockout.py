@@ -18,8 +18,8 @@ from ..page import on_load_js
 from ..pickers import fitted_layer, layer_slider
 from ..plots.knockout import METRICS, knockout_map_html
 from ..prompts import trace_all
-from ..session import AttentionShown, Session
-from ..shared import DEFAULT_PROMPT, check_model
+from ..session import DEFAULT_PROMPT, AttentionShown, Session
+from ..shared import check_model
 from ..textbox import Textbox
 from . import pin
 from .knockout_map import (TEXTS, MapView, map_html, metric_changed, parts_map, stopped,

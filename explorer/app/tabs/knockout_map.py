@@ -16,11 +16,13 @@ from ...runtime.placement import Work
 from ...runtime.training.setup import story_text
 from ..handlers import handler
 from ..i18n import say, t
-from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids
+from ..inputs import as_choice, as_flag
+from ...probes.budget import TRACE_MEMORY_SHARE
+from ...probes.prompts import prompt_ids
 from ..pickers import choose, chosen
 from ..plots.knockout import METRICS, knockout_map_html
 from ..prompts import prompt_of, use
-from ..results import where_noted
+from ...runtime.results import where_noted
 from ..session import View
 from ..shared import CACHE, model_a
 

@@ -21,7 +21,9 @@ from ...runtime.placement import Work
 from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
-from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids, selected
+from ..inputs import as_choice, as_flag, selected
+from ...probes.budget import TRACE_MEMORY_SHARE
+from ...probes.prompts import prompt_ids
 from ..page import on_load_js
 from ..plots.patching import attribution_html, patching_html
 from ..prompts import trace_all
