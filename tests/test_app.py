@@ -16,7 +16,7 @@ from explorer.runtime.build import build_model
 from explorer.book.tokenizer import get_tokenizer
 from explorer.app.plots.generation import LIVE_TABLE_ROWS
 from explorer.app.inputs import MAX_NEW_TOKENS
-from explorer.app.shared import DEFAULT_PROMPT
+from explorer.app.session import DEFAULT_PROMPT
 from explorer.app.session import Generation, Session
 from explorer.app.tabs import generate as generate_tab
 from explorer.app.tabs import generate_views

@@ -269,7 +269,8 @@ def test_the_c_step_reads_the_model_by_its_state_dict_names(fresh, caplog):
 def speed_line(url):
     from local_client import local_client
     from test_app import build_args
-    from explorer.app.shared import DEFAULT_PROMPT, RESULTS
+    from explorer.app.shared import RESULTS
+    from explorer.app.session import DEFAULT_PROMPT
     RESULTS.clear()          # decoded now, not replayed from another test's generation
     c = local_client(url)
     c.predict(**build_args("teach-tiny"))

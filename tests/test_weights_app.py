@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 
 from explorer.app import shared  # noqa: E402
 from explorer.app.handlers import declared  # noqa: E402
-from explorer.app.shared import WEIGHTS_NOTES  # noqa: E402
+from explorer.app.refresh import weights_notes  # noqa: E402
 from explorer.app.server import launch_options  # noqa: E402
 from explorer.app.tabs import build as build_tab  # noqa: E402
 from explorer.book.config import PRESETS, count_parameters  # noqa: E402
@@ -34,7 +34,7 @@ TINY = dict(n_embd=64, n_layer=2, n_head=4, n_positions=48, vocab_size=50257)
 # /build's outputs by name (the API sends them in this order; the session is not one).
 OUTPUTS = [name for name in declared(build_tab.build) if name != "session"]
 KNOB_AT = {k: OUTPUTS.index(k) for k in build_tab.FIELDS}
-NOTES_AT = [OUTPUTS.index(n) for n in WEIGHTS_NOTES]
+NOTES_AT = [OUTPUTS.index(n) for n in weights_notes()]
 
 
 def random_args(preset="teach-tiny", seed=123):

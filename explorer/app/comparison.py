@@ -13,7 +13,8 @@ from ..probes.interventions import Interventions
 from ..runtime.sources import ModelKey, WeightsSource
 from .i18n import say, t
 from .session import Made, Model
-from .shared import CACHE, NAMES, check_model
+from .shared import CACHE, check_model
+from ..probes.compare import NAMES
 
 MAX_NAMED_FIELDS = 2
 MAX_CAPTION_CHARS = 34     # in the width of a Latin letter (a Chinese character takes two)

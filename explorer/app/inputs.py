@@ -6,8 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..book.errors import ExplorerError, Message
-from ..probes.budget import TRACE_MEMORY_SHARE, check_trace_size  # noqa: F401 (the tabs')
-from ..probes.prompts import models_prompt_ids, prompt_ids, prompt_text  # noqa: F401 (the tabs')
 from . import gradio_private
 
 # The app's limits (one source of truth; the README quotes them).

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .shared import WEIGHTS_NOTES, status_line, weights_note
+import gradio as gr
+
+from .i18n import label
+from .shared import NO_MODEL_NOTE, status_line, weights_note
 
 # What a model-changing endpoint returns first (its API's order): the status line and the
 # Build tab's views of the new model; then everything else that follows it.
@@ -69,9 +72,30 @@ def render_all(session) -> dict:
     return out
 
 
-@renders("status", *WEIGHTS_NOTES)
+@renders("status")
 def _models_named(session) -> dict:
     """The status line and every tab's note of the weights it shows (first: the status line
     is every model-changing endpoint's first output)."""
     note = weights_note(session)
-    return {"status": status_line(session), **{name: note for name in WEIGHTS_NOTES}}
+    return {"status": status_line(session), **{name: note for name in _notes}}
+
+
+_notes: list[str] = []   # the tabs' notes of the weights they show, as their modules load
+
+
+def weights_notes() -> tuple[str, ...]:
+    """Every tab's note of the weights it shows (``weights_note``), in the tabs' order."""
+    return tuple(_notes)
+
+
+def weights_note_of(tab: str, *, in_lecture: bool = False) -> Callable[[], gr.Markdown]:
+    """Tab ``tab``'s note of the weights it shows, ``<tab>_weights``, drawn with the status line
+    (and among /build's outputs): called as the tab's module loads; its ``create`` adds what
+    this returns. Lecture mode hides the note (``.weights-note``, page.css) unless
+    ``in_lecture``."""
+    name = f"{tab}_weights"
+    if name not in _notes:
+        _notes.append(name)
+        renders("status", *_notes)(_models_named)   # in its place: the first outputs
+    return lambda: gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text), elem_id=name,
+                               elem_classes=[] if in_lecture else ["weights-note"])

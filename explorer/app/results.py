@@ -7,7 +7,6 @@ from functools import partial
 
 from ..runtime import results
 from ..runtime.sizes import deep_nbytes
-from ..runtime.results import run_placed, where_noted  # noqa: F401 (the tabs use them)
 from . import prefs
 from .shared import RESULTS
 

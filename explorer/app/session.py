@@ -130,6 +130,12 @@ class Session:
     def comparing(self) -> bool:
         return len(self.models) == 2
 
+    @property
+    def b_interventions(self) -> str:
+        """Model B's interventions in their string form ("" if B is none, or not A changed)."""
+        b = self.models[1].key.interventions if self.comparing else None
+        return str(b) if b else ""
+
     def b_beside(self, key: ModelKey) -> Model | None:
         """The model B that stays beside a new model A of ``key``: a pinned model stays; a
         knock-out of the old A goes with it (it is that model, seen with a part taken out)."""
@@ -181,6 +187,17 @@ class Session:
         state = replace(self.view(kind), **changes)
         self.views[kind] = state
         return state
+
+    def view_of_a(self, kind: type[V], keep: tuple[str, ...] = ()) -> V | None:
+        """A view of model A's result (its ``result`` and ``weights_key``) if it is of the
+        session's model A; None for none, or for another A: then forgotten, but for ``keep``."""
+        shown = self.view(kind)
+        if shown.result is None:
+            return None
+        if not self.models or self.models[0].key.weights_key != shown.weights_key:
+            self.views[kind] = replace(kind(), **{name: getattr(shown, name) for name in keep})
+            return None
+        return shown
 
     def forget(self, kind: type) -> None:
         self.views.pop(kind, None)

@@ -1,18 +1,17 @@
 """What every tab needs: the shared model cache and training lab, the page's defaults, the
-session's models, and what the page says of them (the status line, each tab's weights note)."""
+session's models, and what the page says of them (the status line, the tabs' weights notes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..book.config import PRESETS, count_parameters
 from ..book.errors import ExplorerError, Message
-from ..probes.compare import NAMES  # noqa: F401 (the views')
 from ..runtime import offload
 from ..runtime.cache import ModelCache
 from ..runtime.results import SharedResults, results_limit_bytes
 from ..runtime.training.lab import TrainingLab
 from .i18n import say, t
-from .session import DEFAULT_PROMPT, Changed, Session, View  # noqa: F401 (the page's prompt)
+from .session import Changed, Session, View
 
 DEFAULT_PRESET = "teach-small"
 DEFAULT_CONFIG = PRESETS[DEFAULT_PRESET]   # what the page shows before the first build
@@ -57,8 +56,6 @@ def traces_of(session: Session) -> tuple:
 
 # ---------------------------------------------------------------------------------------------
 NO_MODEL_STATUS = Message("status.no_model", "No model yet — build one below.")
-WEIGHTS_NOTES = ("inside_weights", "attention_weights", "activations_weights",
-                 "generate_weights")   # every tab's note of the weights it shows
 NO_MODEL_NOTE = Message("note.no_model", "Weights: none yet — build or load a model in tab 1.")
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from explorer.book.config import PRESETS, count_parameters
 from explorer.book.tokenizer import get_tokenizer
-from explorer.app.shared import DEFAULT_PROMPT
+from explorer.app.session import DEFAULT_PROMPT
 
 from page_widgets import expect, tab, choose, set_number
 

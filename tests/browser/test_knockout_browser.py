@@ -11,7 +11,7 @@ import pytest
 
 from zh_text import zh
 from explorer.book.config import PRESETS
-from explorer.app.shared import DEFAULT_PROMPT
+from explorer.app.session import DEFAULT_PROMPT
 
 from page_widgets import choose, expect, tab
 

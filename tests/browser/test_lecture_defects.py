@@ -353,7 +353,9 @@ def test_lecture_mode_from_the_start_draws_every_figure_in_full(open_page, shot_
                             f"..{text['r']:.0f} px, figure {svg['x']:.0f}..{svg['r']:.0f})")
 
     trace(page)
-    show_attention(page)
+    expect(page.locator("#inside_weights")).to_be_hidden()   # (class weights-note: it steps
+    show_attention(page)                                      # aside in lecture mode)
+    expect(page.locator("#attention_weights")).to_be_hidden()
     shot(page, shot_dir, "d5_att_plot", "#att_plot")
     heat = boxes(page, "#att_plot", "g.hm image")[0]
     if heat["h"] < 250:

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from explorer.app.inputs import MAX_NEW_TOKENS
-from explorer.app.shared import DEFAULT_PROMPT
+from explorer.app.session import DEFAULT_PROMPT
 from explorer.book.config import PRESETS, count_parameters
 from explorer.book.tokenizer import get_tokenizer
 

@@ -11,7 +11,7 @@ from .labels import TOKEN_CHARS, readable_tokens, token_label
 from .style import (LAYER, HEATMAP_MIN, LIGHT_SCALE, MASK_COLOR, PLOT_MIN, clean, finish,
                     models, panels)
 
-MAX_LENS_POSITIONS = 32
+MAX_LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions (the tab's)
 
 
 def _panel(lens, keep, chars):

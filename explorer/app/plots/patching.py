@@ -3,7 +3,8 @@ as plain HTML: a layers x heads grid and a layers x positions grid, every cell c
 share of the clean result it recovers when patched (vermillion: towards the clean answer;
 blue: away from it), one colour scale for both, shown in its key with numbers; a change below
 the noise floor is left white. Estimated cells read "≈", exact ones plain. A cell carries its
-patch (``data-patch``): a click makes it model B (``tabs/patching.py``)."""
+patch (``data-patch``): a click makes it model B (``tabs/patching.py``). Their style is
+static/page.css's."""
 from __future__ import annotations
 
 import html
@@ -14,19 +15,6 @@ import numpy as np
 from ...book.tokenizer import get_tokenizer
 from ..i18n import t
 from .knockout import BLANK, HELP, HURT, colour, hex_of, ink
-STYLE = ("<style>#patch_map table,#patch_dla table{border-collapse:collapse;margin:4px 0 10px}"
-         "#patch_map td,#patch_dla td{white-space:nowrap;padding:2px 5px;text-align:center;"
-         "border:1px solid #e0e0e0}"
-         "#patch_map th,#patch_dla th{padding:2px 5px;font-weight:600;white-space:nowrap}"
-         "#patch_map td[data-patch]{cursor:pointer}"
-         "#patch_map td[data-patch]:hover{box-shadow:inset 0 0 0 2px #444}"
-         "#patch_map td.estimated{font-style:italic}"
-         "#patch_map td.patch-current{outline:4px solid #e69f00;outline-offset:-2px}"
-         "#patch_map .patch-scale span,#patch_dla .patch-scale span{display:inline-block;"
-         "min-width:3.6em;text-align:center;padding:1px 3px;border:1px solid #d0d0d0}"
-         "#patch_map th.changed{color:#d55e00}"
-         "#patch_map .patch-swatch{display:inline-block;width:1.4em;height:.9em;"
-         "vertical-align:middle}</style>")
 
 
 def _share_text(value: float) -> str:
@@ -49,7 +37,7 @@ def patching_html(result, current: str | None = None, note: str = "") -> str:
     """Both maps of ``result`` in shares of the clean result recovered, B's patch ``current``
     outlined, under ``note``."""
     if result is None:
-        return STYLE + '<p class="hint">' + t(
+        return '<p class="hint">' + t(
             "patch.hint", "Choose a pair (or write your own), then press <b>Patch</b>: every "
             "head and every position of the residual stream is patched from the clean run into "
             "the corrupted one, estimated at once and made exact where it counts. Click a cell "
@@ -61,7 +49,7 @@ def patching_html(result, current: str | None = None, note: str = "") -> str:
     finite = [abs(v) for v in np.concatenate([heads.ravel(), resid.ravel()]) if math.isfinite(v)]
     scale = max(finite, default=0.0)
     scale = scale if scale > floor else 0.0
-    out = [STYLE]
+    out = []
     if note:
         out.append(f'<p class="patch-note">{note}</p>')
     out.append('<p class="patch-summary">' + t(
@@ -139,7 +127,7 @@ def attribution_html(found) -> str:
     the embeddings and biases, and the check that they add up to the model's own logit
     difference."""
     if found is None:
-        return STYLE
+        return ""
     values = np.concatenate([found.heads, found.ff[:, None]], axis=1)
     scale = float(np.abs(values).max()) or 1.0
     floor = 0.0
@@ -161,5 +149,5 @@ def attribution_html(found) -> str:
              "the norm is a linear map and the parts add up.", tok=found.tok_emb,
              pos=found.pos_emb, biases=found.biases, total=found.total, model=found.model_diff,
              scale=found.final_scale)
-    return (STYLE + f'<p class="patch-dla-title"><b>{title}</b></p>'
+    return (f'<p class="patch-dla-title"><b>{title}</b></p>'
             f'<table class="patch-dla">{"".join(rows)}</table><p class="patch-dla-sum">{sums}</p>')

@@ -16,10 +16,10 @@ from ..inputs import as_choices, as_flag, as_number, layer_in
 from ..pickers import choose, fitted_layer, layer_slider
 from ..plots.curves import activation_figure
 from ..session import View
-from ..shared import NO_MODEL_NOTE
 
 TITLE = ("tab.activations", "4 · Activation functions")
 ID = "activations"
+WEIGHTS_NOTE = refresh.weights_note_of(ID)
 CONTROLS = ("act_x_min", "act_x_max", "act_functions", "act_derivatives", "act_layer")
 
 
@@ -71,8 +71,7 @@ def render(session) -> dict:
 
 
 def create(page):
-    page.add(gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text),
-                         elem_id="activations_weights"))
+    page.add(WEIGHTS_NOTE())
     with gr.Row():
         page.add(gr.Slider(-20, 0, value=-4, step=0.5, label=label("activations.x_min",
                                                                    "x from"),

@@ -17,14 +17,16 @@ from ..pickers import (DEFAULT_CONFIG, choose, chosen, fitted_head, fitted_layer
 from ..plots.attention import attention_figure, attention_grid_figure, entropy_figure
 from ..plots.style import empty_figure
 from ...runtime.placement import Work
-from ..results import run_placed, shared_figures, shared_views
+from ..results import shared_figures, shared_views
+from ...runtime.results import run_placed
 from ..prompts import prompt_of, trace_all
 from ..session import AttentionShown as Shown
-from ..shared import NO_MODEL_NOTE, check_model, models_of, traces_of
+from ..shared import check_model, models_of, traces_of
 from . import head_scores as heads
 
 TITLE = ("tab.attention", "3 · Attention")
 ID = "attention"
+WEIGHTS_NOTE = refresh.weights_note_of(ID)
 LAYER = Message("field.layer", "layer")
 HEAD = Message("field.head", "head")
 VIEWS = ("att_plot", "grid_plot", "entropy_plot")
@@ -147,8 +149,7 @@ def render(session) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 def create(page):
-    page.add(gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text),
-                         elem_id="attention_weights"))
+    page.add(WEIGHTS_NOTE())
     page.add(gr.Markdown(label("attention.intro", "Show attention draws the prompt of tab 2 "
                                "(traced first if it is not yet). Rows are queries (the token "
                                "that looks), columns are keys (the token looked at); the grey "

@@ -35,8 +35,8 @@ from ..inputs import as_choice, as_flag, as_int
 from ..plots.labels import percent
 from ..plots.model import COMPONENTS, architecture_html, parameter_figure
 from ..session import Made, Model, View
-from ..shared import (CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, NAMES, WEIGHTS_NOTES, BuildRefused,
-                      model_a, status_line)
+from ..shared import CACHE, DEFAULT_CONFIG, DEFAULT_PRESET, BuildRefused, model_a, status_line
+from ...probes.compare import NAMES
 
 TITLE = ("tab.build", "1 · Build")
 ID = "build"
@@ -322,7 +322,7 @@ def _build(inputs, session):
 # /build's outputs: the API's first (the status line, this tab's views, the pickers, the form,
 # the weights notes), then all that follows a new model.
 BUILD_OUTPUTS = ("session", *refresh.FIRST, "inside_layer", "att_layer", "act_layer",
-                 "att_head", *FIELDS, *WEIGHTS_NOTES, "pair", "heat_point",
+                 "att_head", *FIELDS, refresh.weights_notes, "pair", "heat_point",
                  refresh.all_outputs)
 build.__signature__ = BUILD_SIGNATURE
 build = handler(outputs=BUILD_OUTPUTS, name="build")(build)

@@ -18,20 +18,22 @@ from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, t
 from ..textbox import Textbox
-from ..inputs import (MAX_NEW_TOKENS, as_choice, as_flag, as_int, as_number,
-                      check_trace_size, models_prompt_ids, prompt_ids)
+from ..inputs import MAX_NEW_TOKENS, as_choice, as_flag, as_int, as_number
+from ...probes.budget import check_trace_size
+from ...probes.prompts import models_prompt_ids, prompt_ids
 from ..plots.generation import steps_table_html
-from ..plots.lens import logit_lens_figure
+from ..plots.lens import MAX_LENS_POSITIONS, logit_lens_figure
 from ..prompts import use
 from ..results import generation_steps, next_step, shared_trace
-from ..session import Generation
-from ..shared import CACHE, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, models_of
+from ..session import DEFAULT_PROMPT, Generation
+from ..shared import CACHE, models_of
+from ...probes.compare import NAMES
 from . import generate_views as views
 
 TITLE = ("tab.generate", "5 · Generate")
 ID = "generate"
+WEIGHTS_NOTE = refresh.weights_note_of(ID, in_lecture=True)
 SHOW_TOP = 10          # next-token candidates shown as bars
-LENS_POSITIONS = 32    # the logit lens reads the prompt's last 32 positions
 DECODING = ("greedy", "sample")
 # At most 30 steps a second (the screen's pace), sent at most twice a second with the steps
 # made since: an update costs the page the same whatever it holds, and one per step left a
@@ -228,7 +230,7 @@ def logit_lens(prompt, session):
     ids = ids[-shortest:]                    # the lens reads the last positions anyway
     for model in models:
         check_trace_size(model.cfg, len(ids), CACHE.budget_bytes)
-    positions = list(range(max(0, len(ids) - LENS_POSITIONS), len(ids)))
+    positions = list(range(max(0, len(ids) - MAX_LENS_POSITIONS), len(ids)))
     session.lenses = tuple(shared_trace(key, model, ids, attention_layers=None, lens=positions,
                                   entropy=False) for key, model in zip(session.keys, models))
     return {"lens_plot": logit_lens_figure(list(session.lenses), comparison.names(session)),
@@ -305,8 +307,7 @@ def create(page):
             page.add(gr.Checkbox(False, label=label("gen.stop_eot", "stop at <|endoftext|>"),
                                  elem_id="stop_eot"))
             # Under the bars (not above the text): the text and bars stay on a 720 px screen.
-            page.add(gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text),
-                                 elem_id="generate_weights"))
+            page.add(WEIGHTS_NOTE())
     page.add(gr.HTML(steps_table_html([t(*h) for h in views.HEADERS[1]], [],
                                       caption=t("gen.steps", "Steps (newest first)")),
                      label=label("gen.history", "Steps"), elem_id="history"))

@@ -11,7 +11,7 @@ from .. import comparison
 from ..i18n import say, t
 from ..plots.generation import next_token_bars_html, parted_texts_html, steps_table_html
 from ..plots.labels import visible_token
-from ..shared import NAMES
+from ...probes.compare import NAMES
 
 HEADERS = {1: (("gen.step", "step"), ("gen.token", "token"), ("gen.probability", "probability"),
                ("gen.rank", "rank"), ("gen.entropy", "entropy (bits)"), ("gen.ms", "ms")),

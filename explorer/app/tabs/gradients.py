@@ -14,8 +14,7 @@ from ..handlers import handler
 from ..i18n import label, t
 from ..plots.curves import gpt_gradient_figure, gradient_figure
 from ..plots.style import empty_figure
-from ..session import View
-from ..shared import DEFAULT_PROMPT
+from ..session import DEFAULT_PROMPT, View
 
 # Two trainable copies of the session's config are built: only for models up to this size.
 MAX_MODEL_BYTES = 200 * 1024 ** 2

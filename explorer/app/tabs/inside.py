@@ -24,12 +24,15 @@ from ..pickers import (HEAT_POINTS, HIST_PAIRS, Pickers, choose, fitted_layer, f
                        layer_slider, pair_choices)
 from ..plots.statistics import histogram_figure, layer_stats_figure, token_heatmap_figure
 from ..plots.style import empty_figure
-from ..shared import DEFAULT_CONFIG, DEFAULT_PROMPT, NAMES, NO_MODEL_NOTE, traces_of
+from ..shared import DEFAULT_CONFIG, traces_of
+from ..session import DEFAULT_PROMPT
+from ...probes.compare import NAMES
 from . import head_scores as heads
 from . import gradients
 
 TITLE = ("tab.inside", "2 · Inside the forward pass")
 ID = "inside"
+WEIGHTS_NOTE = refresh.weights_note_of(ID)
 MAX_CHIPS = 256   # token chips shown above the figures; a longer prompt says how many more
 EXPORT_FORMATS = ("CSV", "JSON")
 LAYER = Message("field.layer", "layer")
@@ -194,7 +197,7 @@ def render(session) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 def create(page):
-    page.add(gr.Markdown(label(NO_MODEL_NOTE.id, NO_MODEL_NOTE.text), elem_id="inside_weights"))
+    page.add(WEIGHTS_NOTE())
     with gr.Row(elem_id="trace_row"):
         page.add(Textbox(DEFAULT_PROMPT, label=label("inside.prompt", "Prompt"), lines=2,
                             max_lines=4, scale=4, elem_id="trace_prompt"))

@@ -18,12 +18,12 @@ from ..page import on_load_js
 from ..pickers import fitted_layer, layer_slider
 from ..plots.knockout import METRICS, knockout_map_html
 from ..prompts import trace_all
-from ..session import AttentionShown, Session
-from ..shared import DEFAULT_PROMPT, check_model
+from ..session import DEFAULT_PROMPT, AttentionShown, Session
+from ..shared import check_model
 from ..textbox import Textbox
 from . import pin
-from .knockout_map import (TEXTS, MapView, b_interventions, map_html, metric_changed,
-                           parts_map, stopped, text_chosen)
+from .knockout_map import (TEXTS, MapView, map_html, metric_changed, parts_map, stopped,
+                           text_chosen)
 
 TITLE = ("tab.knockout", "7 · Knock out")
 ID = "knockout"
@@ -112,7 +112,7 @@ def render(session) -> dict:
            "knock_metric": gr.update(choices=[(t(*v), k) for k, v in METRICS.items()]),
            "knock_kind": gr.update(choices=kind_choices())}
     if session.new_models:
-        out["knock_spec"] = b_interventions(session)
+        out["knock_spec"] = session.b_interventions
     return out
 
 

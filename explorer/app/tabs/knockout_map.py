@@ -16,11 +16,13 @@ from ...runtime.placement import Work
 from ...runtime.training.setup import story_text
 from ..handlers import handler
 from ..i18n import say, t
-from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids
+from ..inputs import as_choice, as_flag
+from ...probes.budget import TRACE_MEMORY_SHARE
+from ...probes.prompts import prompt_ids
 from ..pickers import choose, chosen
 from ..plots.knockout import METRICS, knockout_map_html
 from ..prompts import prompt_of, use
-from ..results import where_noted
+from ...runtime.results import where_noted
 from ..session import View
 from ..shared import CACHE, model_a
 
@@ -167,36 +169,19 @@ def stopped(session):
     return {"knock_map": map_html(session)}
 
 
-def b_interventions(session) -> str:
-    """Model B's interventions in the string form ("" if B is none, or not a knock-out)."""
-    b = session.models[1].key.interventions if len(session.models) == 2 else None
-    return str(b) if b else ""
-
-
 def map_html(session) -> str:
     """Model A's map, if any, with B's knock-out outlined."""
-    shown = shown_map(session)
+    shown = session.view_of_a(MapView, keep=("metric", "applied"))
     if shown is None:
         return knockout_map_html(None, applied=session.view(MapView).applied)
     return knockout_map_html(shown.result, shown.metric,
-                             current=b_interventions(session) or None,
+                             current=session.b_interventions or None,
                              status=status_text(shown.status), applied=shown.applied)
-
-
-def shown_map(session):
-    """The map's view if it is of the session's model A; None, and forgotten, for another A."""
-    shown = session.view(MapView)
-    if shown.result is None:
-        return None
-    if not session.models or session.models[0].key.weights_key != shown.weights_key:
-        session.show(MapView, result=None, weights_key=None, status=None)
-        return None
-    return shown
 
 
 @handler(outputs=("knock_map",))
 def metric_changed(metric, session):
-    shown = shown_map(session)
+    shown = session.view_of_a(MapView, keep=("metric", "applied"))
     if shown is None:
         return {}
     metric = as_choice(metric, Message("field.knock_metric", "metric"), METRICS)

@@ -21,7 +21,9 @@ from ...runtime.placement import Work
 from .. import comparison, refresh
 from ..handlers import handler
 from ..i18n import label, say, t
-from ..inputs import TRACE_MEMORY_SHARE, as_choice, as_flag, prompt_ids, selected
+from ..inputs import as_choice, as_flag, selected
+from ...probes.budget import TRACE_MEMORY_SHARE
+from ...probes.prompts import prompt_ids
 from ..page import on_load_js
 from ..plots.patching import attribution_html, patching_html
 from ..prompts import trace_all
@@ -121,29 +123,13 @@ def _update(session) -> dict:
             "session": session}
 
 
-def _shown(session) -> PatchView | None:
-    """The view if it was made for the session's model A; None (and forgotten) otherwise."""
-    shown = session.view(PatchView)
-    if shown.result is None:
-        return None
-    if not session.models or session.models[0].key.weights_key != shown.weights_key:
-        session.forget(PatchView)
-        return None
-    return shown
-
-
-def _current(session) -> str | None:
-    b = session.models[1].key.interventions if len(session.models) == 2 else None
-    return str(b) if b else None
-
-
 def _views(session) -> dict:
-    shown = _shown(session)
+    shown = session.view_of_a(PatchView)
     if shown is None:
         return {"patch_map": patching_html(None), "patch_dla": attribution_html(None)}
     note = honesty(session.models[0].key.source)
     dla = shown.attribution
-    return {"patch_map": patching_html(shown.result, _current(session),
+    return {"patch_map": patching_html(shown.result, session.b_interventions or None,
                                        say(note) if note else ""),
             "patch_dla": (attribution_html(None) + f"<p>{say(dla)}</p>"
                           if isinstance(dla, Message) else attribution_html(dla))}

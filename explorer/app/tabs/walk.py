@@ -18,7 +18,9 @@ from .. import refresh
 from ..handlers import handler
 from ..i18n import label, t
 from ..textbox import Textbox
-from ..inputs import as_choice, as_int, check_trace_size, prompt_ids, selected
+from ..inputs import as_choice, as_int, selected
+from ...probes.budget import check_trace_size
+from ...probes.prompts import prompt_ids
 from ..pickers import choose, fitted_layer
 from ..plots.walk import stage_html, walk_hint
 from ..prompts import prompt_of
