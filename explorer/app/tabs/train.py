@@ -248,12 +248,8 @@ def train_export(choice, session=None, request: gr.Request = None):
     folder = tempfile.mkdtemp(prefix="gpt_explorer_")   # ours; never a path from user text
     files = export_model(trained.model, folder, source=WeightsSource.trained(
         Text.of(trained_caption(trained, job.corpus.name))))
-    return {"train_export_file": [str(f) for f in files]}
-
-
-@handler(outputs=("train_export_file",))
-def files_shown():
-    return {"train_export_file": gr.update(visible=True)}
+    # (shown with its files: hidden until there are some)
+    return {"train_export_file": gr.update(value=[str(f) for f in files], visible=True)}
 
 
 def variant_choices():
@@ -376,8 +372,7 @@ def wire(page):
             show_progress="hidden")
     page.on("train_replay_btn.click", train_replay, ["train_replay_speed", "session"],
             api_name="train_replay", concurrency_limit=None, show_progress="minimal")
-    exported = page.on("train_export_btn.click", train_export, ["train_choice", "session"],
-                       api_name="train_export")
-    page.then(exported, files_shown, [], api_visibility="private", show_progress="hidden")
+    page.on("train_export_btn.click", train_export, ["train_choice", "session"],
+            api_name="train_export")
     page.on("train_use_btn.click", train_use, ["train_choice", "session"], api_name="train_use",
             show_progress_on=[page["status"]])
