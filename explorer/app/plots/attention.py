@@ -193,10 +193,6 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
                   plot_min=plot_min)
 
 
-def _block_edges(n: int, side: int) -> np.ndarray:
-    return np.unique(np.linspace(0, n, side + 1).round().astype(np.int64))
-
-
 def _downsample_attention(weights: np.ndarray, side: int):
     """Block-average each head's (T, T) weights to at most side x side, over allowed
     (non-future) cells only; blocks entirely in the future are NaN. Returns (z, block starts)."""
@@ -205,8 +201,7 @@ def _downsample_attention(weights: np.ndarray, side: int):
         z = np.array(weights, dtype=np.float32)
         z[:, np.triu(np.ones((n, n), dtype=bool), k=1)] = np.nan
         return z, np.arange(n)
-    edges = _block_edges(n, side)
-    starts = edges[:-1]
+    starts = np.unique(np.linspace(0, n, side + 1).round().astype(np.int64))[:-1]
     allowed = np.tril(np.ones((n, n), dtype=np.int32))
     counts = np.add.reduceat(np.add.reduceat(allowed, starts, axis=0), starts, axis=1)
     out = np.empty((weights.shape[0], len(starts), len(starts)), dtype=np.float32)
@@ -310,13 +305,14 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
     fig.update_annotations(font=dict(size=scaled(FONT_SIZE if alone else FONT_SIZE - 2)))
     _, top = title_layout("", notes, lecture=False)     # (finish adds lecture type's)
     row_px = 300 if cols < 4 else 230 if cols == 4 else 170
-    all_heads = grids[0][2] if grids[0] is not None else 0
-    n_heads = grids[0][0].shape[0] if grids[0] is not None else 0
-    title = (t("attention.attention_in_layer_2", "Attention in layer {layer}: {shown}", layer=layer,
-               shown=t("attention.all_heads", "all {n} heads", n=n_heads)
-               if n_heads == all_heads else
-               t("attention.heads_0", "heads 0–{last} of {all}", last=n_heads - 1,
-                 all=all_heads)) if alone else pair_title)
+    title = pair_title
+    if alone:          # (one model's grid is never None: ``shown`` has it)
+        n_heads, all_heads = grids[0][0].shape[0], grids[0][2]
+        title = t("attention.attention_in_layer_2", "Attention in layer {layer}: {shown}",
+                  layer=layer, shown=t("attention.all_heads", "all {n} heads", n=n_heads)
+                  if n_heads == all_heads else
+                  t("attention.heads_0", "heads 0–{last} of {all}", last=n_heads - 1,
+                    all=all_heads))
     return finish(fig, title, top + 40 + n_rows * row_px, notes=notes,
                   margin=dict(l=30, r=30, b=30), plot_min=150 * n_rows)
 
