@@ -115,13 +115,11 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
         notes = [t("attention.last_tokens_keys_before", "the last {shown} of {n} tokens; keys "
                    "before token {start} are hidden, so rows sum to less than 1",
                    shown=MAX_TOKEN_COLUMNS, n=n_tokens, start=start)]
-    matrices = []
-    for tr, name in zip(traces, names):
-        why = None if alone else _why_not(tr, layer, head)
-        matrices.append(None if why else _weights(tr, layer, head))   # alone: says why not
-        if why:
-            notes.append(t("attention.has_not_compared", "{name} has {why}: not compared",
-                           name=name, why=why))
+    # (one model: the tab has checked its layer and head)
+    whys = [None if alone else _why_not(tr, layer, head) for tr in traces]
+    matrices = [None if why else _weights(tr, layer, head) for tr, why in zip(traces, whys)]
+    notes += [t("attention.has_not_compared", "{name} has {why}: not compared", name=name,
+                why=why) for name, why in zip(names, whys) if why]
     notes += knocked_out_notes(names, layer, head, removed)
     fig = panels(n_panels, horizontal_spacing=0.075,
                  subplot_titles=[*names, t("attention.difference", "A − B (difference)")])
@@ -131,9 +129,9 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
     # into the third panel, whose title says what it measures)
     bar = (dict(title=dict(text=t("attention.weight", "weight"), side="right"))
            if alone else dict(x=0.645, thickness=14, len=0.8))
-    for col, (z, tr, name) in enumerate(zip(zs, traces, names), 1):
+    for col, (z, why, name) in enumerate(zip(zs, whys, names), 1):
         if z is None:
-            _message(fig, named([_why_not(tr, layer, head)], name, False)[0], col)
+            _message(fig, named([why], name, False)[0], col)
             continue
         fig.add_trace(go.Heatmap(z=z, x=cats, y=cats, colorscale=SEQUENTIAL_SCALE, zmin=0, zmax=top,
                             hoverongaps=False, name=t("attention.weight", "weight"), colorbar=bar,
@@ -234,10 +232,8 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
     traces, names = models(traces, names)
     alone = len(traces) == 1
     budget = (GRID_BUDGET_BYTES - 20_000) / len(traces)
-    grids = []
-    for tr in traces:
-        why = None if alone else _why_not(tr, layer, "mean")
-        grids.append(None if why else _grid_of(tr, layer, budget))
+    grids = [None if not alone and _why_not(tr, layer, "mean") else _grid_of(tr, layer, budget)
+             for tr in traces]
     shown = [g for g in grids if g is not None]
     pair_title = t("attention.every_head_layer_and", "Every head of layer {layer}: A and B",
                    layer=layer)
