@@ -220,13 +220,10 @@ def share_link(rules, *args):
         prompt = rules.default.prompt
     if weights == "random":
         rules.check_config(config)   # the memory budget: a link that could never build
-    b = ""
-    if session.comparing:
-        interventions = session.models[1].key.interventions
-        b = str(interventions) if interventions else ""
-        if not b:
-            notes.append(t("share.no_pinned", "A link cannot carry a model B pinned beside A "
-                                              "(only an intervention): it opens A alone."))
+    b = str(session.models[1].key.interventions or "") if session.comparing else ""
+    if session.comparing and not b:
+        notes.append(t("share.no_pinned", "A link cannot carry a model B pinned beside A (only "
+                                          "an intervention): it opens A alone."))
     pair = session.view(PatchPair).texts if tab == "patching" else ()
     if any(len(text) > MAX_LINK_PROMPT_CHARS for text in pair):
         notes.append(t("share.pair_long", "A prompt of the patching pair is longer than a link "
@@ -261,7 +258,6 @@ UNCARRIED = {"inside": {"pair": ("inside.pair", "distribution"),
                         "heat_point": ("inside.heat_point", "heatmap: probe point"),
                         "heat_stat": ("inside.heat_stat", "heatmap: statistic")},
              "knockout": {"knock_text": ("knock.text", "text")}}
-GENERATE_SETTINGS = ("gen.settings", "decoding, temperature, top-k and sampling seed")
 
 
 def _choices_left_out(session, tab: str) -> list[str]:
@@ -272,7 +268,7 @@ def _choices_left_out(session, tab: str) -> list[str]:
     if tab == "knockout" and session.view(MapView).metric != MapView().metric:
         left.append(t("knock.metric", "the map shows"))
     if tab == "generate":
-        left.append(t(*GENERATE_SETTINGS))
+        left.append(t("gen.settings", "decoding, temperature, top-k and sampling seed"))
     return left
 
 
