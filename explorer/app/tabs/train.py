@@ -248,8 +248,12 @@ def train_export(choice, session=None, request: gr.Request = None):
     folder = tempfile.mkdtemp(prefix="gpt_explorer_")   # ours; never a path from user text
     files = export_model(trained.model, folder, source=WeightsSource.trained(
         Text.of(trained_caption(trained, job.corpus.name))))
-    # (shown with its files: hidden until there are some)
-    return {"train_export_file": gr.update(value=[str(f) for f in files], visible=True)}
+    return {"train_export_file": [str(f) for f in files]}
+
+
+@handler(outputs=("train_export_file",))
+def files_shown():
+    return {"train_export_file": gr.update(visible=True)}
 
 
 def variant_choices():
@@ -372,7 +376,8 @@ def wire(page):
             show_progress="hidden")
     page.on("train_replay_btn.click", train_replay, ["train_replay_speed", "session"],
             api_name="train_replay", concurrency_limit=None, show_progress="minimal")
-    page.on("train_export_btn.click", train_export, ["train_choice", "session"],
-            api_name="train_export")
+    exported = page.on("train_export_btn.click", train_export, ["train_choice", "session"],
+                       api_name="train_export")
+    page.then(exported, files_shown, [], api_visibility="private", show_progress="hidden")
     page.on("train_use_btn.click", train_use, ["train_choice", "session"], api_name="train_use",
             show_progress_on=[page["status"]])
