@@ -130,9 +130,8 @@ def _box(kind, name, detail="", params=None, code=None, attrs="", marked=()) -> 
     detail_html = (f"<span style=\"color:#333333\"> · {html.escape(detail)}</span>"
                    if detail else "")
     return (f"<div{attrs} style=\"background:{bg};border:2px solid {border};border-radius:8px;"
-            f"padding:5px 12px{_mark(code or kind, marked)}\">{params_html}<b>{html.escape(name)}</b>"
-            f"{code_html}"
-            f"{detail_html}</div>")
+            f"padding:5px 12px{_mark(code or kind, marked)}\">{params_html}"
+            f"<b>{html.escape(name)}</b>{code_html}{detail_html}</div>")
 
 
 def _arrow(label: str = "") -> str:
