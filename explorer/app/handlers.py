@@ -73,9 +73,9 @@ def handler(outputs=(), name: str | None = None, inputs=None, pauses=False):
         label = name or fn.__name__
         signature = inspect.signature(fn)
         takes_session = "session" in signature.parameters
-        given = [p for p in signature.parameters if p != "request"]
-        if inputs is not None and len(inputs) != len(given):
-            raise TypeError(f"{label} takes {given}, not the inputs {list(inputs)}")
+        params = [p for p in signature.parameters if p != "request"]
+        if inputs is not None and len(inputs) != len(params):
+            raise TypeError(f"{label} takes {params}, not the inputs {list(inputs)}")
 
         def given(args, kwargs):
             """The call's arguments (``session`` a Session), and its view settings: the

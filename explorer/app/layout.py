@@ -24,12 +24,10 @@ from .tabs import TABS, build, knockout_map, pin, train
 
 STATIC = Path(__file__).parent / "static"
 LOCALES = {code: locale for code, (_, locale) in LANGUAGES.items()}   # Gradio's, by language
-# The kinds of Gradio's message boxes, which it titles in English, and each other language's
-# words for them.
+# The kinds of Gradio's message boxes, which it titles in English (each other language's words
+# for them: TOAST_CSS).
 TOAST_TITLES = {"error": Message("toast.error", "Error"),
                 "warning": Message("toast.warning", "Warning")}
-TOAST_WORDS = {code: {kind: messages(code)[m.id] for kind, m in TOAST_TITLES.items()
-                      if m.id in messages(code)} for code in LANGUAGES if messages(code)}
 
 
 def _toast_title_css(locale: str, kind: str, word: str) -> str:
@@ -42,8 +40,9 @@ def _toast_title_css(locale: str, kind: str, word: str) -> str:
             f"{title}::before {{content: {json.dumps(word, ensure_ascii=False)};}}\n")
 
 
-TOAST_CSS = "".join(_toast_title_css(LOCALES[code], kind, word)
-                    for code, words in TOAST_WORDS.items() for kind, word in words.items())
+TOAST_CSS = "".join(_toast_title_css(LOCALES[code], kind, messages(code)[m.id])
+                    for code in LANGUAGES for kind, m in TOAST_TITLES.items()
+                    if m.id in messages(code))
 CSS = ((STATIC / "page.css").read_text() + NEXT_TOKEN_CSS + ARCHITECTURE_CSS + STAGE_CSS
        + share_view.SHARE_CSS + TOAST_CSS)
 # Run by the page when it loads (page.js), with each language's Gradio locale and the switch

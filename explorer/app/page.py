@@ -36,49 +36,36 @@ class Page:
     def __getitem__(self, name: str):
         return self._parts[name]
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._parts
-
-    def names(self, prefix: str = "") -> list[str]:
-        return [n for n in self._parts if n.startswith(prefix)]
-
     def on(self, triggers, fn, inputs=None, **options):
         """Run handler ``fn`` on ``triggers`` ("att_btn.click", event listeners, or a list),
         with the components named in ``inputs`` (default: the handler's own) and its outputs."""
-        inputs = _inputs(fn, inputs)
-        self.events.append((self.tab, fn.__name__, tuple(inputs), declared(fn)))
         triggers = triggers if isinstance(triggers, (list, tuple)) else [triggers]
         if all(isinstance(t, str) and t.endswith(".input") for t in triggers):
             # A choice the user makes always gets its view: a second choice made while the
             # first one's view is drawn is run after it (Gradio's default drops it, and the
             # view would stay on the first choice while the picker shows the second).
             options.setdefault("trigger_mode", "always_last")
-        listeners = [self._listener(t) for t in triggers]
-        return gr.on(listeners, by_name(fn, self), [self[n] for n in inputs],
-                     [self[n] for n in declared(fn)], **options)
+        return gr.on([self._listener(t) for t in triggers], *self._wired(fn, inputs), **options)
 
     def then(self, dependency, fn, inputs=None, success=True, on=None, **options):
         """Run ``fn`` after ``dependency``: on success (default), always (``success=False``),
         or ``on="failure"``."""
-        inputs = _inputs(fn, inputs)
-        self.events.append((self.tab, fn.__name__, tuple(inputs), declared(fn)))
         chain = getattr(dependency, on or ("success" if success else "then"))
-        return chain(by_name(fn, self), [self[n] for n in inputs],
-                     [self[n] for n in declared(fn)], **options)
+        return chain(*self._wired(fn, inputs), **options)
+
+    def _wired(self, fn, inputs):
+        """Gradio's (fn, inputs, outputs) for handler ``fn``, the event recorded."""
+        inputs = getattr(fn, "inputs", None) if inputs is None else inputs
+        if inputs is None:
+            raise TypeError(f"{fn.__name__}: name its inputs (handler(inputs=...) or the event's)")
+        self.events.append((self.tab, fn.__name__, tuple(inputs), declared(fn)))
+        return by_name(fn, self), [self[n] for n in inputs], [self[n] for n in declared(fn)]
 
     def _listener(self, trigger):
         if not isinstance(trigger, str):
             return trigger
         name, _, event = trigger.rpartition(".")
         return getattr(self[name], event)
-
-
-def _inputs(fn, inputs):
-    if inputs is not None:
-        return inputs
-    if getattr(fn, "inputs", None) is None:
-        raise TypeError(f"{fn.__name__}: name its inputs (handler(inputs=...) or the event's)")
-    return fn.inputs
 
 
 def on_load_js(name: str) -> str:

@@ -148,12 +148,15 @@ class Session:
 
     def with_model_a(self, model: Model) -> None:
         b = self.b_beside(model.key)
-        self.models = (model,) if b is None else (model, b)
-        self.clear_results()
+        self.with_models((model,) if b is None else (model, b))
 
     def with_models(self, models) -> None:
+        """New models: the results of the old ones go."""
         self.models = tuple(models)
-        self.clear_results()
+        self.prompt, self.traces, self.lenses = None, (), ()
+        self.generation, self.walk = None, None
+        self._keep_views("KEPT_BY_NEW_MODELS")
+        self._fit_prompt()
 
     def without_b(self) -> None:
         """Model B goes; model A stays, and so do A's traces and the attention view chosen:
@@ -162,12 +165,6 @@ class Session:
         self.traces = self.traces[:1]
         self.lenses, self.generation = (), None
         self._keep_views("KEPT_WITHOUT_B")
-
-    def clear_results(self) -> None:
-        self.prompt, self.traces, self.lenses = None, (), ()
-        self.generation, self.walk = None, None
-        self._keep_views("KEPT_BY_NEW_MODELS")
-        self._fit_prompt()
 
     def _fit_prompt(self) -> None:
         """A task's prompt goes with its model: a new A gets the one from before, and is told."""

@@ -86,19 +86,16 @@ def open_link_handler(rules):
     @handler(outputs=(*LINK_OUTPUTS, refresh.all_outputs), name="open_link",
              inputs=("link_query", "session", "lang", "device", "dtype"))
     def open_link(query, session, lang, device, dtype):
-        # The page's first language (the link's, else the browser's) is the session's at once:
-        # the toggle's own event, which sets it too, may come after this one.
-        session.prefs = replace(session.prefs, lang=prefs.parse(lang, False).lang)
         reading = read_query(query, rules)
-        if reading.page.lecture:
-            # the session's at once, and the page's toggle (its change event sets the style)
-            session.prefs = replace(session.prefs, lecture=True)
+        # The page's first language (the link's, else the browser's) and the link's lecture
+        # mode are the session's at once: the toggles' own events, which set them too, may
+        # come after this one.
+        session.prefs = replace(session.prefs, lang=prefs.parse(lang, False).lang,
+                                lecture=session.prefs.lecture or reading.page.lecture)
         with prefs.using(session.prefs):
             out = _opened(reading, session)
-            if reading.page.lecture:
-                out["lecture"] = True
-            if out.pop("link_builds"):
-                out.update(_built(session, out, device, dtype))
+            if reading.builds:
+                out.update(_built(session, reading.page, out.get("share_note"), device, dtype))
             if reading.page.pair:
                 # the maps are computed, not carried (as the note on making a link says):
                 # said after what the link could not use, so that its heading stays first
@@ -114,13 +111,14 @@ def open_link_handler(rules):
 def _opened(reading, session) -> dict:
     """The widgets, prompts and notes of a link read (``links.read_query``)."""
     messages = [_message(p) for p in reading.problems]
-    out = {}
+    p = reading.page
+    # the page's toggle too (its change event sets the style)
+    out = {"session": session, **({"lecture": True} if p.lecture else {})}
     if messages:
         gr.Warning("<br>".join(messages))
         out.update(_listed(None, messages))
     if not reading.builds:
-        return {**out, "link_builds": False, "session": session}
-    p = reading.page
+        return out
     # The tab's layer and head wait in the session, not in its pickers: the model the link
     # builds fits the pickers to them (a head set before, beyond the picker's heads, was
     # refused by the language's redraw, racing the link).
@@ -136,15 +134,14 @@ def _opened(reading, session) -> dict:
         out.update(zip(("patch_clean", "patch_corrupted", "patch_right", "patch_wrong"), p.pair))
     return {**out, "preset": p.preset, **{k: getattr(p.config, k) for k in build.FIELDS},
             "seed": p.seed, "weights": p.weights, "gpt2_size": p.size,
-            **prompts.render(session),
-            "current_tab": p.tab, "link_builds": True, "session": session, "link": p,
+            **prompts.render(session), "current_tab": p.tab,
             "tabs": gr.Tabs(selected=p.tab)}   # (an update of the Tabs: no tab is mounted again)
 
 
-def _built(session, out, device, dtype) -> dict:
-    """The link's model built (as the Build button builds it), its prompt traced for the
-    Inside and Attention tabs, and every view drawn; or why not (the page keeps the rest)."""
-    p = out.pop("link")
+def _built(session, p, note, device, dtype) -> dict:
+    """The link's model (page ``p``) built (as the Build button builds it), its prompt traced
+    for the Inside and Attention tabs, and every view drawn; or why not (the page keeps the
+    rest). ``note``: the link's note so far."""
     left_out = []
     try:
         # (the Build button's handler: a refusal comes said, and logged, as a gr.Error)
@@ -181,7 +178,7 @@ def _built(session, out, device, dtype) -> dict:
         session.forget(Changed)                  # (said here: not twice on the page)
         drawn["status"] = status_line(session)
     if left_out:
-        drawn.update(_listed(out.get("share_note"), left_out))
+        drawn.update(_listed(note, left_out))
     return drawn
 
 
@@ -223,13 +220,10 @@ def share_link(rules, *args):
         prompt = rules.default.prompt
     if weights == "random":
         rules.check_config(config)   # the memory budget: a link that could never build
-    b = ""
-    if session.comparing:
-        interventions = session.models[1].key.interventions
-        b = str(interventions) if interventions else ""
-        if not b:
-            notes.append(t("share.no_pinned", "A link cannot carry a model B pinned beside A "
-                                              "(only an intervention): it opens A alone."))
+    b = str(session.models[1].key.interventions or "") if session.comparing else ""
+    if session.comparing and not b:
+        notes.append(t("share.no_pinned", "A link cannot carry a model B pinned beside A (only "
+                                          "an intervention): it opens A alone."))
     pair = session.view(PatchPair).texts if tab == "patching" else ()
     if any(len(text) > MAX_LINK_PROMPT_CHARS for text in pair):
         notes.append(t("share.pair_long", "A prompt of the patching pair is longer than a link "
@@ -264,7 +258,6 @@ UNCARRIED = {"inside": {"pair": ("inside.pair", "distribution"),
                         "heat_point": ("inside.heat_point", "heatmap: probe point"),
                         "heat_stat": ("inside.heat_stat", "heatmap: statistic")},
              "knockout": {"knock_text": ("knock.text", "text")}}
-GENERATE_SETTINGS = ("gen.settings", "decoding, temperature, top-k and sampling seed")
 
 
 def _choices_left_out(session, tab: str) -> list[str]:
@@ -275,7 +268,7 @@ def _choices_left_out(session, tab: str) -> list[str]:
     if tab == "knockout" and session.view(MapView).metric != MapView().metric:
         left.append(t("knock.metric", "the map shows"))
     if tab == "generate":
-        left.append(t(*GENERATE_SETTINGS))
+        left.append(t("gen.settings", "decoding, temperature, top-k and sampling seed"))
     return left
 
 

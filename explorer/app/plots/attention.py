@@ -120,13 +120,11 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
         notes = [t("attention.last_tokens_keys_before", "the last {shown} of {n} tokens; keys "
                    "before token {start} are hidden, so rows sum to less than 1",
                    shown=MAX_TOKEN_COLUMNS, n=n_tokens, start=start)]
-    matrices = []
-    for tr, name in zip(traces, names):
-        why = None if alone else _why_not(tr, layer, head)
-        matrices.append(None if why else _weights(tr, layer, head))   # alone: says why not
-        if why:
-            notes.append(t("attention.has_not_compared", "{name} has {why}: not compared",
-                           name=name, why=why))
+    # (one model: the tab has checked its layer and head)
+    whys = [None if alone else _why_not(tr, layer, head) for tr in traces]
+    matrices = [None if why else _weights(tr, layer, head) for tr, why in zip(traces, whys)]
+    notes += [t("attention.has_not_compared", "{name} has {why}: not compared", name=name,
+                why=why) for name, why in zip(names, whys) if why]
     notes += knocked_out_notes(names, layer, head, removed)
     fig = panels(n_panels, horizontal_spacing=0.075,
                  subplot_titles=[*names, t("attention.difference", "A − B (difference)")])
@@ -136,9 +134,9 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
     # into the third panel, whose title says what it measures)
     bar = (dict(title=dict(text=t("attention.weight", "weight"), side="right"))
            if alone else dict(x=0.645, thickness=14, len=0.8))
-    for col, (z, tr, name) in enumerate(zip(zs, traces, names), 1):
+    for col, (z, why, name) in enumerate(zip(zs, whys, names), 1):
         if z is None:
-            _message(fig, named([_why_not(tr, layer, head)], name, False)[0], col)
+            _message(fig, named([why], name, False)[0], col)
             continue
         fig.add_trace(go.Heatmap(z=z, x=cats, y=cats, colorscale=SEQUENTIAL_SCALE, zmin=0, zmax=top,
                             hoverongaps=False, name=t("attention.weight", "weight"), colorbar=bar,
@@ -198,10 +196,6 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
                   plot_min=plot_min)
 
 
-def _block_edges(n: int, side: int) -> np.ndarray:
-    return np.unique(np.linspace(0, n, side + 1).round().astype(np.int64))
-
-
 def _downsample_attention(weights: np.ndarray, side: int):
     """Block-average each head's (T, T) weights to at most side x side, over allowed
     (non-future) cells only; blocks entirely in the future are NaN. Returns (z, block starts)."""
@@ -210,8 +204,7 @@ def _downsample_attention(weights: np.ndarray, side: int):
         z = np.array(weights, dtype=np.float32)
         z[:, np.triu(np.ones((n, n), dtype=bool), k=1)] = np.nan
         return z, np.arange(n)
-    edges = _block_edges(n, side)
-    starts = edges[:-1]
+    starts = np.unique(np.linspace(0, n, side + 1).round().astype(np.int64))[:-1]
     allowed = np.tril(np.ones((n, n), dtype=np.int32))
     counts = np.add.reduceat(np.add.reduceat(allowed, starts, axis=0), starts, axis=1)
     out = np.empty((weights.shape[0], len(starts), len(starts)), dtype=np.float32)
@@ -244,10 +237,8 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
     traces, names = models(traces, names)
     alone = len(traces) == 1
     budget = (GRID_BUDGET_BYTES - 20_000) / len(traces)
-    grids = []
-    for tr in traces:
-        why = None if alone else _why_not(tr, layer, "mean")
-        grids.append(None if why else _grid_of(tr, layer, budget))
+    grids = [None if not alone and _why_not(tr, layer, "mean") else _grid_of(tr, layer, budget)
+             for tr in traces]
     shown = [g for g in grids if g is not None]
     pair_title = t("attention.every_head_layer_and", "Every head of layer {layer}: A and B",
                    layer=layer)
@@ -315,13 +306,14 @@ def attention_grid_figure(traces, layer, names=None) -> go.Figure:
     fig.update_annotations(font=dict(size=scaled(FONT_SIZE if alone else FONT_SIZE - 2)))
     _, top = title_layout("", notes, lecture=False)     # (finish adds lecture type's)
     row_px = 300 if cols < 4 else 230 if cols == 4 else 170
-    all_heads = grids[0][2] if grids[0] is not None else 0
-    n_heads = grids[0][0].shape[0] if grids[0] is not None else 0
-    title = (t("attention.attention_in_layer_2", "Attention in layer {layer}: {shown}", layer=layer,
-               shown=t("attention.all_heads", "all {n} heads", n=n_heads)
-               if n_heads == all_heads else
-               t("attention.heads_0", "heads 0–{last} of {all}", last=n_heads - 1,
-                 all=all_heads)) if alone else pair_title)
+    title = pair_title
+    if alone:          # (one model's grid is never None: ``shown`` has it)
+        n_heads, all_heads = grids[0][0].shape[0], grids[0][2]
+        title = t("attention.attention_in_layer_2", "Attention in layer {layer}: {shown}",
+                  layer=layer, shown=t("attention.all_heads", "all {n} heads", n=n_heads)
+                  if n_heads == all_heads else
+                  t("attention.heads_0", "heads 0–{last} of {all}", last=n_heads - 1,
+                    all=all_heads))
     return finish(fig, title, top + 40 + n_rows * row_px, notes=notes,
                   margin=dict(l=30, r=30, b=30), plot_min=150 * n_rows)
 

@@ -130,9 +130,8 @@ def _box(kind, name, detail="", params=None, code=None, attrs="", marked=()) -> 
     detail_html = (f"<span style=\"color:#333333\"> · {html.escape(detail)}</span>"
                    if detail else "")
     return (f"<div{attrs} style=\"background:{bg};border:2px solid {border};border-radius:8px;"
-            f"padding:5px 12px{_mark(code or kind, marked)}\">{params_html}<b>{html.escape(name)}</b>"
-            f"{code_html}"
-            f"{detail_html}</div>")
+            f"padding:5px 12px{_mark(code or kind, marked)}\">{params_html}"
+            f"<b>{html.escape(name)}</b>{code_html}{detail_html}</div>")
 
 
 def _arrow(label: str = "") -> str:
@@ -141,8 +140,10 @@ def _arrow(label: str = "") -> str:
             f"color:#666666\">↓{text}</div>")
 
 
-def _params(counts, n) -> str | None:
-    return None if counts is None else t("model.params", "{n} params", n=human_count(n))
+def _params(counts, attr: str, per: int = 1) -> str | None:
+    """A box's parameter count, or None: no counts, or none in the part (a tied head)."""
+    n = getattr(counts, attr, 0) // per
+    return t("model.params", "{n} params", n=human_count(n)) if n else None
 
 
 def architecture_html(cfgs, counts=None, names=None, *, stages: bool = False,
@@ -199,13 +200,13 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
     first_embedding = len(parts)
     parts.append(box("embed", t("model.token_embedding", "Token embedding"),
                       t("model.ids", "{v:,} ids → {d}", v=v, d=d),
-                      _params(c, c.token_embedding) if c else None, "tok_emb"))
+                      _params(c, "token_embedding"), "tok_emb"))
     if cfg.pos_encoding == "learned":
         parts.append("<div style=\"text-align:center;font-size:18px;color:#666666\">+</div>")
         parts.append(box("embed", t("model.positional_embedding", "Positional embedding"),
-                          t("model.positions", "{n:,} positions → {d}", n=cfg.context_length,
-                            d=d),
-                          _params(c, c.position_embedding) if c else None, "pos_emb"))
+                          t("model.positions", "{n:,} positions → {d}",
+                            n=cfg.context_length, d=d),
+                          _params(c, "position_embedding"), "pos_emb"))
     else:
         parts.append(f"<div style=\"{_SMALL};text-align:center\">"
                      + html.escape(t("model.no_positional_embedding_rope",
@@ -219,17 +220,16 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
 
     norms = {n: box("norm", "LayerNorm", t("model.features_scale_and_shift",
                                             "{d} features, scale and shift", d=d),
-                     _params(c, c.norms_per_block // 2) if c else None, n, walk(n))
+                     _params(c, "norms_per_block", 2), n, walk(n))
              for n in ("norm1", "norm2")}
     rope = ", RoPE" if cfg.pos_encoding == "rope" else ""
     att = box("att", t("model.masked_multi_head_attention", "Masked multi-head attention"),
                t("model.heads", "{d} → {heads} heads × {head_dim} → {d}", d=d,
                  heads=cfg.n_heads, head_dim=cfg.head_dim) + rope,
-               _params(c, c.attention_per_block) if c else None, "att", walk("attention"))
+               _params(c, "attention_per_block"), "att", walk("attention"))
     ff = box("ff", t("model.feed_forward", "Feed-forward"),
               f"{d} → {h} → {d}, {say(ACTIVATION_LABELS[cfg.activation])}",
-              _params(c, c.feed_forward_per_block) if c else None, "ff",
-              walk("feed_forward"))
+              _params(c, "feed_forward_per_block"), "ff", walk("feed_forward"))
     dropout = box("drop", t("model.dropout", "Dropout"), drop, None, "drop_shortcut")
 
     def add(stage):   # one per sub-block: each is its own stage of the walk
@@ -281,14 +281,12 @@ def _architecture_html(cfg, counts: ParameterCount | None = None, stages: bool =
     else:
         parts.append(box("norm", t("model.final_layernorm", "Final LayerNorm"),
                           t("model.features", "{d} features", d=d),
-                          _params(c, c.final_norm) if c else None, "final_norm",
-                          walk("final_norm")))
+                          _params(c, "final_norm"), "final_norm", walk("final_norm")))
     parts.append(_arrow())
     tied = t("model.tied_tok_emb_shares", ", tied to tok_emb (shares its weights)") \
         if cfg.tie_weights else ""
     parts.append(box("out", t("model.output_head", "Output head"), f"Linear {d} → {v:,}{tied}",
-                      _params(c, c.output_head) if c and c.output_head else None, "out_head",
-                      walk("out_head")))
+                      _params(c, "output_head"), "out_head", walk("out_head")))
     parts += [_arrow(), f"<div style=\"{_SMALL};text-align:center\">"
                         + html.escape(t("model.logits_shape_batch_t",
                                         "logits, shape (batch, T, {v:,})", v=v)) + "</div>"]

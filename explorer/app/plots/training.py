@@ -38,10 +38,6 @@ def _text(value) -> str:
     return html.escape(str(value), quote=False)
 
 
-def color_of(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
-
-
 def _number(value, digits=3) -> str:
     """A loss or a time for the table: NaN and infinities shown as such, never a crash."""
     if value is None:
@@ -124,7 +120,8 @@ def _series_figure(view, lines, title, note, y_title, y_range=None, hline=None, 
                 # markers while there are few points; a long run's would hide the lines
                 mode="lines+markers" if len(x) <= MARKER_POINTS else "lines",
                 name=name, showlegend=dash == lines[0][1], legendgroup=name,
-                line=dict(color=color_of(i), width=3, dash=dash), marker=dict(size=6),
+                line=dict(color=PALETTE[i % len(PALETTE)], width=3, dash=dash),
+                marker=dict(size=6),
                 hovertemplate=f"{name} {kind}<br>" + t("training.step", "step")
                 + f" %{{x}}: {value}%{{y:.3f}}<extra></extra>"))
     notes = [note]

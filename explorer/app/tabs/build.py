@@ -47,7 +47,7 @@ WEIGHTS_CHOICES = {"random": ("weights.random", "random (seed)"),
                    "pretrained": ("weights.pretrained", "pretrained GPT-2 (OpenAI)"),
                    "file": ("weights.file", "from a file")}
 GPT2_SIZE_CHOICES = tuple(size.short for size in GPT2_SIZES.values())   # "small" ... "xl"
-DEVICES = ("auto", "cpu", "cuda")   # offered: cuda where there is one (CACHE.key checks)
+DEVICES = ("auto", "cpu", "cuda")   # offered: cuda (last) where there is one (CACHE.key checks)
 DTYPES = ("float32", "bfloat16")
 BUILD_BUTTON = {"random": ("build.button", "Build the model"),
                 "pretrained": ("build.button_pretrained", "Load GPT-2 (downloaded once)"),
@@ -392,9 +392,8 @@ def create(page):
             with gr.Row():
                 page.add(gr.Number(123, label=label("build.seed", "seed"), precision=0,
                                    elem_id="seed"))
-                devices = ["auto", "cpu"] + (["cuda"] if resolve_device("auto").type == "cuda"
-                                             else [])
-                page.add(gr.Dropdown(devices, value="auto", label=label("build.device",
+                devices = DEVICES if resolve_device("auto").type == "cuda" else DEVICES[:2]
+                page.add(gr.Dropdown(list(devices), value="auto", label=label("build.device",
                                                                         "device"),
                                      elem_id="device"))
                 page.add(gr.Dropdown(list(DTYPES), value="float32",

@@ -32,7 +32,7 @@ from ..live_figure import live_figure
 from ..plots.training import (grad_norm_figure, loss_figure, progress_markdown, table_rows,
                               variant_name)
 from ..prompts import BOXES, set_by_task
-from ..session import Made, Model, Session
+from ..session import Made, Model
 from ..shared import CACHE
 from .train_live import LIVE, choice_of, drawing_of, job_view, live, live_of, watch
 
@@ -59,7 +59,7 @@ def _owner(request, session=None) -> str:
     if request is None or not getattr(request, "session_hash", None):
         raise ExplorerError("train.no_session", "This request has no session; open the page "
                                                 "(or a gradio_client Client) to train.")
-    if isinstance(session, Session):
+    if session is not None:      # (a Session: the handler gives one to those that take it)
         session.session_hash = request.session_hash
     return request.session_hash
 
