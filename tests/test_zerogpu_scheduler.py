@@ -66,7 +66,13 @@ def test_the_ledger_is_rewritten_after_every_call(tmp_path, monkeypatch):
         scheduler.write_ledger()
         assert json.loads(ledger.read_text())["charged"] == {"1.2.3.4": 5}
         spaces.GPU(where_am_i, duration=2)("x")
+        # The client releases the GPU after the result has reached the caller: the release
+        # (and the ledger written after it) comes a moment later.
+        deadline = time.monotonic() + 10
         state = json.loads(ledger.read_text())
+        while state["calls"][0]["outcome"] == "scheduled" and time.monotonic() < deadline:
+            time.sleep(0.02)
+            state = json.loads(ledger.read_text())
         assert [c["outcome"] for c in state["calls"]] == ["ok"]
         assert state["charged"]["space"] == pytest.approx(scheduler.charged("space"))
     finally:
