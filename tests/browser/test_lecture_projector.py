@@ -371,10 +371,14 @@ def test_the_parameter_table_of_a_and_b_shows_every_column_whole(open_page, lang
 
 # =============================================================================================
 # Item 7: the copying model's heatmap labels every token
+LABELS_JS = """(axis) => [...document.querySelectorAll(`#att_plot g.${axis}tick text`)]
+  .map((e) => e.textContent)"""
+
+
 def test_a_heatmap_of_one_letter_words_labels_every_token(open_page):
     """Item 7: the copying model's attention heatmap labelled every other token of its
     16-token text ("@2>1:?7)@2>1:?7)", one letter a token). Each of its tokens must have its
-    label on the key axis in lecture mode."""
+    label on both axes in lecture mode, the whole figure on screen."""
     page = open_page("en")
     build(page)
     tab(page, "2 · Inside the forward pass")
@@ -385,33 +389,46 @@ def test_a_heatmap_of_one_letter_words_labels_every_token(open_page):
     tab(page, "3 · Attention")
     page.locator("#att_btn").click()
     expect(page.locator("#att_plot g.hm image").first).to_be_attached(timeout=SLOW)
-    labels = page.evaluate("() => [...document.querySelectorAll('#att_plot g.xtick text')]"
-                           ".map((e) => e.textContent)")
-    assert labels == list(text), f"key axis labels: {labels}"
+    page.wait_for_timeout(1000)                       # the page's own scroll
+    for axis in "xy":
+        labels = page.evaluate(LABELS_JS, axis)
+        assert labels == list(text), f"{axis} axis labels: {labels}"
+    figure = box(page, "#att_plot .js-plotly-plot")
+    assert 0 <= figure["y"] and figure["b"] <= PROJECTOR["height"], figure
 
 
 # =============================================================================================
-# Item 7: the A/B attention heatmap's key labels on screen
-KEY_LABELS_JS = """() => [...document.querySelectorAll('#att_plot g.xtick text')]
-  .map((e) => [e.textContent, e.getBoundingClientRect().bottom])"""
+# Item 7: A/B attention in lecture mode: every label, the whole figure on screen
+COPYING_TEXT = "@2>1:?7)@2>1:?7)"      # the copying task's text: 16 one-letter tokens
 
 
-@pytest.mark.parametrize("lang", LANGS)
-def test_the_key_labels_of_a_and_b_attention_are_on_screen(open_page, lang):
-    """Item 7: with B beside A, the Attention tab's heatmaps (A, B, A − B) of the 4-token
-    prompt kept a 250 px plot, and their key labels fell below a 720 px screen (y = 743);
-    and they labelled every other key. Every key must have its label, on screen."""
+@pytest.mark.parametrize("lang, text", [("en", None), ("zh", None), ("en", COPYING_TEXT)])
+def test_a_and_b_attention_labels_every_token_and_shows_whole(open_page, lang, text):
+    """Item 7: with B beside A, the Attention tab's heatmaps (A, B and A − B) kept a 250 px
+    plot: the 4-token prompt's key labels fell below a 720 px screen (y = 743), and the
+    copying task's 16 tokens were labelled every other one on both axes, the key axis's
+    title cut at the screen's bottom (y = 741). Every token must have its label on both
+    axes, and after Show attention the whole figure must be on screen."""
     page = open_page(lang)
     build(page)
+    if text:
+        tab(page, said(lang, "2 · Inside the forward pass"))
+        page.locator("#trace_prompt textarea").fill(text)
+        page.locator("#trace_btn").click()
+        expect(page.locator("#chips .chip")).to_have_count(len(text), timeout=SLOW)
     tab(page, said(lang, "7 · Knock out"))
     page.locator("#knock_spec textarea").fill("zero trf_blocks[1].att head 2")
     page.locator("#knock_btn").click()
     expect(page.locator("#status")).to_contain_text("trf_blocks[1].att", timeout=SLOW)
     tab(page, said(lang, "3 · Attention"))
+    page.evaluate("() => window.scrollTo(0, 0)")      # the tab's top, as a lecturer opens it
     page.locator("#att_btn").click()
     expect(page.locator("#att_plot g.hm image")).to_have_count(3, timeout=SLOW)
-    page.wait_for_timeout(500)
-    labels = page.evaluate(KEY_LABELS_JS)
-    assert [text for text, _ in labels] == ["Every", "␣effort", "␣moves", "␣you"], labels
-    bottom = max(b for _, b in labels)
-    assert bottom <= PROJECTOR["height"], f"key labels end at y = {bottom:.0f} px ({lang})"
+    page.wait_for_timeout(1000)                       # the page's own scroll, if any
+    tokens = list(text) if text else ["Every", "␣effort", "␣moves", "␣you"]
+    assert page.evaluate(LABELS_JS, "x") == tokens, "key labels"
+    assert page.evaluate(LABELS_JS, "y") == tokens, "query labels"
+    figure = box(page, "#att_plot .js-plotly-plot")
+    page.screenshot(path=f"/tmp/lecture_projector_ab_attention_{lang}_{len(tokens)}.png")
+    assert 0 <= figure["y"] and figure["b"] <= PROJECTOR["height"], (
+        f"the figure spans y = {figure['y']:.0f}..{figure['b']:.0f} px ({lang})")

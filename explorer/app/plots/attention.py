@@ -15,8 +15,8 @@ from ..i18n import t
 from ..prefs import current
 from .labels import MAX_TOKEN_COLUMNS, TOKEN_CHARS, readable_tokens, token_axis, token_label
 from .style import (GAPS, LAYER, DIVERGING_SCALE, FONT_SIZE, HEATMAP_MIN, MASK_COLOR, PLOT_MIN,
-                    SEQUENTIAL_SCALE, TICK_SIZE, _width, both, clean, empty_figure, finish, models,
-                    named, panels, scaled, title_layout)
+                    SCREEN_HEIGHT, SEQUENTIAL_SCALE, TICK_SIZE, _width, both, clean, empty_figure,
+                    finish, lecture_chrome, models, named, panels, scaled, title_layout)
 
 GRID_MAX_SIDE = 48        # attention grid: each head at most 48 x 48 cells ...
 GRID_MAX_HEADS = 32       # ... of at most 32 heads
@@ -90,8 +90,9 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
     n_panels = len(traces) + (not alone)          # two models: and their difference
     n_tokens = len(traces[0].token_ids)
     start = max(0, n_tokens - MAX_TOKEN_COLUMNS)
-    x_ticks, y_ticks = {}, {}
-    if current().lecture:
+    x_ticks = {}
+    lecture = current().lecture
+    if lecture:
         # A projector's 720 px leave the figure ~440, and turned labels would take ~130 px of
         # it: level key labels, as many as fit across a panel (~950 px shared; a letter ~0.62
         # of the type size, a label at most ~4.2 type sizes, less for one-letter words: issue
@@ -105,15 +106,15 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
         x_ticks = dict(tick_chars=max(6, min(TOKEN_CHARS,
                                              int(room / (0.62 * scaled(TICK_SIZE))) - 1)),
                        most=most)
-        # every key label, whole, where all of them fit across the panel at that width with
-        # half a letter between them (A, B and A − B of a short prompt: no word left out)
-        whole = sum(0.62 * _width(html.unescape(token_label(tok))) + 0.5 for tok in shown)
+        # every key label, whole, where all of them fit across the panel at that width a
+        # space apart (A, B and A − B of a short prompt, or of the copying task's 16
+        # one-letter tokens: none left out)
+        whole = sum(0.62 * _width(html.unescape(token_label(tok))) + 0.35 for tok in shown)
         if whole * scaled(TICK_SIZE) <= 950 / n_panels:
             x_ticks = dict(most=len(shown))
-        y_ticks = dict(most=max(2, int(HEATMAP_MIN / (1.3 * scaled(TICK_SIZE)))))
     tokens, ids = traces[0].tokens[start:], traces[0].token_ids[start:]
     cats, tickvals, ticktext = token_axis(tokens, start, ids=ids, **x_ticks)
-    _, y_vals, y_text = token_axis(tokens, start, ids=ids, **y_ticks)
+    y_vals, y_text = tickvals, ticktext
     notes = [t("attention.each_row_how_much", "each row: how much one query token attends to "
                "each earlier token")]
     if start:
@@ -187,13 +188,18 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
              else t("attention.attention_in_layer_and",
                     "Attention in layer {layer}, {head}: A, B and A − B", layer=layer,
                     head=head_text))
-    # (lecture mode: one heatmap keeps 250 px; A, B and A − B, under two more lines of notes
-    # and panel titles, as much as their query labels need, so that a short prompt's fit a
-    # projector's 720 px whole, their key labels included)
-    rows_px = round(1.3 * scaled(TICK_SIZE) * len(y_vals))
-    plot_min = HEATMAP_MIN if alone else max(PLOT_MIN, min(HEATMAP_MIN, rows_px))
-    return finish(fig, title, max(560, 250 + 15 * len(y_vals)), notes=notes, wrap=120,
-                  plot_min=plot_min)
+    if not lecture:
+        return finish(fig, title, max(560, 250 + 15 * len(y_vals)), notes=notes, wrap=120)
+    # Lecture mode: every query label, 1.3 type sizes each, as far as the whole figure fits
+    # a projector's screen (the page scrolls it into view: issue 47, item 7); the labels of
+    # a longer prompt thinned to that. One heatmap keeps 250 px, A, B and A − B 120.
+    row = 1.3 * scaled(TICK_SIZE)
+    fit = int((SCREEN_HEIGHT - lecture_chrome(fig, title, notes, 120)) / row)
+    _, y_vals, y_text = token_axis(tokens, start, ids=ids, most=max(2, fit))
+    fig.update_yaxes(tickvals=y_vals, ticktext=y_text)
+    rows_px = round(row * min(len(cats), fit))
+    return finish(fig, title, SCREEN_HEIGHT, notes=notes, wrap=120,
+                  plot_min=max(HEATMAP_MIN if alone else PLOT_MIN, rows_px))
 
 
 def _downsample_attention(weights: np.ndarray, side: int):

@@ -60,6 +60,7 @@ LECTURE_GRID = "#b8b8b8"
 LECTURE_MAX_HEIGHT = 400
 PLOT_MIN = 120          # lecture mode: the plotting area never gets less than this (px) ...
 HEATMAP_MIN = 250       # ... and a heatmap of tokens not less than this
+SCREEN_HEIGHT = 700     # a figure the page scrolls into view whole (720 px less its frame)
 
 
 def _template(lecture: bool) -> go.layout.Template:
@@ -199,10 +200,7 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
         # below): plotly.js throws ("Something went wrong with axis scaling") when nothing
         # is left.
         height += top - title_layout(title, notes, wrap, lecture=False)[1]
-        if any(a.yref == "paper" and a.yanchor == "bottom" and (a.y or 0) >= 0.99
-               for a in fig.layout.annotations):
-            # the top row's panel titles sit just above the plot, under the notes
-            layout["margin"]["t"] += scaled(FONT_SIZE) + 8
+        layout["margin"]["t"] += _panel_titles_px(fig)
         bottom = _bottom_room(layout, fig.data)
         room = layout["margin"]["t"] + bottom + plot_min
         layout["height"] = int(min(height, max(max_height, room)))
@@ -217,6 +215,20 @@ def finish(fig: go.Figure, title: str, height: int, *, notes=(), x_title=None, y
                                       max(8, int(plot_px * (high - low) / (0.55 * scaled(FONT_SIZE)))))
     fig.layout = layout
     return fig
+
+
+def _panel_titles_px(fig: go.Figure) -> int:
+    """Lecture mode: the top row's panel titles sit just above the plot, under the notes."""
+    on_top = any(a.yref == "paper" and a.yanchor == "bottom" and (a.y or 0) >= 0.99
+                 for a in fig.layout.annotations)
+    return scaled(FONT_SIZE) + 8 if on_top else 0
+
+
+def lecture_chrome(fig: go.Figure, title: str, notes=(), wrap: int = 68) -> int:
+    """Lecture mode: the px that ``finish`` gives a figure's title, notes and panel titles
+    and what is under its plot; what a screen leaves the plot is SCREEN_HEIGHT less this."""
+    top = title_layout(title, notes, wrap)[1] + _panel_titles_px(fig)
+    return top + _bottom_room(fig.layout.to_plotly_json(), fig.data)
 
 
 def _bottom_room(layout: dict, data=()) -> int:

@@ -178,6 +178,17 @@
   // figures out again (plotly's responsive resize).
   ex.relayoutShown = () => requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));
 
+  // Lecture mode: a figure just asked for is scrolled into view whole, the browser's own way
+  // (issue 47, item 7: a projector's 720 px hold it, not also the controls above it). It is
+  // drawn after the answer arrives, so its new size is waited for, a moment at most.
+  ex.showWhole = (id) => {
+    const el = document.getElementById(id);
+    if (!el || !document.body.classList.contains("lecture")) return;
+    const seen = new ResizeObserver(() => el.scrollIntoView({block: "nearest"}));
+    seen.observe(el);
+    setTimeout(() => seen.disconnect(), 1500);
+  };
+
   // "Copy link": the server's query on this page's address, to the clipboard; where the
   // browser refuses that (http on another host), the box's text is selected for Ctrl+C.
   ex.shareLink = (query) => {

@@ -183,11 +183,14 @@ def create(page):
 def wire(page):
     inputs = ["session", "att_layer", "att_head"]
     inspect = dict(concurrency_limit=2, concurrency_id="inspect")
-    page.on("att_btn.click", show_attention, api_visibility="private", **inspect)
+    shown = page.on("att_btn.click", show_attention, api_visibility="private", **inspect)
     # /attention (a hidden button): the views of the session's trace (made by /trace)
     page.on("attention_api_btn.click", attention_views, inputs, api_name="attention", **inspect)
-    page.on("att_named.input", named_head_chosen, ["session", "att_named"],
-            api_visibility="private", **inspect)
+    named = page.on("att_named.input", named_head_chosen, ["session", "att_named"],
+                    api_visibility="private", **inspect)
+    for asked in (shown, named):
+        asked.then(None, None, None, js="() => gptExplorer.showWhole('att_plot')",
+                   api_visibility="private")
     # .input, not .change: a new model's render fits the pickers and draws their views itself
     page.on(["att_layer.input", "att_head.input"], choice_changed, inputs,
             api_visibility="private", **inspect)
