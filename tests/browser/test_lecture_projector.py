@@ -432,3 +432,50 @@ def test_a_and_b_attention_labels_every_token_and_shows_whole(open_page, lang, t
     page.screenshot(path=f"/tmp/lecture_projector_ab_attention_{lang}_{len(tokens)}.png")
     assert 0 <= figure["y"] and figure["b"] <= PROJECTOR["height"], (
         f"the figure spans y = {figure['y']:.0f}..{figure['b']:.0f} px ({lang})")
+
+
+# =============================================================================================
+# Items 6 and 7: the Activations and Patching tabs' main views with B, on screen
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_activation_figure_with_b_fits_under_its_controls(open_page, lang):
+    """With B, the status line takes a second line, and the Activations tab's figure (drawn
+    as the tab opens, no button to scroll to it) ended at y = 740: its legend's second row
+    below a 720 px screen. The whole figure must be on screen at the tab's top."""
+    page = open_page(lang)
+    build(page)
+    tab(page, said(lang, "7 · Knock out"))
+    page.locator("#knock_spec textarea").fill("zero trf_blocks[1].att head 2")
+    page.locator("#knock_btn").click()
+    expect(page.locator("#status")).to_contain_text("trf_blocks[1].att", timeout=SLOW)
+    tab(page, said(lang, "2 · Inside the forward pass"))
+    page.locator("#trace_btn").click()                 # the real inputs' bars, A's and B's
+    expect(page.locator("#stats_plot .gtitle")).to_be_visible(timeout=SLOW)
+    tab(page, said(lang, "4 · Activation functions"))
+    page.evaluate("() => window.scrollTo(0, 0)")
+    expect(page.locator("#act_plot g.legend g.traces")).to_have_count(4, timeout=SLOW)
+    page.wait_for_timeout(500)
+    figure = box(page, "#act_plot .js-plotly-plot")
+    page.screenshot(path=f"/tmp/lecture_projector_activations_ab_{lang}.png")
+    assert 0 <= figure["y"] and figure["b"] <= PROJECTOR["height"], (
+        f"the figure spans y = {figure['y']:.0f}..{figure['b']:.0f} px ({lang})")
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_patch_brings_the_patching_maps_on_screen(open_page, lang):
+    """The Patching tab's maps came under its boxes and buttons, from y = 860 down: pressing
+    Patch at the tab's top showed none of them. After Patch, the map's summary and its first
+    table (the heads) must be on screen."""
+    page = open_page(lang)
+    build(page)
+    tab(page, said(lang, "8 · Patching"))
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.locator("#patch_pair input[value=ioi]").check()
+    page.locator("#patch_pair_btn").click()
+    expect(page.locator("#patch_right textarea, #patch_right input")).not_to_have_value("")
+    page.locator("#patch_btn").click()
+    expect(page.locator("#patch_map table.patch-heads")).to_be_visible(timeout=SLOW)
+    page.wait_for_timeout(2000)                        # the page's own scroll
+    page.screenshot(path=f"/tmp/lecture_projector_patching_{lang}.png")
+    summary, heads = box(page, "#patch_map .patch-summary"), box(page, "#patch_map table.patch-heads")
+    assert 0 <= summary["y"] and heads["b"] <= PROJECTOR["height"], (
+        f"summary from y = {summary['y']:.0f}, heads' table to {heads['b']:.0f} px ({lang})")

@@ -87,9 +87,10 @@ def activation_figure(curves: dict, show=("gelu", "relu"), derivatives=False, ff
     title = t("curves.activation_functions_and_their",
               "Activation functions and their derivatives") if derivatives \
         else t("curves.activation_functions", "Activation functions")
+    # (lecture mode: 370 px fit under the tab's controls at 720 px, B's status line included)
     return finish(fig, title, 540, notes=notes, x_title=t("curves.input_x", "input x"),
                   y_title=None if curve_axis == "y2" else t("curves.output", "output"), legend=True,
-                  wrap=120)  # the page wide
+                  wrap=120, max_height=370)  # the page wide
 
 
 # ---------------------------------------------------------------------------------------------

@@ -210,10 +210,15 @@ def wire(page):
                  show_progress_on=[page["patch_note"]])
     page.on("patch_pair_btn.click", pair_chosen, ["patch_pair", "session"],
             api_name="patching_pair", show_progress="hidden")
-    page.on("patch_btn.click", patch_maps, ["patch_clean", "patch_corrupted", "patch_right",
-                                            "patch_wrong", "patch_everywhere", "session"],
-            api_name="patching_map", concurrency_limit=1, concurrency_id="knockout",
-            show_progress_on=[page["patch_map"]])
+    patched = page.on("patch_btn.click", patch_maps, ["patch_clean", "patch_corrupted",
+                                                      "patch_right", "patch_wrong",
+                                                      "patch_everywhere", "session"],
+                      api_name="patching_map", concurrency_limit=1, concurrency_id="knockout",
+                      show_progress_on=[page["patch_map"]])
+    # lecture mode: the map's progress on screen at once, and the maps once made
+    for event in (page["patch_btn"].click, patched.then):
+        event(None, None, None, js="() => gptExplorer.showWhole('patch_map')",
+              api_visibility="private")
     page.on("patch_b_btn.click", patch_b, ["patch_spec", "patch_corrupted", "session"],
             api_name="patch", **queue)
     page.on("patch_map.select", cell_clicked, ["patch_corrupted", "session"],
