@@ -90,28 +90,24 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
     n_panels = len(traces) + (not alone)          # two models: and their difference
     n_tokens = len(traces[0].token_ids)
     start = max(0, n_tokens - MAX_TOKEN_COLUMNS)
-    x_ticks = {}
+    x_ticks, turned = {}, True
     lecture = current().lecture
     if lecture:
-        # A projector's 720 px leave the figure ~440, and turned labels would take ~130 px of
-        # it: level key labels, as many as fit across a panel (~950 px shared; a letter ~0.62
-        # of the type size, a label at most ~4.2 type sizes, less for one-letter words: issue
-        # 47, item 7), and as many query labels as fit down the heatmap.
+        # Key labels across a panel (~950 px shared; a letter ~0.62 of the type size): level
+        # where all of them fit a space apart (a short prompt's words, the copying task's 16
+        # one-letter tokens); else turned, where all of them fit one line high each (the
+        # figure has a screen's height for them: the page scrolls to it); else level, as many
+        # as fit (a label at most ~4.2 type sizes, each as long as its share allows).
+        panel = 950 / n_panels / scaled(TICK_SIZE)           # in type sizes
         shown = readable_tokens(traces[0].token_ids[start:], traces[0].tokens[start:])
-        longest = max((_width(html.unescape(token_label(tok))) for tok in shown), default=6)
-        letters = min(4.2, 0.62 * longest + 1.2)
-        most = max(2, int(950 / n_panels / (letters * scaled(TICK_SIZE))))
-        # each label as long as its share of the panel allows (a short prompt's words whole)
-        room = 950 / n_panels / min(n_tokens - start, most)
-        x_ticks = dict(tick_chars=max(6, min(TOKEN_CHARS,
-                                             int(room / (0.62 * scaled(TICK_SIZE))) - 1)),
-                       most=most)
-        # every key label, whole, where all of them fit across the panel at that width a
-        # space apart (A, B and A − B of a short prompt, or of the copying task's 16
-        # one-letter tokens: none left out)
-        whole = sum(0.62 * _width(html.unescape(token_label(tok))) + 0.35 for tok in shown)
-        if whole * scaled(TICK_SIZE) <= 950 / n_panels:
+        widths = [_width(html.unescape(token_label(tok))) for tok in shown]
+        turned = sum(0.62 * w + 0.35 for w in widths) > panel and 1.3 * len(shown) <= panel
+        if sum(0.62 * w + 0.35 for w in widths) <= panel or turned:
             x_ticks = dict(most=len(shown))
+        else:
+            most = max(2, int(panel / min(4.2, 0.62 * max(widths) + 1.2)))
+            room = panel / min(len(shown), most)
+            x_ticks = dict(most=most, tick_chars=max(6, min(TOKEN_CHARS, int(room / 0.62) - 1)))
     tokens, ids = traces[0].tokens[start:], traces[0].token_ids[start:]
     cats, tickvals, ticktext = token_axis(tokens, start, ids=ids, **x_ticks)
     y_vals, y_text = tickvals, ticktext
@@ -168,7 +164,7 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
                                                 "query %{y}<br>key %{x}<br>A − B %{z:.3f}")
                                               + "<extra></extra>"), row=1, col=3)
     fig.update_xaxes(type="category", tickvals=tickvals, ticktext=ticktext, showgrid=False,
-                     tickangle=0 if x_ticks else -90)
+                     tickangle=-90 if turned else 0)
     fig.update_yaxes(type="category", tickvals=y_vals, ticktext=y_text, showgrid=False,
                      autorange="reversed")
     for col in range(2, n_panels + 1):
