@@ -233,3 +233,25 @@ def test_stop_ends_the_generation_at_the_step_shown_whichever_call_comes_first(s
     assert sorted(r[0] for r in gen.rows) == list(range(1, shown + 1)), (shown, made)
     assert gen.speed.get("stopped") and not gen.streaming
     assert out["gen_output"] == gen.text
+
+
+def test_next_token_after_stop_goes_on_before_the_cancelled_streams_own_call(session):
+    """Stop's call copied the generation cut to the step shown while it was still marked as
+    streaming; the cancelled stream's own call (its failure) unmarked it, but a Next token
+    served between the two was refused ("still streaming") and the page added no step: CI's
+    lecturer walk, once, under load. After Stop's call alone, Next token adds one step."""
+    stream = generate.generate("Every effort moves you", 40, "greedy", 1.0, 50, 123, False,
+                               session)
+    for _ in stream:
+        gen = session.generation
+        if gen is not None and len(gen.rows) >= 6:
+            break
+    shown = sorted(gen.shown)[0]
+    out = generate.stopped(session, shown)
+    assert not session.generation.streaming
+    after = generate.next_token("Every effort moves you", out["gen_output"], "greedy", 1.0, 50,
+                                123, session)
+    stream.close()
+    assert sorted(r[0] for r in session.generation.rows) == list(range(1, shown + 2))
+    assert after["gen_output"].startswith(out["gen_output"])
+    assert len(after["gen_output"]) > len(out["gen_output"])

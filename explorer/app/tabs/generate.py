@@ -207,10 +207,12 @@ def stopped(session, shown=None):
     A new object takes its place: a step the stream still makes goes to the old one."""
     gen = session.generation
     if gen is not None:
-        # Stop's call and the cancelled stream's (a failure: no ``shown``) come in either order
+        # Stop's call and the cancelled stream's (a failure: no ``shown``) come in either
+        # order, and the second may not come. The stream ends before the cut is copied from
+        # it: a cut still marked streaming refused Next token until the second call came.
+        stopping, gen.streaming = gen.streaming, False
         cut = cut_at(gen, shown)
-        stopping = gen.streaming or len(cut.ids[0]) < len(gen.ids[0])
-        gen.streaming = False
+        stopping = stopping or len(cut.ids[0]) < len(gen.ids[0])
         gen = replace(cut, log=((), ()))
         if stopping:                            # cut short: the speed line says so
             gen.speed = {**gen.speed, "stopped": True}
