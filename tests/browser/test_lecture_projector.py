@@ -405,6 +405,14 @@ COPYING_TEXT = "@2>1:?7)@2>1:?7)"      # the copying task's text: 16 one-letter 
 SENTENCE = "Every effort moves you forward, said the lecturer and smiled."    # 12 tokens
 
 
+def with_b(page, lang):
+    """Model B beside A: A with one head zeroed (Intervene, tab 7)."""
+    tab(page, said(lang, "7 · Knock out"))
+    page.locator("#knock_spec textarea").fill("zero trf_blocks[1].att head 2")
+    page.locator("#knock_btn").click()
+    expect(page.locator("#status")).to_contain_text("trf_blocks[1].att", timeout=SLOW)
+
+
 @pytest.mark.parametrize("lang, text", [("en", None), ("zh", None), ("en", COPYING_TEXT),
                                         ("zh", SENTENCE)])
 def test_a_and_b_attention_labels_every_token_and_shows_whole(open_page, lang, text):
@@ -422,10 +430,7 @@ def test_a_and_b_attention_labels_every_token_and_shows_whole(open_page, lang, t
         page.locator("#trace_btn").click()
         expect(page.locator("#chips .chip")).to_have_count(
             len(text) if text == COPYING_TEXT else 12, timeout=SLOW)
-    tab(page, said(lang, "7 · Knock out"))
-    page.locator("#knock_spec textarea").fill("zero trf_blocks[1].att head 2")
-    page.locator("#knock_btn").click()
-    expect(page.locator("#status")).to_contain_text("trf_blocks[1].att", timeout=SLOW)
+    with_b(page, lang)
     tab(page, said(lang, "3 · Attention"))
     page.evaluate("() => window.scrollTo(0, 0)")      # the tab's top, as a lecturer opens it
     page.locator("#att_btn").click()
@@ -452,10 +457,7 @@ def test_the_activation_figure_with_b_fits_under_its_controls(open_page, lang):
     below a 720 px screen. The whole figure must be on screen at the tab's top."""
     page = open_page(lang)
     build(page)
-    tab(page, said(lang, "7 · Knock out"))
-    page.locator("#knock_spec textarea").fill("zero trf_blocks[1].att head 2")
-    page.locator("#knock_btn").click()
-    expect(page.locator("#status")).to_contain_text("trf_blocks[1].att", timeout=SLOW)
+    with_b(page, lang)
     tab(page, said(lang, "2 · Inside the forward pass"))
     page.locator("#trace_btn").click()                 # the real inputs' bars, A's and B's
     expect(page.locator("#stats_plot .gtitle")).to_be_visible(timeout=SLOW)
