@@ -101,8 +101,9 @@ def attention_figure(traces, layer, head, names=None, removed=None) -> go.Figure
         panel = 950 / n_panels / scaled(TICK_SIZE)           # in type sizes
         shown = readable_tokens(traces[0].token_ids[start:], traces[0].tokens[start:])
         widths = [_width(html.unescape(token_label(tok))) for tok in shown]
-        turned = sum(0.62 * w + 0.35 for w in widths) > panel and 1.3 * len(shown) <= panel
-        if sum(0.62 * w + 0.35 for w in widths) <= panel or turned:
+        level = sum(0.62 * w + 0.35 for w in widths) <= panel
+        turned = not level and 1.3 * len(shown) <= panel
+        if level or turned:
             x_ticks = dict(most=len(shown))
         else:
             most = max(2, int(panel / min(4.2, 0.62 * max(widths) + 1.2)))
