@@ -405,6 +405,14 @@ COPYING_TEXT = "@2>1:?7)@2>1:?7)"      # the copying task's text: 16 one-letter 
 SENTENCE = "Every effort moves you forward, said the lecturer and smiled."    # 12 tokens
 
 
+def assert_figure_on_screen(page, elem_id, shot):
+    """The figure in ``elem_id`` whole within the 720 px screen (a screenshot in /tmp)."""
+    figure = box(page, f"#{elem_id} .js-plotly-plot")
+    page.screenshot(path=f"/tmp/lecture_projector_{shot}.png")
+    assert 0 <= figure["y"] and figure["b"] <= PROJECTOR["height"], (
+        f"{elem_id} spans y = {figure['y']:.0f}..{figure['b']:.0f} px")
+
+
 def with_b(page, lang):
     """Model B beside A: A with one head zeroed (Intervene, tab 7)."""
     tab(page, said(lang, "7 · Knock out"))
@@ -442,10 +450,7 @@ def test_a_and_b_attention_labels_every_token_and_shows_whole(open_page, lang, t
               SENTENCE: [*words, "␣forward", ",", "␣said", "␣the", "␣lecturer", "␣and",
                          "␣smiled", "."]}[text]
     assert keys == queries == tokens, (keys, queries)
-    figure = box(page, "#att_plot .js-plotly-plot")
-    page.screenshot(path=f"/tmp/lecture_projector_ab_attention_{lang}_{len(tokens)}.png")
-    assert 0 <= figure["y"] and figure["b"] <= PROJECTOR["height"], (
-        f"the figure spans y = {figure['y']:.0f}..{figure['b']:.0f} px ({lang})")
+    assert_figure_on_screen(page, "att_plot", f"ab_attention_{lang}_{len(tokens)}")
 
 
 # =============================================================================================
@@ -465,10 +470,7 @@ def test_the_activation_figure_with_b_fits_under_its_controls(open_page, lang):
     page.evaluate("() => window.scrollTo(0, 0)")
     expect(page.locator("#act_plot g.legend g.traces")).to_have_count(4, timeout=SLOW)
     page.wait_for_timeout(500)
-    figure = box(page, "#act_plot .js-plotly-plot")
-    page.screenshot(path=f"/tmp/lecture_projector_activations_ab_{lang}.png")
-    assert 0 <= figure["y"] and figure["b"] <= PROJECTOR["height"], (
-        f"the figure spans y = {figure['y']:.0f}..{figure['b']:.0f} px ({lang})")
+    assert_figure_on_screen(page, "act_plot", f"activations_ab_{lang}")
 
 
 @pytest.mark.parametrize("lang", LANGS)
